@@ -1,0 +1,110 @@
+/**
+ * Protocol error codes and the single wire error type.
+ *
+ * @module
+ */
+
+/** JSON-RPC and exec-server error codes, as the reference server uses them. */
+export const ErrorCode = {
+  /** Malformed message, handshake gating, unknown session or process, fs precondition errors. */
+  InvalidRequest: -32600,
+  /** Unknown method. */
+  MethodNotFound: -32601,
+  /** Params that do not decode, or semantic parameter errors. */
+  InvalidParams: -32602,
+  /** OS errors, spawn failures, HTTP transport failures. */
+  InternalError: -32603,
+  /** A filesystem path or a file handle that does not exist. */
+  NotFound: -32004,
+  /** `initialize` tried to resume a session another connection holds. */
+  SessionAlreadyAttached: -32010,
+} as const;
+
+/** One of the numeric codes in {@linkcode ErrorCode}. */
+export type ErrorCodeValue = typeof ErrorCode[keyof typeof ErrorCode];
+
+/** The `error` member of an error response, as it goes on the wire. */
+export interface WireError {
+  /** Numeric error code. */
+  code: number;
+  /** Optional structured detail (the reference only sends it for spawn failures). */
+  data?: unknown;
+  /** Human readable message. */
+  message: string;
+}
+
+/** Options for {@linkcode RpcError}. */
+export interface RpcErrorOptions extends ErrorOptions {
+  /** Structured detail sent as the error's `data` member. */
+  data?: unknown;
+}
+
+/**
+ * An error that travels over the wire with a protocol code.
+ *
+ * Handlers throw it; the connection turns it into an error response. Any
+ * other thrown value becomes a generic `-32603` without leaking its stack or
+ * class name.
+ *
+ * @example Throw a not-found error
+ * ```ts
+ * import { ErrorCode, RpcError } from "./errors.ts";
+ * const err = new RpcError(ErrorCode.NotFound, "No such file or directory (os error 2)");
+ * console.log(err.toWire());
+ * ```
+ */
+export class RpcError extends Error {
+  /** The protocol error code. */
+  readonly code: number;
+  /** Optional structured detail. */
+  readonly data?: unknown;
+
+  /**
+   * Creates an error with a protocol code.
+   *
+   * @param code The protocol error code.
+   * @param message The message sent on the wire.
+   * @param options `data` for the wire and an optional `cause`.
+   */
+  constructor(code: number, message: string, options: RpcErrorOptions = {}) {
+    super(message, options);
+    this.name = "RpcError";
+    this.code = code;
+    if (options.data !== undefined) this.data = options.data;
+  }
+
+  /** Returns the wire form `{code, data?, message}` in the reference's key order. */
+  toWire(): WireError {
+    return this.data === undefined
+      ? { code: this.code, message: this.message }
+      : { code: this.code, data: this.data, message: this.message };
+  }
+}
+
+/** Shorthand for an `-32600` invalid-request error. */
+export function invalidRequest(message: string): RpcError {
+  return new RpcError(ErrorCode.InvalidRequest, message);
+}
+
+/** Shorthand for an `-32602` invalid-params error. */
+export function invalidParams(message: string): RpcError {
+  return new RpcError(ErrorCode.InvalidParams, message);
+}
+
+/** Shorthand for an `-32603` internal error. */
+export function internalError(message: string, data?: unknown): RpcError {
+  return new RpcError(ErrorCode.InternalError, message, { data });
+}
+
+/**
+ * Converts anything thrown by a handler into a wire error.
+ *
+ * {@linkcode RpcError}s keep their code; everything else becomes `-32603`
+ * with a generic message, so no stack trace or runtime class name is sent.
+ *
+ * @param err The thrown value.
+ */
+export function toWireError(err: unknown): WireError {
+  if (err instanceof RpcError) return err.toWire();
+  return { code: ErrorCode.InternalError, message: "internal error" };
+}

@@ -1,0 +1,544 @@
+/**
+ * The method table: every request and notification of the exec-server
+ * protocol, declared once. The router, the typed client, params validation
+ * and the exported JSON Schema are all derived from {@linkcode METHODS}.
+ *
+ * @module
+ */
+
+import {
+  any,
+  array,
+  boolean,
+  bytes,
+  type Infer,
+  literal,
+  nullable,
+  object,
+  optional,
+  record,
+  type Schema,
+  SchemaError,
+  signed,
+  string,
+  unit,
+  unsigned,
+} from "./schema.ts";
+
+/** Who sends a message. */
+export type Direction = "clientToServer" | "serverToClient";
+
+/** The gating family named in `client must call initialize before using <family> methods`. */
+export type Family =
+  | "exec"
+  | "filesystem"
+  | "http"
+  | "environment info"
+  | "environment status"
+  | "capability discovery"
+  | "environment config";
+
+/** A request: the receiver answers with `result` or an error. */
+export interface RequestSpec<P, R> {
+  /** Discriminator. */
+  readonly kind: "request";
+  /** Who sends it. */
+  readonly direction: Direction;
+  /** Gating family; `undefined` only for `initialize`. */
+  readonly family?: Family;
+  /** Concurrency lane with `--concurrent-requests > 1` (spec §12). */
+  readonly lane: "control" | "ordinary";
+  /** One-line description. */
+  readonly doc: string;
+  /** Params schema. */
+  readonly params: Schema<P>;
+  /** Result schema. */
+  readonly result: Schema<R>;
+}
+
+/** A notification: no answer. */
+export interface NotificationSpec<P> {
+  /** Discriminator. */
+  readonly kind: "notification";
+  /** Who sends it. */
+  readonly direction: Direction;
+  /** One-line description. */
+  readonly doc: string;
+  /** Params schema. */
+  readonly params: Schema<P>;
+}
+
+function request<P, R>(
+  family: Family | undefined,
+  doc: string,
+  params: Schema<P>,
+  result: Schema<R>,
+  lane: "control" | "ordinary" = "ordinary",
+): RequestSpec<P, R> {
+  return { kind: "request", direction: "clientToServer", family, lane, doc, params, result };
+}
+
+function notification<P>(direction: Direction, doc: string, params: Schema<P>): NotificationSpec<P> {
+  return { kind: "notification", direction, doc, params };
+}
+
+// ---------------------------------------------------------------------------
+// Shared shapes
+
+const UUID_CHARS = /^[0-9a-fA-F-]$/;
+
+/** A UUID string (`urn:uuid:` prefix allowed), validated with the reference's wording. */
+function uuid(): Schema<string> {
+  const base = string();
+  return {
+    ...base,
+    parse(value) {
+      const text = base.parse(value);
+      const body = text.startsWith("urn:uuid:") ? text.slice(9) : text;
+      const offset = text.length - body.length;
+      for (let i = 0; i < body.length; i++) {
+        if (!UUID_CHARS.test(body[i]!)) {
+          throw new SchemaError(
+            `invalid character: expected an optional prefix of \`urn:uuid:\` followed by [0-9a-fA-F-], found \`${
+              body[i]
+            }\` at ${offset + i + 1}`,
+          );
+        }
+      }
+      const hex = body.replaceAll("-", "");
+      if (hex.length !== 32) {
+        throw new SchemaError(`invalid length: expected 32 hex digits, found ${hex.length}`);
+      }
+      return text;
+    },
+    jsonSchema: () => ({ type: "string", format: "uuid" }),
+  };
+}
+
+/** An absolute `file:` URI naming a path on the server (spec §10.1). */
+export const PathUri: Schema<string> = string();
+
+const sandbox = optional(any());
+
+/** W3C-style environment info (spec §9). */
+export const EnvironmentInfo = object({
+  shell: object({ name: string(), path: string() }, { name: "ShellInfo" }),
+  executorVersion: string(),
+  providerId: optional(string()),
+  cwd: optional(PathUri),
+  userHomeDir: PathUri,
+  platformOs: string(),
+  prependPathDirs: array(PathUri),
+  temporaryDirectories: array(PathUri),
+  tempDir: PathUri,
+  capabilities: record(boolean()),
+}, { name: "EnvironmentInfo", description: "What the executor is and which capabilities it has" });
+
+/** The `environmentInfo` object (spec §9). */
+export type EnvironmentInfo = Infer<typeof EnvironmentInfo>;
+
+const EnvPolicy = object({
+  inherit: literal("all", "core", "none"),
+  ignoreDefaultExcludes: boolean(),
+  exclude: array(string()),
+  set: record(string()),
+  includeOnly: array(string()),
+}, { name: "EnvPolicy" });
+
+const OutputStream = literal("stdout", "stderr", "pty");
+
+const ProcessChunk = object({
+  seq: unsigned(),
+  stream: OutputStream,
+  chunk: string(),
+}, { name: "ProcessOutputChunk" });
+
+const WalkOptions = object({
+  maxDepth: unsigned(),
+  maxDirectories: unsigned(),
+  maxEntries: unsigned(),
+  followDirectorySymlinks: boolean(),
+  pruneHiddenDirectories: optional(boolean()),
+}, { name: "WalkOptions" });
+
+const HttpHeader = object({
+  name: string(),
+  value: string(),
+  valueEnvVar: optional(string()),
+}, { name: "HttpHeader" });
+
+const ResponseHeader = object({ name: string(), value: string() }, { name: "HttpResponseHeader" });
+
+const Empty = object({}, { name: "Empty" });
+
+// ---------------------------------------------------------------------------
+// The table
+
+/**
+ * Every method and notification of the protocol, keyed by wire name.
+ *
+ * @example List the client requests
+ * ```ts
+ * import { METHODS } from "./methods.ts";
+ * const requests = Object.entries(METHODS).filter(([, spec]) => spec.kind === "request");
+ * console.log(requests.map(([name]) => name));
+ * ```
+ */
+export const METHODS = {
+  "initialize": request(
+    undefined,
+    "Opens (or resumes) a session; must be the first request of a connection.",
+    object({
+      clientName: string(),
+      resumeSessionId: optional(string()),
+    }, { name: "InitializeParams" }),
+    object({ sessionId: string(), environmentInfo: EnvironmentInfo }, {
+      name: "InitializeResult",
+    }),
+  ),
+  "initialized": notification(
+    "clientToServer",
+    "Sent by the client after a successful initialize response; params are ignored.",
+    any(),
+  ),
+  "environment/info": request(
+    "environment info",
+    "Describes the executor: shell, paths, platform and capabilities.",
+    unit(),
+    EnvironmentInfo,
+    "control",
+  ),
+  "environment/status": request(
+    "environment status",
+    "Cheap liveness check.",
+    unit(),
+    object({ status: literal("ready") }, { name: "EnvironmentStatus" }),
+    "control",
+  ),
+
+  "process/start": request(
+    "exec",
+    "Starts a process in the session under a client-chosen id.",
+    object({
+      processId: string(),
+      argv: array(string()),
+      cwd: PathUri,
+      envPolicy: optional(EnvPolicy),
+      env: record(string()),
+      tty: boolean(),
+      pipeStdin: optional(boolean()),
+      arg0: optional(string()),
+      sandbox,
+      enforceManagedNetwork: optional(boolean()),
+      managedNetwork: optional(any()),
+      networkProxy: optional(any()),
+      shellSnapshot: optional(any()),
+      metadata: optional(object({
+        threadId: uuid(),
+        toolCallId: optional(string()),
+      }, { name: "ExecMetadata" })),
+    }, { name: "WireExecParams" }),
+    object({
+      processId: string(),
+      sandboxType: literal("none", "macosSeatbelt", "linuxSeccomp", "windowsRestrictedToken"),
+    }, { name: "ExecResponse" }),
+  ),
+  "process/read": request(
+    "exec",
+    "Returns retained output after a seq, optionally long-polling for more.",
+    object({
+      processId: string(),
+      afterSeq: optional(unsigned()),
+      maxBytes: optional(unsigned("usize")),
+      waitMs: optional(unsigned()),
+    }, { name: "ReadParams" }),
+    object({
+      chunks: array(ProcessChunk),
+      nextSeq: unsigned(),
+      exited: boolean(),
+      exitCode: nullable(signed("i32")),
+      closed: boolean(),
+      failure: nullable(string()),
+      sandboxDenied: boolean(),
+    }, { name: "ReadResponse" }),
+  ),
+  "process/write": request(
+    "exec",
+    "Queues bytes for the process's stdin; a repeated writeId is written once.",
+    object({
+      processId: string(),
+      chunk: bytes(),
+      writeId: string(),
+    }, { name: "WriteParams" }),
+    object({
+      status: literal("accepted", "unknownProcess", "stdinClosed", "starting"),
+    }, { name: "WriteResponse" }),
+  ),
+  "process/signal": request(
+    "exec",
+    "Sends a signal to the process group.",
+    object({
+      processId: string(),
+      signal: literal("interrupt"),
+    }, { name: "SignalParams" }),
+    Empty,
+    "control",
+  ),
+  "process/terminate": request(
+    "exec",
+    "Kills the process group (SIGKILL).",
+    object({ processId: string() }, { name: "TerminateParams" }),
+    object({ running: boolean() }, { name: "TerminateResponse" }),
+    "control",
+  ),
+
+  "fs/readFile": request(
+    "filesystem",
+    "Reads a whole regular file (at most 512 MiB).",
+    object({ path: PathUri, sandbox }, { name: "WireFsReadFileParams" }),
+    object({ dataBase64: string() }, { name: "FsReadFileResponse" }),
+  ),
+  "fs/writeFile": request(
+    "filesystem",
+    "Creates or replaces a file with the given bytes (atomically, through a rename).",
+    object({ path: PathUri, dataBase64: string(), sandbox }, { name: "WireFsWriteFileParams" }),
+    Empty,
+  ),
+  "fs/createDirectory": request(
+    "filesystem",
+    "Creates a directory, with parents unless recursive is false.",
+    object({ path: PathUri, recursive: optional(boolean()), sandbox }, {
+      name: "WireFsCreateDirectoryParams",
+    }),
+    Empty,
+  ),
+  "fs/getMetadata": request(
+    "filesystem",
+    "Returns type, size and times of a path.",
+    object({ path: PathUri, sandbox }, { name: "WireFsGetMetadataParams" }),
+    object({
+      isDirectory: boolean(),
+      isFile: boolean(),
+      isSymlink: boolean(),
+      size: unsigned(),
+      createdAtMs: signed(),
+      modifiedAtMs: signed(),
+    }, { name: "FsGetMetadataResponse" }),
+  ),
+  "fs/canonicalize": request(
+    "filesystem",
+    "Resolves symlinks and dot segments of an existing path.",
+    object({ path: PathUri, sandbox }, { name: "WireFsCanonicalizeParams" }),
+    object({ path: PathUri }, { name: "FsCanonicalizeResponse" }),
+  ),
+  "fs/readDirectory": request(
+    "filesystem",
+    "Lists a directory's entries in readdir order.",
+    object({ path: PathUri, sandbox }, { name: "WireFsReadDirectoryParams" }),
+    object({
+      entries: array(object({ fileName: string(), isDirectory: boolean(), isFile: boolean() }, {
+        name: "FsDirectoryEntry",
+      })),
+    }, { name: "FsReadDirectoryResponse" }),
+  ),
+  "fs/walk": request(
+    "filesystem",
+    "Lists a directory tree breadth-first within limits.",
+    object({ path: PathUri, options: WalkOptions, sandbox }, { name: "WireFsWalkParams" }),
+    object({
+      entries: array(object({ path: PathUri, kind: literal("file", "directory") }, {
+        name: "FsWalkEntry",
+      })),
+      errors: array(object({ path: PathUri, message: string() }, { name: "FsWalkError" })),
+      truncated: boolean(),
+    }, { name: "FsWalkResponse" }),
+  ),
+  "fs/remove": request(
+    "filesystem",
+    "Removes a file, symlink or directory.",
+    object({
+      path: PathUri,
+      recursive: optional(boolean()),
+      force: optional(boolean()),
+      sandbox,
+    }, { name: "WireFsRemoveParams" }),
+    Empty,
+  ),
+  "fs/copy": request(
+    "filesystem",
+    "Copies a file, symlink or (recursively) a directory.",
+    object({
+      sourcePath: PathUri,
+      destinationPath: PathUri,
+      recursive: boolean(),
+      sandbox,
+    }, { name: "WireFsCopyParams" }),
+    Empty,
+  ),
+  "fs/open": request(
+    "filesystem",
+    "Opens a connection-scoped file handle for block reads or writes.",
+    object({
+      handleId: string(),
+      path: PathUri,
+      mode: optional(literal("read", "replace")),
+      sandbox,
+    }, { name: "WireFsOpenParams" }),
+    object({ handleId: string() }, { name: "FsOpenResponse" }),
+  ),
+  "fs/readBlock": request(
+    "filesystem",
+    "Reads up to len bytes at an offset of an open handle.",
+    object({ handleId: string(), offset: unsigned(), len: unsigned("usize") }, {
+      name: "FsReadBlockParams",
+    }),
+    object({ chunk: string(), eof: boolean() }, { name: "FsReadBlockResponse" }),
+  ),
+  "fs/writeBlock": request(
+    "filesystem",
+    "Writes bytes at an offset of a handle opened with mode replace.",
+    object({ handleId: string(), offset: unsigned(), chunk: bytes() }, {
+      name: "FsWriteBlockParams",
+    }),
+    Empty,
+  ),
+  "fs/close": request(
+    "filesystem",
+    "Closes a file handle; closing an unknown handle succeeds.",
+    object({ handleId: string() }, { name: "FsCloseParams" }),
+    Empty,
+    "control",
+  ),
+  "fs/watchMissing": request(
+    "filesystem",
+    "Notifies once when one of the given missing paths (or an ancestor) appears.",
+    object({ watchId: unsigned(), missing: array(PathUri) }, { name: "FsWatchMissingParams" }),
+    object({ watching: boolean() }, { name: "FsWatchMissingResponse" }),
+  ),
+
+  "http/request": request(
+    "http",
+    "Performs an HTTP request from the server, buffered or streamed.",
+    object({
+      method: string(),
+      url: string(),
+      headers: optional(array(HttpHeader)),
+      bodyBase64: optional(bytes()),
+      timeoutMs: optional(unsigned()),
+      redirectPolicy: optional(literal("follow", "stop")),
+      requestId: string(),
+      streamResponse: optional(boolean()),
+    }, { name: "HttpRequestParams" }),
+    object({ status: unsigned("u16", 65535), headers: array(ResponseHeader), bodyBase64: string() }, {
+      name: "HttpRequestResponse",
+    }),
+  ),
+
+  "capabilityRoots/discoverV1": request(
+    "capability discovery",
+    "Codex-specific plugin discovery (not supported: capabilityDiscoveryV2 is false).",
+    object({
+      roots: array(object({ id: string(), path: PathUri }, { name: "CapabilityRoot" })),
+    }, { name: "WireCapabilityRootsDiscoverParams" }),
+    object({ roots: array(any()) }, { name: "CapabilityRootsDiscoverResponse" }),
+  ),
+  "capabilities/discoverV2": request(
+    "capability discovery",
+    "Codex-specific installed-plugin discovery (not supported).",
+    object({ cwd: PathUri, sandbox }, { name: "WireCapabilitiesDiscoverParams" }),
+    object({ plugins: array(any()), skills: array(any()), warnings: array(any()) }, {
+      name: "CapabilitiesDiscoverResponse",
+    }),
+  ),
+  "environmentConfig/read": request(
+    "environment config",
+    "Codex-specific config layer reading (not supported: environmentConfigRead is false).",
+    object({
+      cwd: PathUri,
+      configPaths: array(array(PathUri)),
+      requirementsPaths: array(array(PathUri)),
+    }, { name: "EnvironmentConfigReadParams" }),
+    object({
+      userHomeDir: PathUri,
+      codexHomeDir: PathUri,
+      hostname: string(),
+      config: any(),
+      requirements: any(),
+    }, { name: "EnvironmentConfigReadResponse" }),
+  ),
+
+  "process/output": notification(
+    "serverToClient",
+    "A chunk of process output.",
+    object({ processId: string(), seq: unsigned(), stream: OutputStream, chunk: string() }, {
+      name: "ProcessOutputNotification",
+    }),
+  ),
+  "process/exited": notification(
+    "serverToClient",
+    "The process's exit status was collected.",
+    object({
+      processId: string(),
+      seq: unsigned(),
+      exitCode: signed("i32"),
+      sandboxDenied: boolean(),
+    }, { name: "ProcessExitedNotification" }),
+  ),
+  "process/closed": notification(
+    "serverToClient",
+    "Exit collected and all output streams ended; the last event of a process.",
+    object({ processId: string(), seq: unsigned() }, { name: "ProcessClosedNotification" }),
+  ),
+  "http/request/bodyDelta": notification(
+    "serverToClient",
+    "A piece of a streamed HTTP response body.",
+    object({
+      requestId: string(),
+      seq: unsigned(),
+      deltaBase64: string(),
+      done: boolean(),
+      error: nullable(string()),
+    }, { name: "HttpRequestBodyDelta" }),
+  ),
+  "fs/missingChanged": notification(
+    "serverToClient",
+    "A watched missing path (or an ancestor of it) appeared.",
+    object({ watchId: unsigned() }, { name: "FsMissingChangedNotification" }),
+  ),
+} as const;
+
+/** The method table's type. */
+export type Methods = typeof METHODS;
+/** Every wire name in the table. */
+export type MethodName = keyof Methods;
+
+/** Names of client → server requests. */
+export type ClientRequestName = {
+  [K in MethodName]: Methods[K] extends RequestSpec<unknown, unknown> ? K : never;
+}[MethodName];
+
+/** Names of server → client notifications. */
+export type ServerNotificationName = {
+  [K in MethodName]: Methods[K] extends { kind: "notification"; direction: "serverToClient" } ? K
+    : never;
+}[MethodName];
+
+/** The params type of a method or notification. */
+export type ParamsOf<M extends MethodName> = Infer<Methods[M]["params"]>;
+
+/** The result type of a request. */
+export type ResultOf<M extends ClientRequestName> = Methods[M] extends RequestSpec<unknown, infer R>
+  ? R
+  : never;
+
+/** Looks up a method by wire name; `undefined` for unknown names (including `__proto__`). */
+export function lookupMethod(
+  name: string,
+): RequestSpec<unknown, unknown> | NotificationSpec<unknown> | undefined {
+  return Object.hasOwn(METHODS, name)
+    ? (METHODS as Record<string, RequestSpec<unknown, unknown> | NotificationSpec<unknown>>)[name]
+    : undefined;
+}
+
+/** Type of one parsed entry of the table. */
+export type MethodSpec = RequestSpec<unknown, unknown> | NotificationSpec<unknown>;

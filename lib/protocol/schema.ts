@@ -1,0 +1,371 @@
+/**
+ * A small schema language for the protocol's params and results.
+ *
+ * One schema value gives three things: the TypeScript type (`Infer<S>`),
+ * runtime validation with the reference server's (serde) error wording, and
+ * a JSON Schema fragment. It is hand-written rather than taken from npm
+ * because the wire contract fixes the error texts (`missing field `x``,
+ * `invalid type: null, expected a string`, `invalid number` for negative
+ * unsigned integers), the check order (present members in input order, then
+ * missing members in declaration order) and the decoding of base64 byte
+ * chunks, and because `mod.ts` must stay free of dependencies.
+ *
+ * @module
+ */
+
+import { JsonFloat } from "./json_decode.ts";
+
+/** A JSON Schema fragment. */
+export type JsonSchema = { [key: string]: unknown };
+
+/** Thrown by {@linkcode Schema.parse}; `message` is the wire text, `path` the offending member. */
+export class SchemaError extends Error {
+  /** Dotted path of the member that failed, e.g. `options.maxDepth` (empty for the root). */
+  path: string;
+
+  /**
+   * Creates a validation error.
+   *
+   * @param message The serde-style message.
+   * @param path The member path.
+   */
+  constructor(message: string, path = "") {
+    super(message);
+    this.name = "SchemaError";
+    this.path = path;
+  }
+}
+
+/** A runtime type: validates wire values and describes itself as JSON Schema. */
+export interface Schema<T> {
+  /** Validates `value` and returns the typed value, or throws {@linkcode SchemaError}. */
+  parse(value: unknown): T;
+  /** The JSON Schema of the wire form. */
+  jsonSchema(): JsonSchema;
+  /** True when the member may be absent or `null`. */
+  readonly optional: boolean;
+  /** serde's "expected ..." phrase used in type errors. */
+  readonly expecting: string;
+}
+
+/** The TypeScript type a schema validates to. */
+export type Infer<S> = S extends Schema<infer T> ? T : never;
+
+/** Describes a JSON value the way serde does in `invalid type: <this>, expected ...`. */
+export function describeValue(value: unknown): string {
+  if (value === null || value === undefined) return "null";
+  switch (typeof value) {
+    case "boolean":
+      return `boolean \`${value}\``;
+    case "number":
+    case "bigint":
+      return "number";
+    case "string":
+      return `string ${JSON.stringify(value)}`;
+  }
+  if (value instanceof JsonFloat) return "number";
+  if (Array.isArray(value)) return "sequence";
+  return "map";
+}
+
+function typeError(value: unknown, expecting: string): SchemaError {
+  return new SchemaError(`invalid type: ${describeValue(value)}, expected ${expecting}`);
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value) &&
+    !(value instanceof JsonFloat) && !(value instanceof Uint8Array);
+}
+
+function leaf<T>(
+  expecting: string,
+  jsonSchema: JsonSchema,
+  parse: (value: unknown) => T,
+): Schema<T> {
+  return { parse, jsonSchema: () => jsonSchema, optional: false, expecting };
+}
+
+/** A JSON string. */
+export function string(): Schema<string> {
+  return leaf("a string", { type: "string" }, (value) => {
+    if (typeof value !== "string") throw typeError(value, "a string");
+    return value;
+  });
+}
+
+/** A JSON boolean. */
+export function boolean(): Schema<boolean> {
+  return leaf("a boolean", { type: "boolean" }, (value) => {
+    if (typeof value !== "boolean") throw typeError(value, "a boolean");
+    return value;
+  });
+}
+
+/**
+ * An unsigned integer (`u64`, `usize`, `u32`, `u16`). Negative or fractional
+ * numbers give `invalid number`, as the reference reports them. Values above
+ * `Number.MAX_SAFE_INTEGER` are refused: JavaScript numbers cannot hold them
+ * exactly.
+ *
+ * @param name The Rust type name used in messages.
+ * @param max The largest accepted value.
+ */
+export function unsigned(name = "u64", max = Number.MAX_SAFE_INTEGER): Schema<number> {
+  return leaf(name, { type: "integer", minimum: 0, maximum: max }, (value) => {
+    if (typeof value === "number") {
+      if (value < 0) throw new SchemaError("invalid number");
+      if (value > max) throw new SchemaError(`invalid value: integer \`${value}\`, expected ${name}`);
+      return value;
+    }
+    if (typeof value === "bigint") {
+      if (value < 0n) throw new SchemaError("invalid number");
+      throw new SchemaError(`invalid value: integer \`${value}\`, expected ${name} up to ${max}`);
+    }
+    if (value instanceof JsonFloat) throw new SchemaError("invalid number");
+    throw typeError(value, name);
+  });
+}
+
+/**
+ * A signed integer within the safe range of JavaScript numbers.
+ *
+ * @param name The Rust type name used in messages.
+ */
+export function signed(name = "i64"): Schema<number> {
+  return leaf(name, { type: "integer" }, (value) => {
+    if (typeof value === "number") return value;
+    if (typeof value === "bigint") {
+      throw new SchemaError(`invalid value: integer \`${value}\`, expected ${name}`);
+    }
+    if (value instanceof JsonFloat) throw new SchemaError("invalid number");
+    throw typeError(value, name);
+  });
+}
+
+/** Any JSON value, unchecked (Codex-specific members we accept but do not interpret). */
+export function any(): Schema<unknown> {
+  return leaf("any value", {}, (value) => value);
+}
+
+/** Methods without parameters: `params` must be absent or `null` (serde's unit). */
+export function unit(): Schema<null> {
+  return leaf("unit", { type: "null" }, (value) => {
+    if (value !== null && value !== undefined) throw typeError(value, "unit");
+    return null;
+  });
+}
+
+/**
+ * A string enum. Unknown strings give serde's `unknown variant` message. The
+ * reference also accepts the map form `{"read": null}`; so does this.
+ *
+ * @param variants The accepted strings, in declaration order.
+ */
+export function literal<const V extends string>(...variants: V[]): Schema<V> {
+  const expected = variants.length === 1
+    ? `\`${variants[0]}\``
+    : variants.length === 2
+    ? `\`${variants[0]}\` or \`${variants[1]}\``
+    : `one of ${variants.map((v) => `\`${v}\``).join(", ")}`;
+  return leaf("string or map", { type: "string", enum: variants }, (value) => {
+    let name = value;
+    if (isPlainObject(value)) {
+      const keys = Object.keys(value);
+      if (keys.length === 1 && value[keys[0]!] === null) name = keys[0];
+    }
+    if (typeof name !== "string") throw typeError(value, "string or map");
+    if (!(variants as string[]).includes(name)) {
+      throw new SchemaError(`unknown variant \`${name}\`, expected ${expected}`);
+    }
+    return name as V;
+  });
+}
+
+const BASE64_SHAPE = /^[A-Za-z0-9+/]*={0,2}$/;
+
+/**
+ * Decodes standard base64 with mandatory padding, as the reference's
+ * `ByteChunk` fields do; errors use the reference decoder's wording.
+ *
+ * @param text The base64 text.
+ */
+export function decodeBase64(text: string): Uint8Array {
+  if (!BASE64_SHAPE.test(text)) {
+    for (let i = 0; i < text.length; i++) {
+      const c = text.charCodeAt(i);
+      const ok = (c >= 65 && c <= 90) || (c >= 97 && c <= 122) || (c >= 48 && c <= 57) ||
+        c === 43 || c === 47;
+      if (!ok && !(c === 61 && i >= text.length - 2)) {
+        throw new SchemaError(`Invalid symbol ${c}, offset ${i}.`);
+      }
+    }
+    throw new SchemaError("Invalid padding");
+  }
+  if (text.length % 4 === 1) throw new SchemaError(`Invalid input length: ${text.length}`);
+  if (text.length % 4 !== 0) throw new SchemaError("Invalid padding");
+  try {
+    return Uint8Array.fromBase64(text, { lastChunkHandling: "strict" });
+  } catch {
+    const at = text.replace(/=+$/, "").length - 1;
+    throw new SchemaError(`Invalid last symbol ${text.charCodeAt(at)}, offset ${at}.`);
+  }
+}
+
+/** A base64 string on the wire, decoded to bytes on parse (the reference's `ByteChunk`). */
+export function bytes(): Schema<Uint8Array> {
+  return leaf("a string", { type: "string", contentEncoding: "base64" }, (value) => {
+    if (typeof value !== "string") throw typeError(value, "a string");
+    return decodeBase64(value);
+  });
+}
+
+/**
+ * A JSON array.
+ *
+ * @param item The element schema.
+ */
+export function array<T>(item: Schema<T>): Schema<T[]> {
+  return leaf("a sequence", { type: "array", items: item.jsonSchema() }, (value) => {
+    if (!Array.isArray(value)) throw typeError(value, "a sequence");
+    return value.map((element, index) => withPath(item, element, String(index)));
+  });
+}
+
+/**
+ * A JSON object used as a map from string keys to values.
+ *
+ * @param valueSchema The schema of every value.
+ */
+export function record<T>(valueSchema: Schema<T>): Schema<Record<string, T>> {
+  return leaf(
+    "a map",
+    { type: "object", additionalProperties: valueSchema.jsonSchema() },
+    (value) => {
+      if (!isPlainObject(value)) throw typeError(value, "a map");
+      const out: Record<string, T> = {};
+      for (const key of Object.keys(value)) {
+        Object.defineProperty(out, key, {
+          value: withPath(valueSchema, value[key], key),
+          enumerable: true,
+          writable: true,
+          configurable: true,
+        });
+      }
+      return out;
+    },
+  );
+}
+
+/** Marks a member as optional: absent and `null` both parse to `undefined`. */
+export function optional<T>(inner: Schema<T>): Schema<T | undefined> {
+  const schema = inner.jsonSchema();
+  return {
+    parse: (value) => (value === null || value === undefined ? undefined : inner.parse(value)),
+    jsonSchema: () => ({ anyOf: [schema, { type: "null" }] }),
+    optional: true,
+    expecting: inner.expecting,
+  };
+}
+
+/** A value that may be `null` on the wire (results only; params use {@linkcode optional}). */
+export function nullable<T>(inner: Schema<T>): Schema<T | null> {
+  const schema = inner.jsonSchema();
+  return {
+    parse: (value) => (value === null || value === undefined ? null : inner.parse(value)),
+    jsonSchema: () => ({ anyOf: [schema, { type: "null" }] }),
+    optional: false,
+    expecting: inner.expecting,
+  };
+}
+
+/** Member schemas of an {@linkcode object}. */
+export type Shape = { [key: string]: Schema<unknown> };
+
+type OptionalKeys<S extends Shape> = {
+  [K in keyof S]: undefined extends Infer<S[K]> ? K : never;
+}[keyof S];
+
+/** The TypeScript object type of a {@linkcode Shape}: optional members become `?:`. */
+export type InferShape<S extends Shape> =
+  & { [K in Exclude<keyof S, OptionalKeys<S>>]: Infer<S[K]> }
+  & { [K in OptionalKeys<S>]?: Infer<S[K]> };
+
+function withPath<T>(schema: Schema<T>, value: unknown, key: string): T {
+  try {
+    return schema.parse(value);
+  } catch (err) {
+    if (err instanceof SchemaError) err.path = err.path ? `${key}.${err.path}` : key;
+    throw err;
+  }
+}
+
+/** Options for {@linkcode object}. */
+export interface ObjectOptions {
+  /** The struct name used in `expected struct <name>` messages. */
+  name?: string;
+  /** A description for the JSON Schema. */
+  description?: string;
+}
+
+/**
+ * A struct: members are checked in input order, then the first missing
+ * required member (in declaration order) is reported; unknown members are
+ * ignored.
+ *
+ * @param shape The members in declaration order.
+ * @param options The struct name for messages.
+ */
+export function object<S extends Shape>(
+  shape: S,
+  options: ObjectOptions = {},
+): Schema<{ [K in keyof InferShape<S>]: InferShape<S>[K] }> {
+  const expecting = options.name ? `struct ${options.name}` : "a map";
+  const keys = Object.keys(shape);
+  const required = keys.filter((key) => !shape[key]!.optional);
+  const properties: Record<string, JsonSchema> = {};
+  for (const key of keys) properties[key] = shape[key]!.jsonSchema();
+  const json: JsonSchema = {
+    type: "object",
+    properties,
+    required,
+    ...(options.name ? { title: options.name } : {}),
+    ...(options.description ? { description: options.description } : {}),
+  };
+  return leaf(expecting, json, (value) => {
+    if (!isPlainObject(value)) throw typeError(value, expecting);
+    const out: Record<string, unknown> = {};
+    for (const key of Object.keys(value)) {
+      const member = Object.hasOwn(shape, key) ? shape[key] : undefined;
+      if (member) out[key] = withPath(member, value[key], key);
+    }
+    for (const key of required) {
+      if (!(key in out)) throw new SchemaError(`missing field \`${key}\``, key);
+    }
+    // deno-lint-ignore no-explicit-any
+    return out as any;
+  });
+}
+
+/**
+ * Decodes a request's `params` the way the reference does: absent means
+ * `null`; an empty object that fails is retried as `null`; the first error
+ * wins.
+ *
+ * @param schema The params schema.
+ * @param params The raw `params` member.
+ */
+export function parseParams<T>(schema: Schema<T>, params: unknown): T {
+  const value = params === undefined ? null : params;
+  try {
+    return schema.parse(value);
+  } catch (err) {
+    if (isPlainObject(value) && Object.keys(value).length === 0) {
+      try {
+        return schema.parse(null);
+      } catch {
+        // Report the first error.
+      }
+    }
+    throw err;
+  }
+}

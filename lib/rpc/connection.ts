@@ -1,0 +1,450 @@
+/**
+ * A symmetric JSON-RPC connection over a {@linkcode Transport}: either side
+ * sends requests and notifications, answers requests through handlers, and
+ * matches responses to its pending calls.
+ *
+ * @module
+ */
+
+import {
+  decodeMessage,
+  encodeMessage,
+  EnvelopeError,
+  type ErrorMessage,
+  idKey,
+  type Message,
+  type RequestId,
+  type RequestMessage,
+  type ResponseMessage,
+} from "../protocol/envelope.ts";
+import { ErrorCode, RpcError, toWireError, type WireError } from "../protocol/errors.ts";
+import type { Semaphore } from "./semaphore.ts";
+import type { Transport } from "./transport.ts";
+
+/** The connection closed before the call was answered (a local condition, never a remote error). */
+export class ClosedError extends Error {
+  /**
+   * Creates the error.
+   *
+   * @param message Detail text.
+   */
+  constructor(message = "Connection closed") {
+    super(message);
+    this.name = "ClosedError";
+  }
+}
+
+/** A call's timeout elapsed; its pending entry was removed. */
+export class TimedOutError extends Error {
+  /**
+   * Creates the error.
+   *
+   * @param method The method that timed out.
+   * @param timeoutMs The timeout.
+   */
+  constructor(method: string, timeoutMs: number) {
+    super(`Call to "${method}" timed out after ${timeoutMs} ms`);
+    this.name = "TimedOutError";
+  }
+}
+
+/** Too many calls are already in flight; the call never reached the wire. */
+export class AtCapacityError extends Error {
+  /**
+   * Creates the error.
+   *
+   * @param limit The in-flight limit that was reached.
+   */
+  constructor(limit: number) {
+    super(`Cannot send call: ${limit} calls are already in flight`);
+    this.name = "AtCapacityError";
+  }
+}
+
+/** The peer answered with an error response. */
+export class RemoteError extends Error {
+  /** The protocol error code. */
+  readonly code: number;
+  /** The error's `data` member, if any. */
+  readonly data?: unknown;
+
+  /**
+   * Creates the error from its wire form.
+   *
+   * @param error The wire error.
+   */
+  constructor(error: WireError) {
+    super(error.message);
+    this.name = "RemoteError";
+    this.code = error.code;
+    if (error.data !== undefined) this.data = error.data;
+  }
+}
+
+/** Most regular calls in flight at once (Codex's client uses the same bound). */
+export const MAX_IN_FLIGHT_CALLS = 1024;
+/** Extra in-flight slots kept for cleanup calls (e.g. `process/terminate`, `fs/close`). */
+export const RESERVED_CLEANUP_CALLS = 1;
+/** Messages read ahead of processing before the transport stops being read. */
+export const INBOUND_QUEUE_LIMIT = 128;
+
+/** How an incoming request runs: inline (reading waits for its answer) or under a semaphore. */
+export type Schedule = "inline" | Semaphore;
+
+/** Callbacks through which a connection hands incoming traffic to its owner. */
+export interface ConnectionHandlers {
+  /** Answers a request: return the result or throw ({@linkcode RpcError} keeps its code). */
+  request?(method: string, params: unknown, id: RequestId): unknown;
+  /** Receives a notification. */
+  notification?(method: string, params: unknown): void;
+  /** Chooses how a request runs. Default: concurrently, unbounded. */
+  schedule?(method: string): Schedule | undefined;
+  /** A response or error that matches no pending call. Default: ignored. */
+  unmatched?(message: ResponseMessage | ErrorMessage): void;
+}
+
+/** Options for {@linkcode Connection}. */
+export interface ConnectionOptions {
+  /** Handlers for incoming traffic. */
+  handlers?: ConnectionHandlers;
+  /**
+   * Admit incoming requests as a client does (spec §7.3): only non-negative
+   * integer ids, no duplicate id while one is in flight, at most
+   * `maxIncoming` at once. The server side tracks no ids.
+   *
+   * @default {false}
+   */
+  trackIncomingIds?: boolean;
+  /**
+   * Most incoming requests running at once when `trackIncomingIds` is set.
+   *
+   * @default {64}
+   */
+  maxIncoming?: number;
+  /**
+   * Most regular outgoing calls in flight.
+   *
+   * @default {1024}
+   */
+  maxInFlight?: number;
+}
+
+/** Options for one {@linkcode Connection.call}. */
+export interface CallOptions {
+  /** Fails the call with {@linkcode TimedOutError} after this many ms and forgets it. */
+  timeoutMs?: number;
+  /** A cleanup call may use the reserved slot when regular calls are at capacity. */
+  cleanup?: boolean;
+}
+
+interface Pending {
+  resolve(value: unknown): void;
+  reject(err: unknown): void;
+  timer?: ReturnType<typeof setTimeout>;
+  cleanup: boolean;
+}
+
+type Queued = Message | { fault: string };
+
+/**
+ * A JSON-RPC peer. Outgoing calls get integer ids; incoming messages are read
+ * into a bounded queue and processed in order; requests run inline or under
+ * a semaphore as {@linkcode ConnectionHandlers.schedule} says.
+ *
+ * When the transport ends, responses already read are delivered first, then
+ * every pending call fails with {@linkcode ClosedError}; queued requests are
+ * dropped without a reply (spec §1.1).
+ *
+ * @example Two peers over in-memory streams
+ * ```ts
+ * import { Connection } from "./connection.ts";
+ * import { stdioTransport } from "./stdio_transport.ts";
+ * const a = new TransformStream<Uint8Array, Uint8Array>();
+ * const b = new TransformStream<Uint8Array, Uint8Array>();
+ * const server = new Connection(stdioTransport(a.readable, b.writable), {
+ *   handlers: { request: (method, params) => ({ method, params }) },
+ * });
+ * const client = new Connection(stdioTransport(b.readable, a.writable));
+ * console.log(await client.call("echo", { x: 1 }));
+ * client.close();
+ * server.close();
+ * ```
+ */
+export class Connection {
+  #transport: Transport;
+  #handlers: ConnectionHandlers;
+  #pending = new Map<string, Pending>();
+  #regularInFlight = 0;
+  #cleanupInFlight = 0;
+  #maxInFlight: number;
+  #nextId = 1;
+  #queue: Queued[] = [];
+  #wake: (() => void) | undefined;
+  #space: (() => void) | undefined;
+  #closed = false;
+  #closedPromise: Promise<void>;
+  #resolveClosed!: () => void;
+  #trackIds: boolean;
+  #maxIncoming: number;
+  #incoming = new Set<string>();
+
+  /**
+   * Starts reading from the transport.
+   *
+   * @param transport The channel.
+   * @param options Handlers and limits.
+   */
+  constructor(transport: Transport, options: ConnectionOptions = {}) {
+    this.#transport = transport;
+    this.#handlers = options.handlers ?? {};
+    this.#trackIds = options.trackIncomingIds ?? false;
+    this.#maxIncoming = options.maxIncoming ?? 64;
+    this.#maxInFlight = options.maxInFlight ?? MAX_IN_FLIGHT_CALLS;
+    this.#closedPromise = new Promise((resolve) => (this.#resolveClosed = resolve));
+    this.#read();
+    this.#process();
+  }
+
+  /** The transport's label (for logs). */
+  get label(): string {
+    return this.#transport.label;
+  }
+
+  /** True once the connection has closed. */
+  get isClosed(): boolean {
+    return this.#closed;
+  }
+
+  /** Resolves when the connection has closed. */
+  get closed(): Promise<void> {
+    return this.#closedPromise;
+  }
+
+  /** Calls currently awaiting a response. */
+  get pendingCalls(): number {
+    return this.#pending.size;
+  }
+
+  /** Replaces the handlers (used when a session attaches to a connection). */
+  setHandlers(handlers: ConnectionHandlers): void {
+    this.#handlers = handlers;
+  }
+
+  /**
+   * Sends a request and waits for its response.
+   *
+   * @param method Method name.
+   * @param params Params value (omitted from the wire when undefined).
+   * @param options Timeout and cleanup slot.
+   */
+  call(method: string, params?: unknown, options: CallOptions = {}): Promise<unknown> {
+    if (this.#closed) return Promise.reject(new ClosedError());
+    const cleanup = options.cleanup ?? false;
+    if (this.#regularInFlight >= this.#maxInFlight) {
+      if (!cleanup || this.#cleanupInFlight >= RESERVED_CLEANUP_CALLS) {
+        return Promise.reject(new AtCapacityError(this.#maxInFlight));
+      }
+    }
+    const usesReserved = this.#regularInFlight >= this.#maxInFlight;
+    const id = this.#nextId++;
+    const key = idKey(id);
+    return new Promise((resolve, reject) => {
+      const entry: Pending = { resolve, reject, cleanup: usesReserved };
+      if (usesReserved) this.#cleanupInFlight++;
+      else this.#regularInFlight++;
+      this.#pending.set(key, entry);
+      if (options.timeoutMs !== undefined) {
+        entry.timer = setTimeout(() => {
+          if (this.#settle(key)) reject(new TimedOutError(method, options.timeoutMs!));
+        }, options.timeoutMs);
+      }
+      this.#transport.send(encodeMessage({ kind: "request", id, method, params })).catch(
+        () => {},
+      );
+    });
+  }
+
+  /**
+   * Sends a notification; resolves when the transport has room again
+   * (await it to get backpressure).
+   *
+   * @param method Method name.
+   * @param params Params value.
+   */
+  notify(method: string, params?: unknown): Promise<void> {
+    if (this.#closed) return Promise.resolve();
+    return this.#transport.send(encodeMessage({ kind: "notification", method, params }));
+  }
+
+  /** Sends pre-encoded message text (used for hot paths that build JSON themselves). */
+  sendRaw(text: string): Promise<void> {
+    if (this.#closed) return Promise.resolve();
+    return this.#transport.send(text);
+  }
+
+  /** Closes the connection: pending calls fail with {@linkcode ClosedError}, queued requests are dropped. */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#transport.close();
+    this.#queue = [];
+    this.#wake?.();
+    this.#space?.();
+    const pending = [...this.#pending.keys()];
+    for (const key of pending) {
+      const entry = this.#pending.get(key)!;
+      this.#settle(key);
+      entry.reject(new ClosedError());
+    }
+    this.#resolveClosed();
+  }
+
+  #settle(key: string): boolean {
+    const entry = this.#pending.get(key);
+    if (!entry) return false;
+    this.#pending.delete(key);
+    if (entry.timer !== undefined) clearTimeout(entry.timer);
+    if (entry.cleanup) this.#cleanupInFlight--;
+    else this.#regularInFlight--;
+    return true;
+  }
+
+  async #read(): Promise<void> {
+    try {
+      for await (const item of this.#transport.readable) {
+        if (this.#closed) break;
+        if (this.#queue.length >= INBOUND_QUEUE_LIMIT) {
+          await new Promise<void>((resolve) => (this.#space = resolve));
+          this.#space = undefined;
+          if (this.#closed) break;
+        }
+        this.#queue.push(typeof item === "string" ? decodeOrFault(item) : item);
+        this.#wake?.();
+      }
+    } catch {
+      // A transport error ends the connection like EOF.
+    }
+    // The peer is gone: deliver responses already read, drop queued requests.
+    for (const item of this.#queue) {
+      if ("kind" in item && (item.kind === "response" || item.kind === "error")) {
+        this.#onResponse(item);
+      }
+    }
+    this.close();
+  }
+
+  async #process(): Promise<void> {
+    while (!this.#closed) {
+      const item = this.#queue.shift();
+      if (item === undefined) {
+        await new Promise<void>((resolve) => (this.#wake = resolve));
+        this.#wake = undefined;
+        continue;
+      }
+      this.#space?.();
+      await this.#handle(item);
+    }
+  }
+
+  async #handle(item: Queued): Promise<void> {
+    if ("fault" in item) {
+      await this.#reply({
+        kind: "error",
+        id: -1,
+        error: {
+          code: ErrorCode.InvalidRequest,
+          message: `${this.#transport.parseErrorPrefix}: ${item.fault}`,
+        },
+      });
+      return;
+    }
+    switch (item.kind) {
+      case "request": {
+        const schedule = this.#handlers.schedule?.(item.method);
+        if (schedule === "inline") await this.#run(item);
+        else if (schedule) {
+          schedule.acquire().then((release) => this.#run(item).finally(release));
+        } else this.#run(item);
+        return;
+      }
+      case "notification":
+        this.#handlers.notification?.(item.method, item.params);
+        return;
+      default:
+        this.#onResponse(item);
+    }
+  }
+
+  #onResponse(message: ResponseMessage | ErrorMessage): void {
+    const key = idKey(message.id);
+    const entry = this.#pending.get(key);
+    if (!entry) {
+      this.#handlers.unmatched?.(message);
+      return;
+    }
+    this.#settle(key);
+    if (message.kind === "response") entry.resolve(message.result);
+    else entry.reject(new RemoteError(message.error));
+  }
+
+  async #run(request: RequestMessage): Promise<void> {
+    if (this.#closed) return;
+    const key = idKey(request.id);
+    if (this.#trackIds) {
+      const refusal = this.#admit(request.id, key);
+      if (refusal) {
+        await this.#reply({ kind: "error", id: request.id, error: refusal });
+        return;
+      }
+      this.#incoming.add(key);
+    }
+    let reply: Message;
+    try {
+      const handler = this.#handlers.request;
+      if (!handler) {
+        throw new RpcError(ErrorCode.MethodNotFound, `method \`${request.method}\` is not handled`);
+      }
+      const result = await handler(request.method, request.params, request.id);
+      reply = { kind: "response", id: request.id, result };
+    } catch (err) {
+      reply = { kind: "error", id: request.id, error: toWireError(err) };
+    } finally {
+      if (this.#trackIds) this.#incoming.delete(key);
+    }
+    await this.#reply(reply);
+  }
+
+  #admit(id: RequestId, key: string): WireError | undefined {
+    const valid = (typeof id === "number" && id >= 0) || (typeof id === "bigint" && id >= 0n);
+    if (!valid) {
+      return {
+        code: ErrorCode.InvalidRequest,
+        message: "request ids from the server must be non-negative integers",
+      };
+    }
+    if (this.#incoming.has(key)) {
+      return { code: ErrorCode.InvalidRequest, message: `request id ${id} is already in flight` };
+    }
+    if (this.#incoming.size >= this.#maxIncoming) {
+      return {
+        code: ErrorCode.InvalidRequest,
+        message: `at most ${this.#maxIncoming} requests may run at once`,
+      };
+    }
+    return undefined;
+  }
+
+  async #reply(message: Message): Promise<void> {
+    if (this.#closed) return;
+    await this.#transport.send(encodeMessage(message)).catch(() => {});
+  }
+}
+
+function decodeOrFault(text: string): Queued {
+  try {
+    return decodeMessage(text);
+  } catch (err) {
+    if (err instanceof EnvelopeError) return { fault: err.message };
+    return { fault: "message could not be decoded" };
+  }
+}

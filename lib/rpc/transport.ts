@@ -1,0 +1,41 @@
+/**
+ * The transport interface: how messages move, nothing about what they mean.
+ *
+ * @module
+ */
+
+/** A framing failure the transport noticed (e.g. a line over the size limit). */
+export interface TransportFault {
+  /** Detail text, reported to the peer as a malformed message. */
+  fault: string;
+}
+
+/** What a transport yields: one message's text, or a framing fault. */
+export type Inbound = string | TransportFault;
+
+/**
+ * One bidirectional message channel (a stdio pipe pair or a WebSocket).
+ *
+ * Backpressure: {@linkcode Transport.send} resolves once the message is
+ * buffered and the buffer is below the transport's high-water mark, so a
+ * sender that awaits it never buffers without bound when the peer stops
+ * reading.
+ */
+export interface Transport {
+  /** Inbound messages; ends when the peer closes. */
+  readonly readable: ReadableStream<Inbound>;
+  /** Sends one message; resolves when the outbound buffer has room again. */
+  send(text: string): Promise<void>;
+  /** Closes the channel; idempotent. */
+  close(): void;
+  /** Prefix for malformed-message replies, e.g. `failed to parse JSON-RPC message from exec-server stdio`. */
+  readonly parseErrorPrefix: string;
+  /** Human readable name of the peer for logs. */
+  readonly label: string;
+}
+
+/** Default high-water mark of outbound buffers, in bytes. */
+export const OUTBOUND_HIGH_WATER_BYTES = 8 * 1024 * 1024;
+
+/** Default limit of one inbound message, in bytes (a stdio line or a WebSocket message). */
+export const DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024;

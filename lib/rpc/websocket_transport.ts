@@ -1,0 +1,114 @@
+/**
+ * One JSON message per WebSocket message (spec §1.2), over any standard
+ * `WebSocket` (a server-side socket from `Deno.upgradeWebSocket`, or a client
+ * socket).
+ *
+ * @module
+ */
+
+import { type Inbound, OUTBOUND_HIGH_WATER_BYTES, type Transport } from "./transport.ts";
+
+/** Options for {@linkcode websocketTransport}. */
+export interface WebSocketTransportOptions {
+  /** Prefix of malformed-message replies. */
+  parseErrorPrefix?: string;
+  /** Label for logs, e.g. `exec-server websocket 127.0.0.1:50000`. */
+  label?: string;
+  /**
+   * Largest inbound message in bytes; a larger one yields a fault.
+   *
+   * @default {64 MiB}
+   */
+  maxMessageBytes?: number;
+  /**
+   * Outbound high-water mark in bytes: `send` waits while the socket buffers more.
+   *
+   * @default {8 MiB}
+   */
+  highWaterBytes?: number;
+}
+
+/**
+ * Wraps a WebSocket as a {@linkcode Transport}. Text and binary messages are
+ * both accepted (binary payloads are read as UTF-8, as the reference does).
+ * Deno's WebSocket cannot pause inbound reading, so inbound buffering is
+ * bounded only by the message size limit and the connection's queue.
+ *
+ * @param socket An open or opening WebSocket.
+ * @param options Labels and limits.
+ */
+export function websocketTransport(
+  socket: WebSocket,
+  options: WebSocketTransportOptions = {},
+): Transport {
+  socket.binaryType = "arraybuffer";
+  const label = options.label ?? "exec-server websocket";
+  const maxBytes = options.maxMessageBytes ?? 64 * 1024 * 1024;
+  const highWater = options.highWaterBytes ?? OUTBOUND_HIGH_WATER_BYTES;
+  const decoder = new TextDecoder("utf-8", { fatal: true });
+  const opened = socket.readyState === WebSocket.OPEN
+    ? Promise.resolve(true)
+    : new Promise<boolean>((resolve) => {
+      socket.addEventListener("open", () => resolve(true), { once: true });
+      socket.addEventListener("close", () => resolve(false), { once: true });
+    });
+  let done = false;
+  const readable = new ReadableStream<Inbound>({
+    start(controller) {
+      socket.addEventListener("message", (event) => {
+        if (done) return;
+        const data = event.data;
+        if (typeof data === "string") {
+          if (data.length > maxBytes) {
+            controller.enqueue({ fault: `message exceeds the limit of ${maxBytes} bytes` });
+          } else controller.enqueue(data);
+          return;
+        }
+        const bytes = new Uint8Array(data as ArrayBuffer);
+        if (bytes.length > maxBytes) {
+          controller.enqueue({ fault: `message exceeds the limit of ${maxBytes} bytes` });
+          return;
+        }
+        try {
+          controller.enqueue(decoder.decode(bytes));
+        } catch {
+          controller.enqueue({ fault: "invalid UTF-8 in binary message" });
+        }
+      });
+      const end = () => {
+        if (done) return;
+        done = true;
+        controller.close();
+      };
+      socket.addEventListener("close", end);
+      socket.addEventListener("error", end);
+    },
+    cancel() {
+      done = true;
+    },
+  });
+  async function send(text: string): Promise<void> {
+    if (socket.readyState !== WebSocket.OPEN && !(await opened)) return;
+    if (socket.readyState !== WebSocket.OPEN) return;
+    socket.send(text);
+    while (socket.bufferedAmount > highWater && socket.readyState === WebSocket.OPEN) {
+      await new Promise((resolve) => setTimeout(resolve, 2));
+    }
+  }
+  return {
+    readable,
+    send,
+    close() {
+      if (socket.readyState === WebSocket.OPEN || socket.readyState === WebSocket.CONNECTING) {
+        try {
+          socket.close();
+        } catch {
+          // Already closing.
+        }
+      }
+    },
+    parseErrorPrefix: options.parseErrorPrefix ??
+      `failed to parse websocket JSON-RPC message from ${label}`,
+    label,
+  };
+}

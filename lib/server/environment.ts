@@ -1,0 +1,101 @@
+/**
+ * `environmentInfo`: what this executor is and what it can do (spec §9).
+ *
+ * @module
+ */
+
+import type { EnvironmentInfo } from "../protocol/methods.ts";
+import { uriFromPath } from "./path_uri.ts";
+import { ptySupported } from "./pty.ts";
+
+/** This server's version, reported as `executorVersion`. */
+export const VERSION = "0.1.0";
+
+function readEnv(name: string): string | undefined {
+  try {
+    return Deno.env.get(name);
+  } catch {
+    return undefined;
+  }
+}
+
+function loginShell(): { name: string; path: string } {
+  let path: string | undefined;
+  try {
+    const user = readEnv("USER") ?? readEnv("LOGNAME");
+    const uid = Deno.uid();
+    const passwd = Deno.readTextFileSync("/etc/passwd");
+    for (const line of passwd.split("\n")) {
+      const fields = line.split(":");
+      if (fields.length >= 7 && (fields[2] === String(uid) || (user && fields[0] === user))) {
+        path = fields[6];
+        break;
+      }
+    }
+  } catch {
+    // No passwd access: fall back below.
+  }
+  path ||= readEnv("SHELL") || "/bin/sh";
+  return { name: path.slice(path.lastIndexOf("/") + 1), path };
+}
+
+function platformOs(): string {
+  return Deno.build.os === "darwin" ? "macos" : Deno.build.os;
+}
+
+function safeUri(path: string | undefined, fallback: string): string {
+  try {
+    return uriFromPath(path ?? fallback);
+  } catch {
+    return uriFromPath(fallback);
+  }
+}
+
+/**
+ * The capability flags this server really implements. Everything Codex may
+ * ask for that we do not do is `false`, so a client never relies on it.
+ */
+export function capabilities(): Record<string, boolean> {
+  return {
+    networkProxyLaunch: false,
+    networkProxyReviewDomains: false,
+    networkProxyTransparentTcp: false,
+    credentialMasking: false,
+    credentialMaskingCustomProviders: false,
+    capabilityDiscoverySandbox: false,
+    fsWatchMissing: true,
+    capabilityDiscoveryV2: false,
+    environmentConfigRead: false,
+    httpHeaderEnvVars: true,
+    sandboxedFileStreaming: false,
+    fileWriteStreaming: true,
+    shellSnapshotV2: false,
+    windowsMxc: false,
+    linuxRootWritePreservesDevices: false,
+    linuxApprovedRootWritePreservesRestrictions: false,
+    ptyProcesses: ptySupported(),
+  };
+}
+
+/** Builds a fresh `environmentInfo` (cheap: a few env reads and one passwd read). */
+export function environmentInfo(): EnvironmentInfo {
+  const tmpdir = readEnv("TMPDIR");
+  let cwd: string | undefined;
+  try {
+    cwd = Deno.cwd();
+  } catch {
+    cwd = undefined;
+  }
+  const trimmedTmp = tmpdir && tmpdir.length > 1 ? tmpdir.replace(/\/+$/, "") : tmpdir;
+  return {
+    shell: loginShell(),
+    executorVersion: VERSION,
+    cwd: cwd === undefined ? undefined : safeUri(cwd, "/"),
+    userHomeDir: safeUri(readEnv("HOME"), "/"),
+    platformOs: platformOs(),
+    prependPathDirs: [],
+    temporaryDirectories: trimmedTmp ? [safeUri(trimmedTmp, "/tmp")] : [],
+    tempDir: safeUri(trimmedTmp, "/tmp"),
+    capabilities: capabilities(),
+  };
+}

@@ -1,0 +1,115 @@
+/**
+ * The server's handler for every client request of the method table. The
+ * type {@linkcode Handlers} is derived from the table, so a method without a
+ * handler (or a handler without a method) does not compile.
+ *
+ * @module
+ */
+
+import { ErrorCode, invalidParams, RpcError } from "../protocol/errors.ts";
+import type { ClientRequestName, ParamsOf, ResultOf } from "../protocol/methods.ts";
+import { environmentInfo } from "./environment.ts";
+import * as fs from "./fs.ts";
+import type { FileHandleTable, MissingWatchTable } from "./fs.ts";
+import type { HttpRequestTable } from "./http_request.ts";
+import type { Session } from "./sessions.ts";
+
+/** What a handler can reach: its connection's state and its session. */
+export interface HandlerContext {
+  /** The attached session (handlers other than `initialize` run only once there is one). */
+  readonly session: Session;
+  /** Creates or resumes the session for this connection. */
+  initialize(params: ParamsOf<"initialize">): ResultOf<"initialize">;
+  /** This connection's open file handles. */
+  readonly files: FileHandleTable;
+  /** This connection's `fs/watchMissing` watches. */
+  readonly watches: MissingWatchTable;
+  /** This connection's HTTP requests and body streams. */
+  readonly http: HttpRequestTable;
+  /** Sends a notification to this connection. */
+  notify(method: string, params: unknown): void;
+}
+
+/** One handler per client request of the method table. */
+export type Handlers = {
+  [M in ClientRequestName]: (
+    params: ParamsOf<M>,
+    context: HandlerContext,
+  ) => ResultOf<M> | Promise<ResultOf<M>>;
+};
+
+function refuseSandbox(method: string, sandbox: unknown): void {
+  if (sandbox !== undefined) {
+    throw invalidParams(
+      `${method} with a sandbox is not supported by this server (sandboxedFileStreaming is false)`,
+    );
+  }
+}
+
+function unsupported(what: string, capability: string): never {
+  throw new RpcError(
+    ErrorCode.MethodNotFound,
+    `exec-server does not implement ${what} (capability ${capability} is false)`,
+  );
+}
+
+/** The handlers, keyed by wire name. */
+export const HANDLERS: Handlers = {
+  "initialize": (params, ctx) => ctx.initialize(params),
+  "environment/info": () => environmentInfo(),
+  "environment/status": () => ({ status: "ready" }),
+
+  "process/start": (params, ctx) => ctx.session.processes.start(params),
+  "process/read": (params, ctx) => ctx.session.processes.read(params),
+  "process/write": (params, ctx) => ctx.session.processes.write(params),
+  "process/signal": (params, ctx) => ctx.session.processes.signal(params),
+  "process/terminate": (params, ctx) => ctx.session.processes.terminate(params),
+
+  "fs/readFile": (params) => (refuseSandbox("fs/readFile", params.sandbox), fs.readFile(params)),
+  "fs/writeFile": (params) => (refuseSandbox("fs/writeFile", params.sandbox), fs.writeFile(params)),
+  "fs/createDirectory": (params) => (
+    refuseSandbox("fs/createDirectory", params.sandbox), fs.createDirectory(params)
+  ),
+  "fs/getMetadata": (params) => (
+    refuseSandbox("fs/getMetadata", params.sandbox), fs.getMetadata(params)
+  ),
+  "fs/canonicalize": (params) => (
+    refuseSandbox("fs/canonicalize", params.sandbox), fs.canonicalize(params)
+  ),
+  "fs/readDirectory": (params) => (
+    refuseSandbox("fs/readDirectory", params.sandbox), fs.readDirectory(params)
+  ),
+  "fs/walk": (params) => (refuseSandbox("fs/walk", params.sandbox), fs.walk(params)),
+  "fs/remove": (params) => (refuseSandbox("fs/remove", params.sandbox), fs.remove(params)),
+  "fs/copy": (params) => (refuseSandbox("fs/copy", params.sandbox), fs.copy(params)),
+  "fs/open": (params, ctx) => (refuseSandbox("fs/open", params.sandbox), ctx.files.open(params)),
+  "fs/readBlock": (params, ctx) => ctx.files.readBlock(params),
+  "fs/writeBlock": (params, ctx) => ctx.files.writeBlock(params),
+  "fs/close": (params, ctx) => ctx.files.close(params),
+  "fs/watchMissing": (params, ctx) =>
+    ctx.watches.watchMissing(
+      params,
+      (watchId) => ctx.notify("fs/missingChanged", { watchId }),
+    ),
+
+  "http/request": (params, ctx) =>
+    ctx.http.request({
+      method: params.method,
+      url: params.url,
+      headers: params.headers,
+      body: params.bodyBase64,
+      timeoutMs: params.timeoutMs,
+      redirectPolicy: params.redirectPolicy,
+      requestId: params.requestId,
+      streamResponse: params.streamResponse,
+    }),
+
+  "capabilityRoots/discoverV1": () => unsupported("capability discovery", "capabilityDiscoveryV2"),
+  "capabilities/discoverV2": () => unsupported("capability discovery", "capabilityDiscoveryV2"),
+  "environmentConfig/read": (params) => {
+    if (params.configPaths.length === 0 && params.requirementsPaths.length === 0) {
+      throw invalidParams("at least one config or requirements path is required");
+    }
+    return unsupported("environmentConfig/read", "environmentConfigRead");
+  },
+};

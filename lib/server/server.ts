@@ -1,0 +1,162 @@
+/**
+ * Serving one connection: the handshake and its gating (spec §4), routing
+ * through the method table, concurrency lanes (spec §12) and the fatal
+ * conditions that end a connection (spec §4.5).
+ *
+ * @module
+ */
+
+import { ErrorCode, invalidRequest, RpcError } from "../protocol/errors.ts";
+import { type ClientRequestName, lookupMethod, type ParamsOf } from "../protocol/methods.ts";
+import { parseParams, SchemaError } from "../protocol/schema.ts";
+import { Connection, type Schedule } from "../rpc/connection.ts";
+import { Semaphore } from "../rpc/semaphore.ts";
+import type { Transport } from "../rpc/transport.ts";
+import { environmentInfo } from "./environment.ts";
+import { FileHandleTable, MissingWatchTable } from "./fs.ts";
+import { HANDLERS, type HandlerContext } from "./handlers.ts";
+import { HttpRequestTable } from "./http_request.ts";
+import type { Session, SessionRegistry } from "./sessions.ts";
+
+/** Options for {@linkcode serveConnection}. */
+export interface ServeConnectionOptions {
+  /** The registry shared by all connections of this server. */
+  sessions: SessionRegistry;
+  /**
+   * Requests run at once per lane after `initialized` (1 = strictly in order).
+   *
+   * @default {1}
+   */
+  concurrentRequests?: number;
+  /**
+   * What happens to the session when the connection ends: `detach` keeps it
+   * for the TTL (WebSocket), `end` kills its processes (stdio).
+   *
+   * @default {"detach"}
+   */
+  onClose?: "detach" | "end";
+}
+
+/** A served connection. */
+export interface ServedConnection {
+  /** The underlying JSON-RPC connection. */
+  readonly connection: Connection;
+  /** Resolves when the connection has ended and its session was detached or ended. */
+  readonly finished: Promise<void>;
+}
+
+/**
+ * Serves the exec-server protocol on one transport.
+ *
+ * @param transport The channel to the client.
+ * @param options Session registry and concurrency.
+ */
+export function serveConnection(
+  transport: Transport,
+  options: ServeConnectionOptions,
+): ServedConnection {
+  const registry = options.sessions;
+  const concurrency = options.concurrentRequests ?? 1;
+  const lanes = { control: new Semaphore(concurrency), ordinary: new Semaphore(concurrency) };
+  const owner = {};
+  let session: Session | undefined;
+  let initializedNotified = false;
+  let connection!: Connection;
+
+  const sink = (text: string) => connection.sendRaw(text);
+  const files = new FileHandleTable();
+  const watches = new MissingWatchTable();
+  const http = new HttpRequestTable((delta) =>
+    connection.notify("http/request/bodyDelta", delta)
+  );
+
+  const context: HandlerContext = {
+    get session(): Session {
+      return session!;
+    },
+    initialize(params: ParamsOf<"initialize">) {
+      if (session) throw invalidRequest("initialize may only be sent once per connection");
+      session = params.resumeSessionId === undefined
+        ? registry.create(owner, sink)
+        : registry.resume(params.resumeSessionId, owner, sink);
+      return { sessionId: session.id, environmentInfo: environmentInfo() };
+    },
+    files,
+    watches,
+    http,
+    notify(method, params) {
+      connection.notify(method, params);
+    },
+  };
+
+  function gate(method: string, family: string | undefined): void {
+    if (family === undefined) return;
+    if (!session) throw invalidRequest(`client must call initialize before using ${family} methods`);
+    if (!session.isAttachedTo(owner)) {
+      throw invalidRequest("session has been resumed by another connection");
+    }
+    if (!initializedNotified) {
+      throw invalidRequest(`client must send initialized before using ${family} methods`);
+    }
+    void method;
+  }
+
+  async function handleRequest(method: string, rawParams: unknown): Promise<unknown> {
+    const spec = lookupMethod(method);
+    if (!spec || spec.kind !== "request" || spec.direction !== "clientToServer") {
+      throw new RpcError(
+        ErrorCode.MethodNotFound,
+        `exec-server stub does not implement \`${method}\` yet`,
+      );
+    }
+    let params: unknown;
+    try {
+      params = parseParams(spec.params, rawParams);
+    } catch (err) {
+      if (err instanceof SchemaError) {
+        throw new RpcError(ErrorCode.InvalidParams, err.message, {
+          data: err.path ? { field: err.path } : undefined,
+        });
+      }
+      throw err;
+    }
+    gate(method, spec.family);
+    const handler = HANDLERS[method as ClientRequestName] as (
+      params: unknown,
+      context: HandlerContext,
+    ) => unknown;
+    return await handler(params, context);
+  }
+
+  function fatal(): void {
+    connection.close();
+  }
+
+  connection = new Connection(transport, {
+    handlers: {
+      request: handleRequest,
+      notification(method) {
+        if (method === "initialized" && session) initializedNotified = true;
+        else fatal();
+      },
+      unmatched: fatal,
+      schedule(method): Schedule {
+        if (concurrency <= 1 || !initializedNotified) return "inline";
+        return lookupMethod(method)?.kind === "request" &&
+            (lookupMethod(method) as { lane: string }).lane === "control"
+          ? lanes.control
+          : lanes.ordinary;
+      },
+    },
+  });
+
+  const finished = connection.closed.then(() => {
+    files.closeAll();
+    watches.closeAll();
+    http.closeAll();
+    if (!session || !session.isAttachedTo(owner)) return;
+    if (options.onClose === "end") registry.end(session);
+    else registry.detach(session);
+  });
+  return { connection, finished };
+}

@@ -1,0 +1,147 @@
+/**
+ * Sessions (spec §5): a session owns processes and outlives its connection
+ * for a TTL, so a new connection can resume it.
+ *
+ * @module
+ */
+
+import { ErrorCode, invalidRequest, RpcError } from "../protocol/errors.ts";
+import { type NotificationSink, ProcessTable } from "./processes.ts";
+
+/** Default time a detached session waits for a resume, in ms (the reference's ≈ 80 s). */
+export const DEFAULT_SESSION_TTL_MS = 80_000;
+
+/** Options for {@linkcode SessionRegistry}. */
+export interface SessionRegistryOptions {
+  /**
+   * How long a detached session is kept, in ms.
+   *
+   * @default {80000}
+   */
+  ttlMs?: number;
+  /**
+   * How long a closed process stays readable, in ms.
+   *
+   * @default {80000}
+   */
+  processRetentionMs?: number;
+}
+
+/** One session: its id, its processes, and the connection it is attached to (if any). */
+export class Session {
+  /** The UUID v4 session id. */
+  readonly id: string;
+  /** The session's processes. */
+  readonly processes: ProcessTable;
+  #owner: object | undefined;
+  #expiry: ReturnType<typeof setTimeout> | undefined;
+
+  /**
+   * Creates a session.
+   *
+   * @param id The session id.
+   * @param processes Its process table.
+   */
+  constructor(id: string, processes: ProcessTable) {
+    this.id = id;
+    this.processes = processes;
+  }
+
+  /** True while a connection is attached. */
+  get attached(): boolean {
+    return this.#owner !== undefined;
+  }
+
+  /** True when `owner` is the attached connection. */
+  isAttachedTo(owner: object): boolean {
+    return this.#owner === owner;
+  }
+
+  /** Attaches a connection: notifications go to `sink` from now on. */
+  attach(owner: object, sink: NotificationSink): void {
+    clearTimeout(this.#expiry);
+    this.#expiry = undefined;
+    this.#owner = owner;
+    this.processes.sink = sink;
+  }
+
+  /** Detaches: notifications are dropped until a resume; `onExpire` runs after the TTL. */
+  detach(ttlMs: number, onExpire: () => void): void {
+    this.#owner = undefined;
+    this.processes.sink = undefined;
+    const timer = setTimeout(onExpire, ttlMs);
+    Deno.unrefTimer(timer);
+    this.#expiry = timer;
+  }
+
+  /** Ends the session: kills every process group. */
+  end(): void {
+    clearTimeout(this.#expiry);
+    this.#owner = undefined;
+    this.processes.sink = undefined;
+    this.processes.killAll();
+  }
+}
+
+/** All sessions of a server process (shared by its connections, so any can resume one). */
+export class SessionRegistry {
+  #sessions = new Map<string, Session>();
+  #ttlMs: number;
+  #retentionMs: number;
+
+  /**
+   * Creates a registry.
+   *
+   * @param options TTL and retention.
+   */
+  constructor(options: SessionRegistryOptions = {}) {
+    this.#ttlMs = options.ttlMs ?? DEFAULT_SESSION_TTL_MS;
+    this.#retentionMs = options.processRetentionMs ?? 80_000;
+  }
+
+  /** Number of live sessions. */
+  get size(): number {
+    return this.#sessions.size;
+  }
+
+  /** Creates a new attached session. */
+  create(owner: object, sink: NotificationSink): Session {
+    const session = new Session(
+      crypto.randomUUID(),
+      new ProcessTable({ retentionMs: this.#retentionMs }),
+    );
+    session.attach(owner, sink);
+    this.#sessions.set(session.id, session);
+    return session;
+  }
+
+  /** Re-attaches a detached session; errors as the reference (unknown id -32600, attached -32010). */
+  resume(id: string, owner: object, sink: NotificationSink): Session {
+    const session = this.#sessions.get(id);
+    if (!session) throw invalidRequest(`unknown session id ${id}`);
+    if (session.attached) {
+      throw new RpcError(
+        ErrorCode.SessionAlreadyAttached,
+        `session ${id} is already attached to another connection`,
+      );
+    }
+    session.attach(owner, sink);
+    return session;
+  }
+
+  /** Detaches a session from its connection; it expires after the TTL. */
+  detach(session: Session): void {
+    session.detach(this.#ttlMs, () => this.end(session));
+  }
+
+  /** Ends a session now and kills its processes. */
+  end(session: Session): void {
+    session.end();
+    this.#sessions.delete(session.id);
+  }
+
+  /** Ends every session (server shutdown). */
+  endAll(): void {
+    for (const session of [...this.#sessions.values()]) this.end(session);
+  }
+}
