@@ -6,13 +6,17 @@
  */
 
 import { parseArgs } from "node:util";
+import { runCommand } from "./lib/client/run_command.ts";
+import { type AuthResult, capabilityTokenAuth, tokenFileDigest } from "./lib/server/auth.ts";
 import { VERSION } from "./lib/server/environment.ts";
+import { type LogLevel, setLogLevel } from "./lib/server/log.ts";
 import { type RunningServer, serveStdio, serveWebSocket } from "./lib/server/listen.ts";
 
 const HELP = `exec-server ${VERSION}: run processes, files and HTTP for a remote client (Codex exec-server protocol)
 
 Usage:
   exec-server [--listen ws://IP:PORT | stdio] [options]
+  exec-server run --url ws://HOST:PORT [run options] -- CMD ARGS...   (see exec-server run --help)
 
 Options:
   --listen URL                 stdio, stdio:// or ws://IP:PORT (default ws://127.0.0.1:0)
@@ -21,6 +25,12 @@ Options:
   --process-retention SECONDS  how long a closed process stays readable (default 80)
   --max-message-bytes N        largest inbound message (default 67108864)
   --exit-on-stdin-close        in WebSocket mode, exit when stdin closes
+  --ws-auth MODE               capability-token: require "Authorization: Bearer <token>" on upgrade
+  --ws-token-file FILE         the token (file content, trimmed)
+  --ws-token-sha256 HEX        the token's SHA-256 instead of the token itself
+  --insecure-no-auth           allow a non-loopback --listen address without --ws-auth
+  --tls-cert FILE, --tls-key FILE   serve wss:// with this PEM certificate and key
+  --log-level LEVEL            error, warn, info or debug, written to stderr (default warn)
   -h, --help                   print this help
   -V, --version                print the version
 
@@ -52,7 +62,38 @@ function parseListen(value: string): { kind: "stdio" } | { kind: "ws"; host: str
   return { kind: "ws", host: match[1]!.replace(/^\[|\]$/g, ""), port: Number(match[2]) };
 }
 
+function isLoopback(host: string): boolean {
+  return host === "localhost" || host === "::1" || /^127\.\d+\.\d+\.\d+$/.test(host);
+}
+
+async function authFromFlags(
+  flags: { "ws-auth"?: string; "ws-token-file"?: string; "ws-token-sha256"?: string },
+): Promise<((request: Request) => Promise<AuthResult>) | undefined> {
+  const mode = flags["ws-auth"];
+  if (mode === undefined) {
+    if (flags["ws-token-file"] || flags["ws-token-sha256"]) {
+      fail("--ws-token-file and --ws-token-sha256 need --ws-auth capability-token");
+    }
+    return undefined;
+  }
+  if (mode !== "capability-token") {
+    fail(`--ws-auth supports only "capability-token", got "${mode}"`);
+  }
+  if (Boolean(flags["ws-token-file"]) === Boolean(flags["ws-token-sha256"])) {
+    fail("--ws-auth capability-token needs exactly one of --ws-token-file and --ws-token-sha256");
+  }
+  try {
+    const digest = flags["ws-token-sha256"] ?? await tokenFileDigest(flags["ws-token-file"]!);
+    return capabilityTokenAuth(digest);
+  } catch (err) {
+    fail((err as Error).message);
+  }
+}
+
 async function main(args: string[]): Promise<void> {
+  if (args[0] === "run") {
+    Deno.exit(await runCommand(args.slice(1)));
+  }
   let parsed;
   try {
     parsed = parseArgs({
@@ -66,6 +107,13 @@ async function main(args: string[]): Promise<void> {
         "process-retention": { type: "string" },
         "max-message-bytes": { type: "string" },
         "exit-on-stdin-close": { type: "boolean", default: false },
+        "ws-auth": { type: "string" },
+        "ws-token-file": { type: "string" },
+        "ws-token-sha256": { type: "string" },
+        "insecure-no-auth": { type: "boolean", default: false },
+        "tls-cert": { type: "string" },
+        "tls-key": { type: "string" },
+        "log-level": { type: "string", default: "warn" },
         help: { type: "boolean", short: "h", default: false },
         version: { type: "boolean", short: "V", default: false },
       },
@@ -83,6 +131,30 @@ async function main(args: string[]): Promise<void> {
     return;
   }
   const listen = parseListen(flags.listen!);
+  if (!["error", "warn", "info", "debug"].includes(flags["log-level"]!)) {
+    fail(`--log-level must be error, warn, info or debug, got "${flags["log-level"]}"`);
+  }
+  setLogLevel(flags["log-level"] as LogLevel);
+  const authorize = await authFromFlags(flags);
+  if (listen.kind === "ws" && !isLoopback(listen.host) && !authorize && !flags["insecure-no-auth"]) {
+    fail(
+      `refusing to listen on non-loopback address ${listen.host} without --ws-auth; pass --insecure-no-auth to do it anyway`,
+    );
+  }
+  if (Boolean(flags["tls-cert"]) !== Boolean(flags["tls-key"])) {
+    fail("--tls-cert and --tls-key must be given together");
+  }
+  let tls: { cert: string; key: string } | undefined;
+  if (flags["tls-cert"] && flags["tls-key"]) {
+    try {
+      tls = {
+        cert: await Deno.readTextFile(flags["tls-cert"]),
+        key: await Deno.readTextFile(flags["tls-key"]),
+      };
+    } catch (err) {
+      fail(`cannot read --tls-cert/--tls-key: ${(err as Error).message}`);
+    }
+  }
   const options = {
     concurrentRequests: positiveInteger("concurrent-requests", flags["concurrent-requests"], 1),
     ttlMs: positiveInteger("session-ttl", flags["session-ttl"], 80) * 1000,
@@ -95,7 +167,13 @@ async function main(args: string[]): Promise<void> {
     server = serveStdio(options);
   } else {
     try {
-      server = await serveWebSocket({ ...options, hostname: listen.host, port: listen.port });
+      server = await serveWebSocket({
+        ...options,
+        hostname: listen.host,
+        port: listen.port,
+        authorize,
+        tls,
+      });
     } catch (err) {
       fail(`cannot listen on ${flags.listen}: ${(err as Error).message}`, 1);
     }

@@ -5,8 +5,10 @@
  * @module
  */
 
+import type { AuthResult } from "./auth.ts";
 import { stdioTransport } from "../rpc/stdio_transport.ts";
 import { websocketTransport } from "../rpc/websocket_transport.ts";
+import { log } from "./log.ts";
 import { serveConnection } from "./server.ts";
 import { SessionRegistry, type SessionRegistryOptions } from "./sessions.ts";
 
@@ -89,7 +91,7 @@ export interface WebSocketListenOptions extends ListenOptions {
    * Decides whether an upgrade request may proceed; returns a response to
    * refuse it (e.g. 401). Runs before the upgrade.
    */
-  authorize?: (request: Request) => Response | undefined;
+  authorize?: (request: Request) => Promise<AuthResult>;
   /** TLS certificate and key (PEM) to serve `wss://`. */
   tls?: { cert: string; key: string };
 }
@@ -105,7 +107,10 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
   const controller = new AbortController();
   const open = new Set<{ close(): void }>();
   const { promise: listening, resolve: onListen } = Promise.withResolvers<Deno.NetAddr>();
-  const handler = (request: Request, info: Deno.ServeHandlerInfo<Deno.NetAddr>): Response => {
+  const handler = async (
+    request: Request,
+    info: Deno.ServeHandlerInfo<Deno.NetAddr>,
+  ): Promise<Response> => {
     const url = new URL(request.url);
     if (url.pathname === "/readyz" && request.method === "GET") return new Response(null);
     if (url.pathname !== "/" || request.method !== "GET") {
@@ -117,10 +122,10 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
         headers: { "content-type": "text/plain; charset=utf-8" },
       });
     }
-    const refusal = options.authorize?.(request);
-    if (refusal) return refusal;
-    const { socket, response } = Deno.upgradeWebSocket(request);
     const peer = `${info.remoteAddr.hostname}:${info.remoteAddr.port}`;
+    const auth = options.authorize ? await options.authorize(request) : { ok: true as const };
+    if (!auth.ok) return auth.response;
+    const { socket, response } = Deno.upgradeWebSocket(request, { protocol: auth.protocol });
     const transport = websocketTransport(socket, {
       label: `exec-server websocket ${peer}`,
       maxMessageBytes: options.maxMessageBytes,
@@ -132,7 +137,11 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
     });
     const entry = { close: () => served.connection.close() };
     open.add(entry);
-    served.finished.then(() => open.delete(entry));
+    log("info", `connection opened: ${peer}`);
+    served.finished.then(() => {
+      open.delete(entry);
+      log("info", `connection closed: ${peer}`);
+    });
     return response;
   };
   const server = Deno.serve({
