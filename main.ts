@@ -12,7 +12,8 @@ import { VERSION } from "./lib/server/environment.ts";
 import { type LogLevel, setLogLevel } from "./lib/server/log.ts";
 import { type RunningServer, serveStdio, serveWebSocket } from "./lib/server/listen.ts";
 
-const HELP = `exec-server ${VERSION}: run processes, files and HTTP for a remote client (Codex exec-server protocol)
+const HELP =
+  `exec-server ${VERSION}: run processes, files and HTTP for a remote client (Codex exec-server protocol)
 
 Usage:
   exec-server [--listen ws://IP:PORT | stdio] [options]
@@ -53,7 +54,9 @@ function positiveInteger(flag: string, value: string | undefined, fallback: numb
   return Number(value);
 }
 
-function parseListen(value: string): { kind: "stdio" } | { kind: "ws"; host: string; port: number } {
+function parseListen(
+  value: string,
+): { kind: "stdio" } | { kind: "ws"; host: string; port: number } {
   if (value === "stdio" || value === "stdio://") return { kind: "stdio" };
   const match = /^ws:\/\/(\[[^\]]+\]|[^:/]+):(\d+)\/?$/.exec(value);
   if (!match || Number(match[2]) > 65535) {
@@ -136,7 +139,9 @@ async function main(args: string[]): Promise<void> {
   }
   setLogLevel(flags["log-level"] as LogLevel);
   const authorize = await authFromFlags(flags);
-  if (listen.kind === "ws" && !isLoopback(listen.host) && !authorize && !flags["insecure-no-auth"]) {
+  if (
+    listen.kind === "ws" && !isLoopback(listen.host) && !authorize && !flags["insecure-no-auth"]
+  ) {
     fail(
       `refusing to listen on non-loopback address ${listen.host} without --ws-auth; pass --insecure-no-auth to do it anyway`,
     );

@@ -13,7 +13,13 @@
  * @module
  */
 
-export { ErrorCode, type ErrorCodeValue, RpcError, type RpcErrorOptions, type WireError } from "./lib/protocol/errors.ts";
+export {
+  ErrorCode,
+  type ErrorCodeValue,
+  RpcError,
+  type RpcErrorOptions,
+  type WireError,
+} from "./lib/protocol/errors.ts";
 export {
   classifyMessage,
   decodeMessage,
@@ -39,8 +45,8 @@ export {
   type Direction,
   type EnvironmentInfo,
   type Family,
-  METHODS,
   type MethodName,
+  METHODS,
   type Methods,
   type MethodSpec,
   type NotificationSpec,
@@ -59,11 +65,41 @@ export {
   type ConnectionHandlers,
   type ConnectionOptions,
   RemoteError,
+  type Schedule,
   TimedOutError,
 } from "./lib/rpc/connection.ts";
 export type { Inbound, Transport, TransportFault } from "./lib/rpc/transport.ts";
-export { stdioTransport, type StdioTransportOptions } from "./lib/rpc/stdio_transport.ts";
+export {
+  type LineSplitOptions,
+  LineSplitStream,
+  stdioTransport,
+  type StdioTransportOptions,
+} from "./lib/rpc/stdio_transport.ts";
+export { Semaphore } from "./lib/rpc/semaphore.ts";
 export {
   websocketTransport,
   type WebSocketTransportOptions,
 } from "./lib/rpc/websocket_transport.ts";
+export {
+  type AttachProcessOptions,
+  connect,
+  type ConnectOptions,
+  createClient,
+  ExecClient,
+  type NotificationListener,
+  type NotificationName,
+  type RequestArgs,
+  type RequestMethods,
+  type RequestOptions,
+  type SessionRequestName,
+  type StartProcessParams,
+  type StdioCommand,
+} from "./lib/client/client.ts";
+export { ConnectError, SessionLostError } from "./lib/client/errors.ts";
+export type {
+  OutputChunk,
+  OutputGap,
+  OutputStreamName,
+  ProcessEvent,
+  ProcessHandle,
+} from "./lib/client/process_handle.ts";

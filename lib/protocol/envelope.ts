@@ -131,7 +131,9 @@ export function classifyMessage(value: unknown): Message {
   if (!has("error")) throw new EnvelopeError("missing field `error`");
   const error = obj.error;
   if (typeof error !== "object" || error === null || Array.isArray(error)) {
-    throw new EnvelopeError(`invalid type: ${describeValue(error)}, expected struct JSONRPCErrorError`);
+    throw new EnvelopeError(
+      `invalid type: ${describeValue(error)}, expected struct JSONRPCErrorError`,
+    );
   }
   const fields = error as Record<string, unknown>;
   if (!Object.hasOwn(fields, "code")) throw new EnvelopeError("missing field `code`");
@@ -188,7 +190,12 @@ export function encodeMessage(message: Message): string {
         : `{"method":${JSON.stringify(message.method)},"params":${JSON.stringify(message.params)}}`;
     case "response":
       return `{"id":${encodeId(message.id)},"result":${JSON.stringify(message.result ?? null)}}`;
-    case "error":
-      return `{"error":${JSON.stringify(message.error)},"id":${encodeId(message.id)}}`;
+    case "error": {
+      const { code, data, message: text } = message.error;
+      const error = data === undefined
+        ? `{"code":${code},"message":${JSON.stringify(text)}}`
+        : `{"code":${code},"data":${JSON.stringify(data)},"message":${JSON.stringify(text)}}`;
+      return `{"error":${error},"id":${encodeId(message.id)}}`;
+    }
   }
 }

@@ -1,58 +1,114 @@
 /**
- * A bounded, strict JSON decoder for inbound protocol messages (spec §2.4).
+ * Bounded, strict JSON decoder for inbound JSON-RPC messages (SPEC.md §2.3–§2.5).
  *
- * `JSON.parse` keeps the last of duplicate keys, has no value budget and
- * rounds integers above 2^53. This decoder rejects duplicate keys at every
- * level, counts every value against a budget, limits nesting, keeps large
- * integers exact as `bigint`, and keeps numbers written with a fraction or
- * exponent apart from integers ({@linkcode JsonFloat}). Error messages use
- * serde_json's wording, as the reference server reports them.
+ * `JSON.parse` cannot be used on untrusted JSON-RPC input because it silently
+ * keeps the last of two duplicate keys, has no value budget or depth limit, and
+ * loses precision on 64-bit request ids. {@linkcode decodeJson} is a single-pass
+ * decoder that enforces the limits of §2.4 and reports failures with
+ * serde_json's wording and `line`/`column` positions, so messages built from
+ * them match the reference server.
  *
- * Long strings without escapes are sliced in one step (`indexOf` for the
- * closing quote plus one regular-expression check for control characters),
- * so multi-MiB base64 payloads cost about what `JSON.parse` costs.
+ * Value mapping:
+ *
+ * | JSON | JavaScript |
+ * | --- | --- |
+ * | object | plain object (`Object.prototype`); a `"__proto__"` key is an ordinary own property |
+ * | array | `Array` |
+ * | string | `string` |
+ * | `true` / `false` / `null` | `boolean` / `null` |
+ * | integer lexeme (no `.`, `e`, `E`) in the safe range | `number` (`-0` becomes `0`) |
+ * | integer lexeme outside the safe range, within −2^127..2^128−1 | `bigint` with the exact digits |
+ * | integer lexeme beyond the 128-bit range (as serde_json, treated as a float) | {@linkcode JsonFloat}, or `null` if it overflows f64 |
+ * | number with a fraction or exponent | {@linkcode JsonFloat} |
+ * | number with a fraction or exponent that overflows f64 (`1e400`) | `null` |
+ *
+ * @example Decode a request with a 64-bit id
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { decodeJson } from "./json_decode.ts";
+ *
+ * const message = decodeJson('{"id":9223372036854775807,"method":"m"}');
+ * assert.deepEqual(message, { id: 9223372036854775807n, method: "m" });
+ * ```
  *
  * @module
  */
 
-/** Most JSON values one message may hold (every value counts, object keys do not). */
+/** Default value budget per message: 256 × 1024 JSON values (SPEC.md §2.4). */
 export const MAX_JSON_VALUES = 262_144;
-/** Most nested containers in one message (the top-level object counts as 1). */
+
+/** Default nesting limit; the top-level container counts as depth 1 (SPEC.md §2.4). */
 export const MAX_JSON_DEPTH = 127;
 
-/** A number written with a fraction or exponent (`1.5`, `1e3`, `1.0`), kept distinct from integers. */
+/**
+ * A number written with a fraction or an exponent (`1.5`, `1e3`, `1.0`), kept
+ * distinct from integers so that callers can reject it where the protocol wants
+ * an integer (a request id of `1.0` is invalid, SPEC.md §2.3).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { decodeJson, JsonFloat } from "./json_decode.ts";
+ *
+ * assert.deepEqual(decodeJson("1.0"), new JsonFloat(1));
+ * assert.equal(decodeJson("1"), 1);
+ * ```
+ */
 export class JsonFloat {
-  /** The number's value. */
-  readonly value: number;
+  /**
+   * Wraps the decoded value.
+   *
+   * @param value The IEEE 754 double the lexeme denotes (always finite).
+   */
+  constructor(readonly value: number) {}
 
   /**
-   * Wraps a float.
+   * Serializes as the plain number, so `JSON.stringify` writes `1` for a
+   * decoded `1.0` (serde_json writes `1.0`; both denote the same value).
    *
-   * @param value The number's value.
+   * @returns The wrapped value.
    */
-  constructor(value: number) {
-    this.value = value;
-  }
-
-  /** Serializes as the plain number. */
   toJSON(): number {
     return this.value;
   }
 }
 
-/** A decode failure; `message` is serde-style detail with line and column. */
+/**
+ * Thrown by {@linkcode decodeJson} for any decode failure.
+ *
+ * `message` uses serde_json's wording followed by the position, e.g.
+ * ``duplicate JSON object key `id` at line 1 column 43``. Positions follow
+ * serde_json too: `line` is 1-based and `column` counts UTF-8 bytes from the
+ * start of the line up to and including the character the error was detected
+ * at (0 when the error is detected right after a line break or before any
+ * input).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { decodeJson, JsonDecodeError } from "./json_decode.ts";
+ *
+ * assert.throws(() => decodeJson("not json"), {
+ *   name: "JsonDecodeError",
+ *   message: "expected ident at line 1 column 2",
+ *   line: 1,
+ *   column: 2,
+ * });
+ * assert.throws(() => decodeJson("[1,]"), JsonDecodeError);
+ * ```
+ */
 export class JsonDecodeError extends Error {
-  /** 1-based line of the failure. */
+  /** 1-based line of the error position. */
   readonly line: number;
-  /** Column of the failure (serde's convention). */
+  /** Column of the error position, in UTF-8 bytes (serde_json convention). */
   readonly column: number;
 
   /**
-   * Creates the error.
+   * Creates the error; the message becomes `<detail> at line <line> column <column>`.
    *
-   * @param detail What went wrong.
+   * @param detail serde_json-style description, without position.
    * @param line 1-based line.
-   * @param column Column.
+   * @param column Column in UTF-8 bytes.
    */
   constructor(detail: string, line: number, column: number) {
     super(`${detail} at line ${line} column ${column}`);
@@ -62,331 +118,624 @@ export class JsonDecodeError extends Error {
   }
 }
 
-/** Options for {@linkcode decodeJson}. */
+/** Limits for {@linkcode decodeJson}. */
 export interface DecodeJsonOptions {
   /**
-   * Value budget.
+   * Maximum number of JSON values (containers and scalars; object keys are not
+   * counted) in the document.
    *
    * @default {262144}
    */
   maxValues?: number;
   /**
-   * Nesting limit.
+   * Maximum nesting of objects/arrays; the top-level container is depth 1.
    *
    * @default {127}
    */
   maxDepth?: number;
 }
 
-// deno-lint-ignore no-control-regex
-const CONTROL = /[\u0000-\u001f]/;
-const NUMBER = /-?(?:0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?/y;
-const INTEGER_DIGITS = /^-?\d+$/;
+/**
+ * Decodes one strict JSON document with the value budget, depth limit and
+ * duplicate-key rejection of SPEC.md §2.4.
+ *
+ * Objects are plain objects whose members are own data properties, including a
+ * member named `"__proto__"` (it never changes the prototype). See the module
+ * documentation for the full value mapping.
+ *
+ * @param text The whole message text (one JSON document, surrounding JSON
+ *   whitespace allowed).
+ * @param options Limits; defaults are {@linkcode MAX_JSON_VALUES} and
+ *   {@linkcode MAX_JSON_DEPTH}.
+ * @returns The decoded value.
+ * @throws {JsonDecodeError} For malformed JSON, limit violations, duplicate keys
+ *   and trailing characters.
+ * @throws {RangeError} When a limit option is not a non-negative integer.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { decodeJson } from "./json_decode.ts";
+ *
+ * assert.throws(() => decodeJson('{"id":1,"id":2}'), {
+ *   message: "duplicate JSON object key `id` at line 1 column 12",
+ * });
+ * assert.throws(() => decodeJson("[[0]]", { maxDepth: 1 }), {
+ *   message: "recursion limit exceeded at line 1 column 2",
+ * });
+ * ```
+ */
+export function decodeJson(text: string, options?: DecodeJsonOptions): unknown {
+  const maxValues = options?.maxValues ?? MAX_JSON_VALUES;
+  const maxDepth = options?.maxDepth ?? MAX_JSON_DEPTH;
+  if (!Number.isSafeInteger(maxValues) || maxValues < 0) {
+    throw new RangeError(
+      `Cannot decode JSON: maxValues must be a non-negative integer: ${maxValues}`,
+    );
+  }
+  if (!Number.isSafeInteger(maxDepth) || maxDepth < 0) {
+    throw new RangeError(
+      `Cannot decode JSON: maxDepth must be a non-negative integer: ${maxDepth}`,
+    );
+  }
+  return new Decoder(text, maxValues, maxDepth).document();
+}
 
-class Parser {
-  text: string;
-  pos = 0;
-  values = 0;
-  depth = 0;
-  maxValues: number;
-  maxDepth: number;
+// Character codes.
+const TAB = 0x09;
+const LF = 0x0a;
+const CR = 0x0d;
+const SPACE = 0x20;
+const QUOTE = 0x22;
+const PLUS = 0x2b;
+const COMMA = 0x2c;
+const MINUS = 0x2d;
+const DOT = 0x2e;
+const SLASH = 0x2f;
+const DIGIT_0 = 0x30;
+const DIGIT_9 = 0x39;
+const COLON = 0x3a;
+const UPPER_E = 0x45;
+const OPEN_BRACKET = 0x5b;
+const BACKSLASH = 0x5c;
+const CLOSE_BRACKET = 0x5d;
+const LOWER_B = 0x62;
+const LOWER_E = 0x65;
+const LOWER_F = 0x66;
+const LOWER_N = 0x6e;
+const LOWER_R = 0x72;
+const LOWER_T = 0x74;
+const LOWER_U = 0x75;
+const OPEN_BRACE = 0x7b;
+const CLOSE_BRACE = 0x7d;
+
+/**
+ * Strings at least this long (in UTF-16 code units, between the quotes) are
+ * validated and copied by `JSON.parse` on the quoted span, which scans for
+ * control characters and decodes escapes natively; shorter ones are checked
+ * with a `charCodeAt` loop. Measured with bench/json_decode_bench.ts.
+ */
+const LONG_STRING = 64;
+
+/** Integer lexemes with at most this many digits are exact when accumulated in a double. */
+const SAFE_DIGITS = 15;
+
+/**
+ * Integer lexemes outside `I128_MIN..U128_MAX` are decoded as floats, as the
+ * reference does (serde_json keeps integers up to 128 bits exact and falls back
+ * to f64 beyond). This also bounds the cost of `BigInt()`, which is quadratic
+ * in the number of digits.
+ */
+const U128_MAX = 2n ** 128n - 1n;
+const I128_MIN = -(2n ** 127n);
+/** Digits of `U128_MAX`; longer lexemes are beyond the 128-bit range without parsing them. */
+const MAX_BIGINT_DIGITS = 39;
+
+const MAX_SAFE = Number.MAX_SAFE_INTEGER;
+const MIN_SAFE = Number.MIN_SAFE_INTEGER;
+
+/** Adds `key` as an own enumerable data property without invoking setters (used for `"__proto__"`). */
+function defineMember(object: Record<string, unknown>, key: string, value: unknown): void {
+  Object.defineProperty(object, key, {
+    value,
+    writable: true,
+    enumerable: true,
+    configurable: true,
+  });
+}
+
+/** Value of one hex digit, or -1. */
+function hexDigit(c: number): number {
+  if (c >= DIGIT_0 && c <= DIGIT_9) return c - DIGIT_0;
+  const lower = c | 0x20;
+  if (lower >= 0x61 && lower <= 0x66) return lower - 0x61 + 10;
+  return -1;
+}
+
+const NON_ASCII = /[\u0080-\uffff]/g;
+
+/**
+ * Number of UTF-8 bytes encoding `text[start, end)`; a lone surrogate counts 3
+ * bytes (as U+FFFD). Only used to position errors, but fast on long ASCII
+ * lines because a regular expression skips to each non-ASCII character.
+ */
+function utf8Length(text: string, start: number, end: number): number {
+  let bytes = end - start;
+  NON_ASCII.lastIndex = start;
+  for (let match = NON_ASCII.exec(text); match !== null; match = NON_ASCII.exec(text)) {
+    const i = match.index;
+    if (i >= end) break;
+    const c = text.charCodeAt(i);
+    if (c < 0x800) {
+      bytes += 1;
+    } else if (c >= 0xd800 && c <= 0xdbff && i + 1 < end) {
+      const next = text.charCodeAt(i + 1);
+      // A surrogate pair is 2 code units and 4 bytes.
+      if (next >= 0xdc00 && next <= 0xdfff) {
+        bytes += 2;
+        NON_ASCII.lastIndex = i + 2;
+      } else {
+        bytes += 2;
+      }
+    } else {
+      bytes += 2;
+    }
+  }
+  return bytes;
+}
+
+/** Single-use decoder state for one document. */
+class Decoder {
+  #text: string;
+  #len: number;
+  #pos = 0;
+  #budget: number;
+  #maxValues: number;
+  #maxDepth: number;
 
   constructor(text: string, maxValues: number, maxDepth: number) {
-    this.text = text;
-    this.maxValues = maxValues;
-    this.maxDepth = maxDepth;
+    this.#text = text;
+    this.#len = text.length;
+    this.#budget = maxValues;
+    this.#maxValues = maxValues;
+    this.#maxDepth = maxDepth;
   }
 
-  fail(detail: string, at = this.pos): never {
-    let line = 1;
-    let lineStart = 0;
-    const end = Math.min(at, this.text.length);
-    for (let i = 0; i < end; i++) {
-      if (this.text.charCodeAt(i) === 10) {
-        line++;
-        lineStart = i + 1;
-      }
-    }
-    throw new JsonDecodeError(detail, line, at - lineStart + (at < this.text.length ? 1 : 0));
+  /** Index of the first character at or after `pos` that is not JSON whitespace. */
+  #skipWhitespace(pos: number): number {
+    const text = this.#text;
+    let c = text.charCodeAt(pos);
+    while (c === SPACE || c === LF || c === CR || c === TAB) c = text.charCodeAt(++pos);
+    return pos;
   }
 
-  skipWhitespace(): void {
-    const text = this.text;
-    let pos = this.pos;
-    while (pos < text.length) {
-      const c = text.charCodeAt(pos);
-      if (c !== 32 && c !== 10 && c !== 13 && c !== 9) break;
-      pos++;
-    }
-    this.pos = pos;
-  }
-
-  count(): void {
-    if (++this.values > this.maxValues) {
-      this.fail(`JSON-RPC message exceeds the limit of ${this.maxValues} JSON values`);
-    }
-  }
-
-  value(): unknown {
-    this.skipWhitespace();
-    if (this.pos >= this.text.length) this.fail("EOF while parsing a value");
-    this.count();
-    const c = this.text.charCodeAt(this.pos);
-    switch (c) {
-      case 123: // {
-        return this.object();
-      case 91: // [
-        return this.array();
-      case 34: // "
-        return this.string();
-      case 116: // t
-        return this.literal("true", true);
-      case 102: // f
-        return this.literal("false", false);
-      case 110: // n
-        return this.literal("null", null);
-      default:
-        if (c === 45 || (c >= 48 && c <= 57)) return this.number();
-        this.fail("expected value", this.pos);
-    }
-  }
-
-  literal<T>(word: string, value: T): T {
-    for (let i = 1; i < word.length; i++) {
-      if (this.pos + i >= this.text.length) this.fail("EOF while parsing a value", this.pos + i);
-      if (this.text[this.pos + i] !== word[i]) this.fail("expected ident", this.pos + i);
-    }
-    this.pos += word.length;
+  /** Decodes the whole text: one value, then only whitespace. */
+  document(): unknown {
+    const value = this.#value(0);
+    const pos = this.#skipWhitespace(this.#pos);
+    if (pos < this.#len) throw this.#error("trailing characters", pos + 1);
     return value;
   }
 
-  number(): number | bigint | JsonFloat | null {
-    NUMBER.lastIndex = this.pos;
-    const match = NUMBER.exec(this.text);
-    if (!match || match[0] === "-") this.fail("invalid number", this.pos + 1);
-    const lexeme = match[0];
-    const next = this.text.charCodeAt(this.pos + lexeme.length);
-    if (next >= 48 && next <= 57) this.fail("invalid number", this.pos + lexeme.length);
-    if ((next === 46 || next === 101 || next === 69) && !match[1] && !match[2]) {
-      this.fail("invalid number", this.pos + lexeme.length + 1);
+  /**
+   * Builds an error at the character `text[end - 1]`, positioned like
+   * serde_json: it reads bytes, so the column counts the UTF-8 bytes before
+   * that character plus its first byte (a line break gives column 0 of the
+   * next line). For an ASCII character this equals the byte length of the
+   * consumed input `text[0, end)`, which is how positions "after" a token
+   * (duplicate key, value budget) are expressed.
+   */
+  #error(detail: string, end: number): JsonDecodeError {
+    if (end > this.#len) return this.#eof(detail);
+    const text = this.#text;
+    let line = 1;
+    let lineStart = 0;
+    let nl = text.indexOf("\n");
+    while (nl !== -1 && nl < end) {
+      line++;
+      lineStart = nl + 1;
+      nl = text.indexOf("\n", lineStart);
     }
-    this.pos += lexeme.length;
-    if (match[1] === undefined && match[2] === undefined && INTEGER_DIGITS.test(lexeme)) {
-      const value = Number(lexeme);
-      if (Number.isSafeInteger(value)) return value === 0 ? 0 : value;
-      return BigInt(lexeme);
+    const column = end > lineStart ? utf8Length(text, lineStart, end - 1) + 1 : 0;
+    return new JsonDecodeError(detail, line, column);
+  }
+
+  /** Builds an error positioned at the end of the input (all of it consumed). */
+  #eof(detail: string): JsonDecodeError {
+    const text = this.#text;
+    const lineStart = text.lastIndexOf("\n") + 1;
+    let line = 1;
+    for (let nl = text.indexOf("\n"); nl !== -1; nl = text.indexOf("\n", nl + 1)) line++;
+    return new JsonDecodeError(detail, line, utf8Length(text, lineStart, this.#len));
+  }
+
+  /** Parses a value starting at `#pos` (after optional whitespace); `depth` is that of its container. */
+  #value(depth: number): unknown {
+    const text = this.#text;
+    let pos = this.#pos;
+    let c = text.charCodeAt(pos);
+    if (c <= SPACE) {
+      pos = this.#skipWhitespace(pos);
+      c = text.charCodeAt(pos);
     }
+    if (--this.#budget < 0) {
+      throw this.#error(
+        `JSON-RPC message exceeds the limit of ${this.#maxValues} JSON values`,
+        pos,
+      );
+    }
+    this.#pos = pos;
+    switch (c) {
+      case QUOTE:
+        return this.#string(pos + 1);
+      case OPEN_BRACE:
+        return this.#object(depth + 1);
+      case OPEN_BRACKET:
+        return this.#array(depth + 1);
+      case LOWER_T:
+        this.#ident("true");
+        return true;
+      case LOWER_F:
+        this.#ident("false");
+        return false;
+      case LOWER_N:
+        this.#ident("null");
+        return null;
+      default:
+        if ((c >= DIGIT_0 && c <= DIGIT_9) || c === MINUS) return this.#number(pos);
+        if (pos >= this.#len) throw this.#eof("EOF while parsing a value");
+        throw this.#error("expected value", pos + 1);
+    }
+  }
+
+  /** Consumes the literal `word` whose first character is at `#pos`. */
+  #ident(word: string): void {
+    const text = this.#text;
+    const pos = this.#pos;
+    if (text.startsWith(word, pos)) {
+      this.#pos = pos + word.length;
+      return;
+    }
+    for (let i = 1; i < word.length; i++) {
+      if (pos + i >= this.#len) throw this.#eof("EOF while parsing a value");
+      if (text.charCodeAt(pos + i) !== word.charCodeAt(i)) {
+        throw this.#error("expected ident", pos + i + 1);
+      }
+    }
+  }
+
+  /** Parses a number whose first character (`-` or a digit) is at `start`. */
+  #number(start: number): unknown {
+    const text = this.#text;
+    let i = start;
+    let c = text.charCodeAt(i);
+    if (c === MINUS) c = text.charCodeAt(++i);
+    const digitsStart = i;
+    let n = 0;
+    if (c === DIGIT_0) {
+      c = text.charCodeAt(++i);
+      if (c >= DIGIT_0 && c <= DIGIT_9) throw this.#error("invalid number", i + 1);
+    } else if (c > DIGIT_0 && c <= DIGIT_9) {
+      do {
+        n = n * 10 + (c - DIGIT_0);
+        c = text.charCodeAt(++i);
+      } while (c >= DIGIT_0 && c <= DIGIT_9);
+    } else {
+      if (i >= this.#len) throw this.#eof("EOF while parsing a value");
+      throw this.#error("invalid number", i + 1);
+    }
+    if (c === DOT || c === LOWER_E || c === UPPER_E) return this.#float(start, i, c);
+    this.#pos = i;
+    if (i - digitsStart <= SAFE_DIGITS) return digitsStart === start || n === 0 ? n : -n;
+    const lexeme = text.slice(start, i);
     const value = Number(lexeme);
+    if (value <= MAX_SAFE && value >= MIN_SAFE) return value;
+    if (i - digitsStart <= MAX_BIGINT_DIGITS) {
+      const big = BigInt(lexeme);
+      if (big <= U128_MAX && big >= I128_MIN) return big;
+    }
+    // Like serde_json, an integer beyond the 128-bit range is a float.
     return Number.isFinite(value) ? new JsonFloat(value) : null;
   }
 
-  string(): string {
-    const text = this.text;
-    const start = this.pos + 1;
+  /** Continues a number at its fraction or exponent (`i` is the index of `c`). */
+  #float(start: number, i: number, c: number): JsonFloat | null {
+    const text = this.#text;
+    if (c === DOT) {
+      c = text.charCodeAt(++i);
+      if (!(c >= DIGIT_0 && c <= DIGIT_9)) throw this.#numberError(i);
+      do c = text.charCodeAt(++i); while (c >= DIGIT_0 && c <= DIGIT_9);
+    }
+    if (c === LOWER_E || c === UPPER_E) {
+      c = text.charCodeAt(++i);
+      if (c === PLUS || c === MINUS) c = text.charCodeAt(++i);
+      if (!(c >= DIGIT_0 && c <= DIGIT_9)) throw this.#numberError(i);
+      do c = text.charCodeAt(++i); while (c >= DIGIT_0 && c <= DIGIT_9);
+    }
+    this.#pos = i;
+    const value = Number(text.slice(start, i));
+    return Number.isFinite(value) ? new JsonFloat(value) : null;
+  }
+
+  /** The error for a missing digit at index `i` of a number. */
+  #numberError(i: number): JsonDecodeError {
+    return i >= this.#len
+      ? this.#eof("EOF while parsing a value")
+      : this.#error("invalid number", i + 1);
+  }
+
+  /** Parses a string whose opening quote is at `start - 1`; leaves `#pos` after the closing quote. */
+  #string(start: number): string {
+    const text = this.#text;
     const end = text.indexOf('"', start);
-    if (end === -1) this.fail("EOF while parsing a string", text.length);
-    const slice = text.slice(start, end);
-    if (slice.indexOf("\\") === -1) {
-      if (CONTROL.test(slice)) {
-        this.fail(
+    if (end !== -1) {
+      if (end - start < LONG_STRING) {
+        let i = start;
+        while (i < end) {
+          const c = text.charCodeAt(i);
+          if (c < SPACE || c === BACKSLASH) return this.#slowString(start, true);
+          i++;
+        }
+        this.#pos = end + 1;
+        return text.slice(start, end);
+      }
+      // A quote not preceded by a backslash cannot be escaped, so it closes
+      // the string; JSON.parse then validates and decodes the span natively.
+      if (text.charCodeAt(end - 1) !== BACKSLASH) return this.#parsedString(start, end);
+      return this.#longEscapedString(start, start);
+    }
+    return this.#slowString(start, true);
+  }
+
+  /**
+   * Decodes a string character by character; used for short strings with
+   * escapes and for every string with an error (to report it precisely).
+   * With `handoff`, a string found to be long after an escape is passed to
+   * {@linkcode #longEscapedString} so that `JSON.parse` decodes it.
+   */
+  #slowString(start: number, handoff: boolean): string {
+    const text = this.#text;
+    const len = this.#len;
+    let out = "";
+    let chunk = start;
+    let i = start;
+    for (;;) {
+      if (i >= len) throw this.#eof("EOF while parsing a string");
+      const c = text.charCodeAt(i);
+      if (c === QUOTE) {
+        this.#pos = i + 1;
+        return chunk === start ? text.slice(start, i) : out + text.slice(chunk, i);
+      }
+      if (c === BACKSLASH) {
+        out += text.slice(chunk, i);
+        i++;
+        if (i >= len) throw this.#eof("EOF while parsing a string");
+        switch (text.charCodeAt(i)) {
+          case QUOTE:
+            out += '"';
+            break;
+          case BACKSLASH:
+            out += "\\";
+            break;
+          case SLASH:
+            out += "/";
+            break;
+          case LOWER_B:
+            out += "\b";
+            break;
+          case LOWER_F:
+            out += "\f";
+            break;
+          case LOWER_N:
+            out += "\n";
+            break;
+          case LOWER_R:
+            out += "\r";
+            break;
+          case LOWER_T:
+            out += "\t";
+            break;
+          case LOWER_U: {
+            const unit = this.#hexEscape(i + 1);
+            i += 4;
+            if (unit >= 0xdc00 && unit <= 0xdfff) {
+              throw this.#error("lone leading surrogate in hex escape", i + 1);
+            }
+            if (unit >= 0xd800 && unit <= 0xdbff) {
+              // A leading surrogate must be followed by an escaped trailing one.
+              for (const expected of [BACKSLASH, LOWER_U]) {
+                i++;
+                if (i >= len) throw this.#eof("EOF while parsing a string");
+                if (text.charCodeAt(i) !== expected) {
+                  throw this.#error("unexpected end of hex escape", i + 1);
+                }
+              }
+              const trail = this.#hexEscape(i + 1);
+              i += 4;
+              if (!(trail >= 0xdc00 && trail <= 0xdfff)) {
+                throw this.#error("lone leading surrogate in hex escape", i + 1);
+              }
+              out += String.fromCharCode(unit, trail);
+            } else {
+              out += String.fromCharCode(unit);
+            }
+            break;
+          }
+          default:
+            throw this.#error("invalid escape", i + 1);
+        }
+        i++;
+        chunk = i;
+        if (handoff && i - start >= LONG_STRING) return this.#longEscapedString(start, i);
+        continue;
+      }
+      if (c < SPACE) {
+        throw this.#error(
           "control character (\\u0000-\\u001F) found while parsing a string",
-          start + slice.search(CONTROL) + 1,
+          i + 1,
         );
       }
-      this.pos = end + 1;
-      return slice;
+      i++;
     }
-    return this.escapedString(start);
   }
 
-  escapedString(start: number): string {
-    const text = this.text;
-    let out = "";
-    let pos = start;
-    let runStart = pos;
-    while (true) {
-      if (pos >= text.length) this.fail("EOF while parsing a string", text.length);
-      const c = text.charCodeAt(pos);
-      if (c === 34) {
-        out += text.slice(runStart, pos);
-        this.pos = pos + 1;
-        return out;
+  /**
+   * Decodes the four hex digits at `i..i+3` of a `\u` escape. serde_json reads
+   * all four before validating, so an invalid digit is reported after the fourth.
+   */
+  #hexEscape(i: number): number {
+    if (i + 4 > this.#len) throw this.#eof("EOF while parsing a string");
+    const text = this.#text;
+    const a = hexDigit(text.charCodeAt(i));
+    const b = hexDigit(text.charCodeAt(i + 1));
+    const c = hexDigit(text.charCodeAt(i + 2));
+    const d = hexDigit(text.charCodeAt(i + 3));
+    if ((a | b | c | d) < 0) throw this.#error("invalid escape", i + 4);
+    return (a << 12) | (b << 8) | (c << 4) | d;
+  }
+
+  /**
+   * Handles a long string containing escapes: finds the closing quote (a quote
+   * preceded by an even number of backslashes), decodes the span with
+   * `JSON.parse` and accepts the result only if it is free of lone surrogates;
+   * anything else goes back to the exact decoder for the error report.
+   * `resume` is an index inside the string known not to be inside an escape.
+   */
+  #longEscapedString(start: number, resume: number): string {
+    const text = this.#text;
+    let end = text.indexOf('"', resume);
+    while (end !== -1) {
+      let backslashes = 0;
+      while (text.charCodeAt(end - 1 - backslashes) === BACKSLASH) backslashes++;
+      if ((backslashes & 1) === 0) break;
+      end = text.indexOf('"', end + 1);
+    }
+    return end === -1 ? this.#slowString(start, false) : this.#parsedString(start, end);
+  }
+
+  /**
+   * Decodes the string `text[start, end)` (`end` is its closing quote) with
+   * `JSON.parse`. The result is accepted only if it has no lone surrogates
+   * (a cheap check, and free for one-byte strings); otherwise, and for any
+   * invalid content, the exact decoder reports the error (or accepts raw lone
+   * surrogates that were already in the text, which serde_json never sees).
+   */
+  #parsedString(start: number, end: number): string {
+    let value: string | undefined;
+    try {
+      value = JSON.parse(this.#text.slice(start - 1, end + 1)) as string;
+    } catch {
+      value = undefined;
+    }
+    if (value === undefined || !value.isWellFormed()) return this.#slowString(start, false);
+    this.#pos = end + 1;
+    return value;
+  }
+
+  /** Parses an object whose `{` is at `#pos`; `depth` is the object's own depth. */
+  #object(depth: number): Record<string, unknown> {
+    const text = this.#text;
+    let pos = this.#pos;
+    if (depth > this.#maxDepth) throw this.#error("recursion limit exceeded", pos + 1);
+    const object: Record<string, unknown> = {};
+    let c = text.charCodeAt(++pos);
+    if (c <= SPACE) {
+      pos = this.#skipWhitespace(pos);
+      c = text.charCodeAt(pos);
+    }
+    if (c === CLOSE_BRACE) {
+      this.#pos = pos + 1;
+      return object;
+    }
+    for (;;) {
+      if (c !== QUOTE) {
+        if (pos >= this.#len) throw this.#eof("EOF while parsing an object");
+        throw this.#error("key must be a string", pos + 1);
       }
-      if (c < 32) this.fail("control character (\\u0000-\\u001F) found while parsing a string", pos + 1);
-      if (c !== 92) {
-        pos++;
-        continue;
+      const key = this.#string(pos + 1);
+      pos = this.#pos;
+      if (Object.hasOwn(object, key)) {
+        throw this.#error(`duplicate JSON object key \`${key}\``, pos);
       }
-      out += text.slice(runStart, pos);
-      pos++;
-      if (pos >= text.length) this.fail("EOF while parsing a string", text.length);
-      const e = text[pos]!;
-      pos++;
-      switch (e) {
-        case '"':
-          out += '"';
-          break;
-        case "\\":
-          out += "\\";
-          break;
-        case "/":
-          out += "/";
-          break;
-        case "b":
-          out += "\b";
-          break;
-        case "f":
-          out += "\f";
-          break;
-        case "n":
-          out += "\n";
-          break;
-        case "r":
-          out += "\r";
-          break;
-        case "t":
-          out += "\t";
-          break;
-        case "u": {
-          const unit = this.hex4(pos);
-          pos += 4;
-          if (unit >= 0xd800 && unit <= 0xdbff) {
-            if (text[pos] !== "\\" || text[pos + 1] !== "u") {
-              this.fail("unexpected end of hex escape", pos);
-            }
-            const low = this.hex4(pos + 2);
-            if (low < 0xdc00 || low > 0xdfff) this.fail("lone leading surrogate in hex escape", pos + 6);
-            pos += 6;
-            out += String.fromCharCode(unit, low);
-          } else if (unit >= 0xdc00 && unit <= 0xdfff) {
-            this.fail("lone leading surrogate in hex escape", pos);
-          } else {
-            out += String.fromCharCode(unit);
-          }
-          break;
+      c = text.charCodeAt(pos);
+      if (c <= SPACE) {
+        pos = this.#skipWhitespace(pos);
+        c = text.charCodeAt(pos);
+      }
+      if (c !== COLON) {
+        if (pos >= this.#len) throw this.#eof("EOF while parsing an object");
+        throw this.#error("expected `:`", pos + 1);
+      }
+      this.#pos = pos + 1;
+      const value = this.#value(depth);
+      if (key === "__proto__") defineMember(object, key, value);
+      else object[key] = value;
+      pos = this.#pos;
+      c = text.charCodeAt(pos);
+      if (c <= SPACE) {
+        pos = this.#skipWhitespace(pos);
+        c = text.charCodeAt(pos);
+      }
+      if (c === COMMA) {
+        c = text.charCodeAt(++pos);
+        if (c <= SPACE) {
+          pos = this.#skipWhitespace(pos);
+          c = text.charCodeAt(pos);
         }
-        default:
-          this.fail("invalid escape", pos);
-      }
-      runStart = pos;
-    }
-  }
-
-  hex4(at: number): number {
-    if (at + 4 > this.text.length) this.fail("EOF while parsing a string", this.text.length);
-    const digits = this.text.slice(at, at + 4);
-    if (!/^[0-9a-fA-F]{4}$/.test(digits)) this.fail("invalid escape", at + 1);
-    return parseInt(digits, 16);
-  }
-
-  enter(): void {
-    if (++this.depth > this.maxDepth) this.fail("recursion limit exceeded", this.pos + 1);
-  }
-
-  object(): Record<string, unknown> {
-    this.enter();
-    this.pos++;
-    const out: Record<string, unknown> = {};
-    const seen = new Set<string>();
-    this.skipWhitespace();
-    if (this.text.charCodeAt(this.pos) === 125) {
-      this.pos++;
-      this.depth--;
-      return out;
-    }
-    while (true) {
-      this.skipWhitespace();
-      if (this.pos >= this.text.length) this.fail("EOF while parsing an object");
-      if (this.text.charCodeAt(this.pos) !== 34) this.fail("key must be a string", this.pos + 1);
-      const keyStart = this.pos;
-      const key = this.string();
-      if (seen.has(key)) this.fail(`duplicate JSON object key \`${key}\``, keyStart + 1);
-      seen.add(key);
-      this.skipWhitespace();
-      if (this.pos >= this.text.length) this.fail("EOF while parsing an object");
-      if (this.text.charCodeAt(this.pos) !== 58) this.fail("expected `:`", this.pos + 1);
-      this.pos++;
-      const value = this.value();
-      if (key === "__proto__") {
-        Object.defineProperty(out, key, {
-          value,
-          enumerable: true,
-          writable: true,
-          configurable: true,
-        });
-      } else {
-        out[key] = value;
-      }
-      this.skipWhitespace();
-      const c = this.text.charCodeAt(this.pos);
-      if (c === 44) {
-        this.pos++;
+        if (c === CLOSE_BRACE) throw this.#error("trailing comma", pos + 1);
+        if (pos >= this.#len) throw this.#eof("EOF while parsing a value");
         continue;
       }
-      if (c === 125) {
-        this.pos++;
-        this.depth--;
-        return out;
+      if (c === CLOSE_BRACE) {
+        this.#pos = pos + 1;
+        return object;
       }
-      if (this.pos >= this.text.length) this.fail("EOF while parsing an object");
-      this.fail("expected `,` or `}`", this.pos + 1);
+      if (pos >= this.#len) throw this.#eof("EOF while parsing an object");
+      throw this.#error("expected `,` or `}`", pos + 1);
     }
   }
 
-  array(): unknown[] {
-    this.enter();
-    this.pos++;
-    const out: unknown[] = [];
-    this.skipWhitespace();
-    if (this.text.charCodeAt(this.pos) === 93) {
-      this.pos++;
-      this.depth--;
-      return out;
+  /** Parses an array whose `[` is at `#pos`; `depth` is the array's own depth. */
+  #array(depth: number): unknown[] {
+    const text = this.#text;
+    let pos = this.#pos;
+    if (depth > this.#maxDepth) throw this.#error("recursion limit exceeded", pos + 1);
+    const array: unknown[] = [];
+    let c = text.charCodeAt(++pos);
+    if (c <= SPACE) {
+      pos = this.#skipWhitespace(pos);
+      c = text.charCodeAt(pos);
     }
-    while (true) {
-      out.push(this.value());
-      this.skipWhitespace();
-      const c = this.text.charCodeAt(this.pos);
-      if (c === 44) {
-        this.pos++;
+    if (c === CLOSE_BRACKET) {
+      this.#pos = pos + 1;
+      return array;
+    }
+    if (pos >= this.#len) throw this.#eof("EOF while parsing a list");
+    for (;;) {
+      this.#pos = pos;
+      array.push(this.#value(depth));
+      pos = this.#pos;
+      c = text.charCodeAt(pos);
+      if (c <= SPACE) {
+        pos = this.#skipWhitespace(pos);
+        c = text.charCodeAt(pos);
+      }
+      if (c === COMMA) {
+        c = text.charCodeAt(++pos);
+        if (c <= SPACE) {
+          pos = this.#skipWhitespace(pos);
+          c = text.charCodeAt(pos);
+        }
+        if (c === CLOSE_BRACKET) throw this.#error("trailing comma", pos + 1);
+        if (pos >= this.#len) throw this.#eof("EOF while parsing a value");
         continue;
       }
-      if (c === 93) {
-        this.pos++;
-        this.depth--;
-        return out;
+      if (c === CLOSE_BRACKET) {
+        this.#pos = pos + 1;
+        return array;
       }
-      if (this.pos >= this.text.length) this.fail("EOF while parsing a list");
-      this.fail("expected `,` or `]`", this.pos + 1);
+      if (pos >= this.#len) throw this.#eof("EOF while parsing a list");
+      throw this.#error("expected `,` or `]`", pos + 1);
     }
   }
-}
-
-/**
- * Decodes one JSON document within the value budget and nesting limit,
- * rejecting duplicate keys and trailing characters.
- *
- * @example Duplicate keys are an error
- * ```ts
- * import { decodeJson } from "./json_decode.ts";
- * try {
- *   decodeJson('{"id":1,"id":2}');
- * } catch (err) {
- *   console.log((err as Error).message); // duplicate JSON object key `id` at line 1 column 9
- * }
- * ```
- *
- * @param text The document.
- * @param options Budget and depth limits.
- */
-export function decodeJson(text: string, options: DecodeJsonOptions = {}): unknown {
-  const parser = new Parser(
-    text,
-    options.maxValues ?? MAX_JSON_VALUES,
-    options.maxDepth ?? MAX_JSON_DEPTH,
-  );
-  const value = parser.value();
-  parser.skipWhitespace();
-  if (parser.pos < text.length) parser.fail("trailing characters", parser.pos + 1);
-  return value;
 }

@@ -11,6 +11,7 @@ import {
   array,
   boolean,
   bytes,
+  defaulted,
   type Infer,
   literal,
   nullable,
@@ -78,7 +79,11 @@ function request<P, R>(
   return { kind: "request", direction: "clientToServer", family, lane, doc, params, result };
 }
 
-function notification<P>(direction: Direction, doc: string, params: Schema<P>): NotificationSpec<P> {
+function notification<P, D extends Direction>(
+  direction: D,
+  doc: string,
+  params: Schema<P>,
+): NotificationSpec<P> & { readonly direction: D } {
   return { kind: "notification", direction, doc, params };
 }
 
@@ -118,10 +123,35 @@ function uuid(): Schema<string> {
 /** An absolute `file:` URI naming a path on the server (spec §10.1). */
 export const PathUri: Schema<string> = string();
 
+// deno-lint-ignore no-slow-types
 const sandbox = optional(any());
 
-/** W3C-style environment info (spec §9). */
-export const EnvironmentInfo = object({
+/** The `environmentInfo` object (spec §9). */
+export interface EnvironmentInfo {
+  /** The user's login shell. */
+  shell: { name: string; path: string };
+  /** This server's version. */
+  executorVersion: string;
+  /** Opaque build identity (the reference's; omitted here). */
+  providerId?: string;
+  /** The server process's working directory. */
+  cwd?: string;
+  /** `$HOME` as a file URI. */
+  userHomeDir: string;
+  /** `linux`, `macos`, `windows`. */
+  platformOs: string;
+  /** Directories a client should put first on PATH. */
+  prependPathDirs: string[];
+  /** `[$TMPDIR]` when set. */
+  temporaryDirectories: string[];
+  /** `$TMPDIR` or `/tmp`. */
+  tempDir: string;
+  /** What the server really implements. */
+  capabilities: Record<string, boolean>;
+}
+
+/** Schema of {@linkcode EnvironmentInfo}. */
+export const EnvironmentInfo: Schema<EnvironmentInfo> = object({
   shell: object({ name: string(), path: string() }, { name: "ShellInfo" }),
   executorVersion: string(),
   providerId: optional(string()),
@@ -134,9 +164,7 @@ export const EnvironmentInfo = object({
   capabilities: record(boolean()),
 }, { name: "EnvironmentInfo", description: "What the executor is and which capabilities it has" });
 
-/** The `environmentInfo` object (spec §9). */
-export type EnvironmentInfo = Infer<typeof EnvironmentInfo>;
-
+// deno-lint-ignore no-slow-types
 const EnvPolicy = object({
   inherit: literal("all", "core", "none"),
   ignoreDefaultExcludes: boolean(),
@@ -145,14 +173,17 @@ const EnvPolicy = object({
   includeOnly: array(string()),
 }, { name: "EnvPolicy" });
 
+// deno-lint-ignore no-slow-types
 const OutputStream = literal("stdout", "stderr", "pty");
 
+// deno-lint-ignore no-slow-types
 const ProcessChunk = object({
   seq: unsigned(),
   stream: OutputStream,
   chunk: string(),
 }, { name: "ProcessOutputChunk" });
 
+// deno-lint-ignore no-slow-types
 const WalkOptions = object({
   maxDepth: unsigned(),
   maxDirectories: unsigned(),
@@ -161,14 +192,17 @@ const WalkOptions = object({
   pruneHiddenDirectories: optional(boolean()),
 }, { name: "WalkOptions" });
 
+// deno-lint-ignore no-slow-types
 const HttpHeader = object({
   name: string(),
   value: string(),
   valueEnvVar: optional(string()),
 }, { name: "HttpHeader" });
 
+// deno-lint-ignore no-slow-types
 const ResponseHeader = object({ name: string(), value: string() }, { name: "HttpResponseHeader" });
 
+// deno-lint-ignore no-slow-types
 const Empty = object({}, { name: "Empty" });
 
 // ---------------------------------------------------------------------------
@@ -184,6 +218,9 @@ const Empty = object({}, { name: "Empty" });
  * console.log(requests.map(([name]) => name));
  * ```
  */
+// The table's type is inferred on purpose: writing it out would be a second
+// list of every method. Hence the no-slow-types exceptions here and above.
+// deno-lint-ignore no-slow-types
 export const METHODS = {
   "initialize": request(
     undefined,
@@ -381,7 +418,7 @@ export const METHODS = {
     object({
       handleId: string(),
       path: PathUri,
-      mode: optional(literal("read", "replace")),
+      mode: defaulted(literal("read", "replace")),
       sandbox,
     }, { name: "WireFsOpenParams" }),
     object({ handleId: string() }, { name: "FsOpenResponse" }),
@@ -412,7 +449,9 @@ export const METHODS = {
   "fs/watchMissing": request(
     "filesystem",
     "Notifies once when one of the given missing paths (or an ancestor) appears.",
-    object({ watchId: unsigned(), missing: array(PathUri) }, { name: "FsWatchMissingParams" }),
+    object({ watchId: unsigned("u64", { exact: true }), missing: array(PathUri) }, {
+      name: "FsWatchMissingParams",
+    }),
     object({ watching: boolean() }, { name: "FsWatchMissingResponse" }),
   ),
 
@@ -422,16 +461,23 @@ export const METHODS = {
     object({
       method: string(),
       url: string(),
-      headers: optional(array(HttpHeader)),
+      headers: defaulted(array(HttpHeader)),
       bodyBase64: optional(bytes()),
       timeoutMs: optional(unsigned()),
       redirectPolicy: optional(literal("follow", "stop")),
       requestId: string(),
       streamResponse: optional(boolean()),
     }, { name: "HttpRequestParams" }),
-    object({ status: unsigned("u16", 65535), headers: array(ResponseHeader), bodyBase64: string() }, {
-      name: "HttpRequestResponse",
-    }),
+    object(
+      {
+        status: unsigned("u16", { max: 65535n }),
+        headers: array(ResponseHeader),
+        bodyBase64: string(),
+      },
+      {
+        name: "HttpRequestResponse",
+      },
+    ),
   ),
 
   "capabilityRoots/discoverV1": request(

@@ -101,25 +101,53 @@ export function boolean(): Schema<boolean> {
   });
 }
 
+/** Options for {@linkcode unsigned}. */
+export interface UnsignedOptions {
+  /**
+   * The largest accepted value.
+   *
+   * @default {2^64 - 1}
+   */
+  max?: bigint;
+  /**
+   * Refuse values above `Number.MAX_SAFE_INTEGER` instead of rounding them
+   * (for ids that are echoed back and must stay exact).
+   *
+   * @default {false}
+   */
+  exact?: boolean;
+}
+
+const U64_MAX = 2n ** 64n - 1n;
+
 /**
- * An unsigned integer (`u64`, `usize`, `u32`, `u16`). Negative or fractional
- * numbers give `invalid number`, as the reference reports them. Values above
- * `Number.MAX_SAFE_INTEGER` are refused: JavaScript numbers cannot hold them
- * exactly.
+ * An unsigned integer (`u64`, `usize`, `u16`). Negative or fractional numbers
+ * give `invalid number`, as the reference reports them. Values above 2^53 are
+ * accepted and rounded to the nearest JavaScript number (offsets and seqs
+ * that large cannot name real data), unless `exact` is set.
  *
  * @param name The Rust type name used in messages.
- * @param max The largest accepted value.
+ * @param options Range and exactness.
  */
-export function unsigned(name = "u64", max = Number.MAX_SAFE_INTEGER): Schema<number> {
-  return leaf(name, { type: "integer", minimum: 0, maximum: max }, (value) => {
+export function unsigned(name = "u64", options: UnsignedOptions = {}): Schema<number> {
+  const max = options.max ?? U64_MAX;
+  const outOfRange = (value: unknown) =>
+    new SchemaError(`invalid value: integer \`${value}\`, expected ${name}`);
+  return leaf(name, { type: "integer", minimum: 0, maximum: Number(max) }, (value) => {
     if (typeof value === "number") {
       if (value < 0) throw new SchemaError("invalid number");
-      if (value > max) throw new SchemaError(`invalid value: integer \`${value}\`, expected ${name}`);
+      if (BigInt(value) > max) throw outOfRange(value);
       return value;
     }
     if (typeof value === "bigint") {
       if (value < 0n) throw new SchemaError("invalid number");
-      throw new SchemaError(`invalid value: integer \`${value}\`, expected ${name} up to ${max}`);
+      if (value > max) throw outOfRange(value);
+      if (options.exact) {
+        throw new SchemaError(
+          `invalid value: integer \`${value}\`, expected ${name} up to ${Number.MAX_SAFE_INTEGER}`,
+        );
+      }
+      return Number(value);
     }
     if (value instanceof JsonFloat) throw new SchemaError("invalid number");
     throw typeError(value, name);
@@ -254,6 +282,22 @@ export function record<T>(valueSchema: Schema<T>): Schema<Record<string, T>> {
       return out;
     },
   );
+}
+
+/**
+ * A member with a default (serde's `#[serde(default)]` on a non-`Option`
+ * field): absent parses to `undefined`, but an explicit `null` is a type
+ * error, as the reference reports it.
+ *
+ * @param inner The member's schema.
+ */
+export function defaulted<T>(inner: Schema<T>): Schema<T | undefined> {
+  return {
+    parse: (value) => (value === undefined ? undefined : inner.parse(value)),
+    jsonSchema: () => inner.jsonSchema(),
+    optional: true,
+    expecting: inner.expecting,
+  };
 }
 
 /** Marks a member as optional: absent and `null` both parse to `undefined`. */

@@ -59,7 +59,8 @@ export function websocketTransport(
         if (done) return;
         const data = event.data;
         if (typeof data === "string") {
-          if (data.length > maxBytes) {
+          // A UTF-16 unit is at most 3 UTF-8 bytes: count bytes only when it can matter.
+          if (data.length * 3 > maxBytes && new TextEncoder().encode(data).length > maxBytes) {
             controller.enqueue({ fault: `message exceeds the limit of ${maxBytes} bytes` });
           } else controller.enqueue(data);
           return;

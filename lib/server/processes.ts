@@ -436,7 +436,7 @@ export class ProcessTable {
     }
     const program = params.argv[0]!;
     if (program === "") throw spawnError("spawnFailed", "missing program for pipe spawn");
-    checkCwd(cwd);
+    if (!params.tty) checkCwd(cwd);
     const proc = new ManagedProcess(params.processId, 1, () => this.#sink);
     if (params.tty) {
       if (!env.SHELL) env.SHELL = Deno.env.get("SHELL") ?? "/bin/sh";

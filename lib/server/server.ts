@@ -14,7 +14,7 @@ import { Semaphore } from "../rpc/semaphore.ts";
 import type { Transport } from "../rpc/transport.ts";
 import { environmentInfo } from "./environment.ts";
 import { FileHandleTable, MissingWatchTable } from "./fs.ts";
-import { HANDLERS, type HandlerContext } from "./handlers.ts";
+import { type HandlerContext, HANDLERS } from "./handlers.ts";
 import { HttpRequestTable } from "./http_request.ts";
 import type { Session, SessionRegistry } from "./sessions.ts";
 
@@ -61,14 +61,11 @@ export function serveConnection(
   const owner = {};
   let session: Session | undefined;
   let initializedNotified = false;
-  let connection!: Connection;
 
   const sink = (text: string) => connection.sendRaw(text);
   const files = new FileHandleTable();
   const watches = new MissingWatchTable();
-  const http = new HttpRequestTable((delta) =>
-    connection.notify("http/request/bodyDelta", delta)
-  );
+  const http = new HttpRequestTable((delta) => connection.notify("http/request/bodyDelta", delta));
 
   const context: HandlerContext = {
     get session(): Session {
@@ -91,7 +88,9 @@ export function serveConnection(
 
   function gate(method: string, family: string | undefined): void {
     if (family === undefined) return;
-    if (!session) throw invalidRequest(`client must call initialize before using ${family} methods`);
+    if (!session) {
+      throw invalidRequest(`client must call initialize before using ${family} methods`);
+    }
     if (!session.isAttachedTo(owner)) {
       throw invalidRequest("session has been resumed by another connection");
     }
@@ -132,7 +131,7 @@ export function serveConnection(
     connection.close();
   }
 
-  connection = new Connection(transport, {
+  const connection: Connection = new Connection(transport, {
     handlers: {
       request: handleRequest,
       notification(method) {

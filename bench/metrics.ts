@@ -1,0 +1,725 @@
+/**
+ * The benchmark metrics. Each metric runs once against one server and returns its measures; the
+ * harness repeats it and interleaves servers.
+ *
+ * @module
+ */
+
+import { base64DecodedLength, decodeBase64, encodeBase64, RpcClient } from "./rpc_client.ts";
+import {
+  cpuMs,
+  harnessCpuMs,
+  liveThreadCpuMs,
+  rssKib,
+  type ServerHandle,
+  startServer,
+} from "./server_process.ts";
+import { percentile } from "./stats.ts";
+import type { Transport } from "./transport.ts";
+
+/** Everything a metric needs to run against one server. */
+export interface MetricContext {
+  /** The long-running server for this run. */
+  server: ServerHandle;
+  /** Command to start fresh servers with, `null` when benchmarking a given `--url`. */
+  command: string | null;
+  /** Smaller sizes for a smoke run. */
+  quick: boolean;
+  /** Opens a new WebSocket connection to `url`. */
+  connect(url: string): Promise<Transport>;
+  /** Absolute time (ms since epoch) after which the metric must give up. */
+  deadline: number;
+}
+
+/** Comparison target: ratio us/reference must satisfy `op ratio`. */
+export interface Target {
+  /** The comparison. */
+  op: "<=" | ">=";
+  /** The bound for us/reference. */
+  ratio: number;
+}
+
+/** One number a metric reports. */
+export interface MeasureDef {
+  /** Key in the metric's result. */
+  key: string;
+  /** Human label. */
+  label: string;
+  /** Unit shown in tables. */
+  unit: string;
+  /** The target ratio, if the issue sets one. */
+  target?: Target;
+}
+
+/** One benchmark metric. */
+export interface MetricDef {
+  /** Short name used by `--only`. */
+  name: string;
+  /** One-line description. */
+  title: string;
+  /** The measures it reports, in table order. */
+  measures: MeasureDef[];
+  /** Whether it needs the long-running WebSocket server (the others start their own). */
+  usesSharedServer: boolean;
+  /** Runs the metric once. */
+  run(ctx: MetricContext): Promise<Record<string, number>>;
+}
+
+const CWD = "file:///tmp";
+const ENV = { PATH: "/usr/bin:/bin" };
+const MIB = 1024 * 1024;
+
+function remaining(ctx: MetricContext): number {
+  return Math.max(0, ctx.deadline - Date.now());
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`Timed out after ${ms} ms: ${what}`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** Runs `fn(0..n-1)` with at most `window` calls in flight. */
+async function pool(n: number, window: number, fn: (i: number) => Promise<void>): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < n) await fn(next++);
+  };
+  await Promise.all(Array.from({ length: Math.min(window, n) }, worker));
+}
+
+async function openClient(ctx: MetricContext, url: string | null): Promise<RpcClient> {
+  if (url === null) throw new Error("Cannot connect: the server has no WebSocket URL");
+  const client = new RpcClient(await withTimeout(ctx.connect(url), 10_000, "connect"));
+  await withTimeout(client.initialize(), 10_000, "initialize");
+  return client;
+}
+
+let processCounter = 0;
+
+/** Unique-per-harness process id. */
+function nextProcessId(prefix: string): string {
+  return `${prefix}-${++processCounter}`;
+}
+
+interface Watched {
+  closed: Promise<void>;
+}
+
+/** Registers a listener, then sends `process/start`; resolves after the start response. */
+async function startProcess(
+  client: RpcClient,
+  processId: string,
+  argv: string[],
+  listener: { onOutput?(chunk: string, seq: number): void; pipeStdin?: boolean } = {},
+): Promise<Watched> {
+  const { promise, resolve } = Promise.withResolvers<void>();
+  client.watch(processId, {
+    onOutput: listener.onOutput,
+    onClosed: () => {
+      client.unwatch(processId);
+      resolve();
+    },
+  });
+  await client.call("process/start", {
+    processId,
+    argv,
+    cwd: CWD,
+    env: ENV,
+    tty: false,
+    pipeStdin: listener.pipeStdin ?? false,
+  });
+  return { closed: promise };
+}
+
+/** Metric 1: sequential and pipelined `fs/getMetadata`. */
+async function runRpc(ctx: MetricContext): Promise<Record<string, number>> {
+  const nSeq = ctx.quick ? 200 : 2000;
+  const nPipe = ctx.quick ? 500 : 5000;
+  const params = { path: "file:///tmp" };
+  const client = await openClient(ctx, ctx.server.url);
+  try {
+    for (let i = 0; i < 50; i++) await client.call("fs/getMetadata", params);
+    const lat: number[] = [];
+    for (let i = 0; i < nSeq && Date.now() < ctx.deadline; i++) {
+      const t0 = performance.now();
+      await client.call("fs/getMetadata", params);
+      lat.push((performance.now() - t0) * 1000);
+    }
+    const serverCpu0 = cpuMs(ctx.server.pid);
+    const clientCpu0 = harnessCpuMs();
+    const t0 = performance.now();
+    await withTimeout(
+      pool(nPipe, 64, async () => void await client.call("fs/getMetadata", params)),
+      remaining(ctx),
+      "pipelined fs/getMetadata",
+    );
+    const pipeSeconds = (performance.now() - t0) / 1000;
+    const clientUs = (harnessCpuMs() - clientCpu0) * 1000 / nPipe;
+    const serverUs = (cpuMs(ctx.server.pid) - serverCpu0) * 1000 / nPipe;
+    const result: Record<string, number> = {
+      seqP50Us: percentile(lat, 50),
+      seqP99Us: percentile(lat, 99),
+      pipelinedCallsPerS: nPipe / pipeSeconds,
+      pipelinedServerUsPerCall: serverUs,
+      pipelinedClientUsPerCall: clientUs,
+      stdioSeqP50Us: NaN,
+    };
+    if (ctx.command !== null) result.stdioSeqP50Us = await stdioRoundTrip(ctx, nSeq);
+    return result;
+  } finally {
+    client.close();
+  }
+}
+
+async function stdioRoundTrip(ctx: MetricContext, n: number): Promise<number> {
+  const server = await startServer(ctx.command!, { listen: "stdio" });
+  try {
+    const client = new RpcClient(server.stdio!);
+    await withTimeout(client.initialize(), 30_000, "stdio initialize");
+    const params = { path: "file:///tmp" };
+    for (let i = 0; i < 50; i++) await client.call("fs/getMetadata", params);
+    const lat: number[] = [];
+    for (let i = 0; i < n && Date.now() < ctx.deadline; i++) {
+      const t0 = performance.now();
+      await client.call("fs/getMetadata", params);
+      lat.push((performance.now() - t0) * 1000);
+    }
+    client.close();
+    return percentile(lat, 50);
+  } finally {
+    await server.stop();
+  }
+}
+
+/** Metric 2: spawn `true` until `process/closed`, sequential and 32 in flight. */
+async function runSpawn(ctx: MetricContext): Promise<Record<string, number>> {
+  const n = ctx.quick ? 30 : 300;
+  const client = await openClient(ctx, ctx.server.url);
+  const once = async () => {
+    const t0 = performance.now();
+    const w = await startProcess(client, nextProcessId("spawn"), ["true"]);
+    await withTimeout(w.closed, remaining(ctx), "process/closed of true");
+    return performance.now() - t0;
+  };
+  try {
+    for (let i = 0; i < 5; i++) await once();
+    const lat: number[] = [];
+    for (let i = 0; i < n && Date.now() < ctx.deadline; i++) lat.push(await once());
+    const t0 = performance.now();
+    await pool(n, 32, async () => void await once());
+    return {
+      seqP50Ms: percentile(lat, 50),
+      seqP99Ms: percentile(lat, 99),
+      concurrentProcsPerS: n / ((performance.now() - t0) / 1000),
+    };
+  } finally {
+    client.close();
+  }
+}
+
+/** Starts `count` processes writing `bytes` each and waits for all of them to close. */
+async function streamOutput(ctx: MetricContext, client: RpcClient, count: number, bytes: number) {
+  let received = 0;
+  let chunks = 0;
+  const pid = ctx.server.pid;
+  const cpu0 = cpuMs(pid);
+  const clientCpu0 = harnessCpuMs();
+  const t0 = performance.now();
+  const watched = await Promise.all(
+    Array.from(
+      { length: count },
+      () =>
+        startProcess(client, nextProcessId("stream"), ["head", "-c", String(bytes), "/dev/zero"], {
+          onOutput(chunk) {
+            received += base64DecodedLength(chunk);
+            chunks++;
+          },
+        }),
+    ),
+  );
+  await withTimeout(Promise.all(watched.map((w) => w.closed)), remaining(ctx), "output streaming");
+  const seconds = (performance.now() - t0) / 1000;
+  const cpu = cpuMs(pid) - cpu0;
+  const clientCpu = harnessCpuMs() - clientCpu0;
+  if (received !== count * bytes) {
+    throw new Error(`Output streaming lost data: received ${received} of ${count * bytes} bytes`);
+  }
+  return {
+    mibS: received / MIB / seconds,
+    chunkKib: received / chunks / 1024,
+    cpuMsPerMib: cpu / (received / MIB),
+    clientCpuMsPerMib: clientCpu / (received / MIB),
+  };
+}
+
+/** Metric 3: one and eight processes streaming to `process/output`. */
+async function runStream(ctx: MetricContext): Promise<Record<string, number>> {
+  const bytes = (ctx.quick ? 16 : 256) * MIB;
+  const client = await openClient(ctx, ctx.server.url);
+  try {
+    const one = await streamOutput(ctx, client, 1, bytes);
+    const eight = await streamOutput(ctx, client, 8, bytes);
+    return {
+      singleMibPerS: one.mibS,
+      avgChunkKib: one.chunkKib,
+      singleCpuMsPerMib: one.cpuMsPerMib,
+      singleClientCpuMsPerMib: one.clientCpuMsPerMib,
+      eightMibPerS: eight.mibS,
+      eightCpuMsPerMib: eight.cpuMsPerMib,
+      eightClientCpuMsPerMib: eight.clientCpuMsPerMib,
+    };
+  } finally {
+    client.close();
+  }
+}
+
+interface ReadResponse {
+  chunks: { seq: number; chunk: string }[];
+  nextSeq: number;
+  closed: boolean;
+}
+
+/** Metric 4: consume output only through `process/read` long polls. */
+async function runRead(ctx: MetricContext): Promise<Record<string, number>> {
+  const bytes = (ctx.quick ? 8 : 64) * MIB;
+  const client = await openClient(ctx, ctx.server.url);
+  try {
+    const processId = nextProcessId("read");
+    const t0 = performance.now();
+    // No onOutput: the client drops this process's notifications without parsing them.
+    const w = await startProcess(client, processId, ["head", "-c", String(bytes), "/dev/zero"]);
+    let afterSeq = 0;
+    let delivered = 0;
+    let polls = 0;
+    for (; polls < 1_000_000 && Date.now() < ctx.deadline; polls++) {
+      const res = await client.call<ReadResponse>("process/read", {
+        processId,
+        afterSeq,
+        maxBytes: MIB,
+        waitMs: 1000,
+      });
+      for (const c of res.chunks) delivered += base64DecodedLength(c.chunk);
+      const last = res.chunks.at(-1);
+      afterSeq = last !== undefined ? last.seq : Math.max(afterSeq, res.nextSeq - 1);
+      if (res.closed && res.chunks.length === 0) break;
+    }
+    const seconds = (performance.now() - t0) / 1000;
+    await withTimeout(w.closed, 5000, "process/closed after reads").catch(() => {});
+    return { mibPerS: delivered / MIB / seconds, deliveredShare: delivered / bytes, polls };
+  } finally {
+    client.close();
+  }
+}
+
+const WRITE_BYTES = 4096;
+
+/** Deterministic pseudo-random payloads: write `i` is a 4 KiB window of a 1 MiB random pool. */
+function makePayloads(): (i: number) => Uint8Array {
+  const pool = new Uint8Array(MIB);
+  for (let o = 0; o < pool.length; o += 65536) crypto.getRandomValues(pool.subarray(o, o + 65536));
+  return (i) => {
+    const offset = (i * 4099 * 7) % (pool.length - WRITE_BYTES);
+    return pool.subarray(offset, offset + WRITE_BYTES);
+  };
+}
+
+/** An echo checker: compares received bytes to the expected stream and wakes waiters. */
+class EchoChecker {
+  received = 0;
+  mismatches = 0;
+  #payload: (i: number) => Uint8Array;
+  #base: number;
+  #waiters: { at: number; resolve(): void }[] = [];
+
+  constructor(payload: (i: number) => Uint8Array, firstWrite: number) {
+    this.#payload = payload;
+    this.#base = firstWrite;
+  }
+
+  onOutput = (chunk: string): void => {
+    const bytes = decodeBase64(chunk);
+    let pos = this.received;
+    let i = 0;
+    while (i < bytes.length) {
+      const w = this.#payload(this.#base + Math.floor(pos / WRITE_BYTES));
+      const off = pos % WRITE_BYTES;
+      const n = Math.min(WRITE_BYTES - off, bytes.length - i);
+      for (let k = 0; k < n; k++) if (bytes[i + k] !== w[off + k]) this.mismatches++;
+      i += n;
+      pos += n;
+    }
+    this.received = pos;
+    this.#waiters = this.#waiters.filter((w) => {
+      if (this.received < w.at) return true;
+      w.resolve();
+      return false;
+    });
+  };
+
+  until(at: number): Promise<void> {
+    if (this.received >= at) return Promise.resolve();
+    const { promise, resolve } = Promise.withResolvers<void>();
+    this.#waiters.push({ at, resolve });
+    return promise;
+  }
+}
+
+async function writeStdin(
+  client: RpcClient,
+  processId: string,
+  bytes: Uint8Array,
+  writeId: string,
+): Promise<void> {
+  const res = await client.call<{ status: string }>("process/write", {
+    processId,
+    chunk: encodeBase64(bytes),
+    writeId,
+  });
+  if (res.status !== "accepted") throw new Error(`process/write answered "${res.status}"`);
+}
+
+async function echoLatencies(
+  ctx: MetricContext,
+  client: RpcClient,
+  n: number,
+  payload: (i: number) => Uint8Array,
+): Promise<{ lat: number[]; checker: EchoChecker; processId: string; watched: Watched }> {
+  const checker = new EchoChecker(payload, 0);
+  const processId = nextProcessId("cat");
+  const watched = await startProcess(client, processId, ["cat"], {
+    pipeStdin: true,
+    onOutput: checker.onOutput,
+  });
+  const lat: number[] = [];
+  for (let i = 0; i < n && Date.now() < ctx.deadline; i++) {
+    const t0 = performance.now();
+    const write = writeStdin(client, processId, payload(i), `e${i}`);
+    await withTimeout(
+      Promise.all([write, checker.until((i + 1) * WRITE_BYTES)]),
+      10_000,
+      "stdin echo",
+    );
+    lat.push(performance.now() - t0);
+  }
+  return { lat, checker, processId, watched };
+}
+
+/** Metric 5: `cat` echo latency and bulk stdin throughput, checked byte for byte. */
+async function runStdin(ctx: MetricContext): Promise<Record<string, number>> {
+  const nEcho = ctx.quick ? 50 : 200;
+  const nBulk = ctx.quick ? 1000 : 10_000;
+  const payload = makePayloads();
+  const client = await openClient(ctx, ctx.server.url);
+  try {
+    const { lat, checker, processId, watched } = await echoLatencies(ctx, client, nEcho, payload);
+    const t0 = performance.now();
+    await pool(nBulk, 16, async (i) => {
+      const k = nEcho + i;
+      await writeStdin(client, processId, payload(k), `e${k}`);
+    });
+    const total = (nEcho + nBulk) * WRITE_BYTES;
+    await withTimeout(checker.until(total), remaining(ctx), "bulk stdin echo");
+    const seconds = (performance.now() - t0) / 1000;
+    await client.call("process/terminate", { processId });
+    await withTimeout(watched.closed, 5000, "cat closed").catch(() => {});
+    if (checker.mismatches > 0 || checker.received !== total) {
+      throw new Error(
+        `Stdin echo mismatch: ${checker.mismatches} bytes differ, ${checker.received} of ${total}`,
+      );
+    }
+    const result: Record<string, number> = {
+      echoP50Ms: percentile(lat, 50),
+      echoP99Ms: percentile(lat, 99),
+      bulkMibPerS: (nBulk * WRITE_BYTES) / MIB / seconds,
+      stdioEchoP50Ms: NaN,
+    };
+    if (ctx.command !== null) {
+      const server = await startServer(ctx.command, { listen: "stdio" });
+      try {
+        const stdioClient = new RpcClient(server.stdio!);
+        await withTimeout(stdioClient.initialize(), 30_000, "stdio initialize");
+        const stdio = await echoLatencies(ctx, stdioClient, Math.min(nEcho, 50), payload);
+        result.stdioEchoP50Ms = percentile(stdio.lat, 50);
+        stdioClient.close();
+      } finally {
+        await server.stop();
+      }
+    }
+    return result;
+  } finally {
+    client.close();
+  }
+}
+
+/** Starts a fresh WebSocket server unless benchmarking a given `--url`. */
+async function freshServer(ctx: MetricContext): Promise<ServerHandle> {
+  return ctx.command === null ? ctx.server : await startServer(ctx.command);
+}
+
+/** Metric 6: RSS idle, with 200 `sleep 30` children, and after terminating them. */
+async function runMemory(ctx: MetricContext): Promise<Record<string, number>> {
+  const n = ctx.quick ? 50 : 200;
+  const server = await freshServer(ctx);
+  const cpu0 = cpuMs(server.pid);
+  try {
+    const client = await openClient(ctx, server.url);
+    await sleep(300);
+    const idle = rssKib(server.pid);
+    const ids = Array.from({ length: n }, () => nextProcessId("sleep"));
+    const watched: Watched[] = [];
+    await pool(
+      n,
+      16,
+      async (i) => void watched.push(await startProcess(client, ids[i]!, ["sleep", "30"])),
+    );
+    await sleep(500);
+    const busy = rssKib(server.pid);
+    await pool(
+      n,
+      16,
+      async (i) => void await client.call("process/terminate", { processId: ids[i]! }),
+    );
+    await withTimeout(Promise.all(watched.map((w) => w.closed)), remaining(ctx), "sleep closed");
+    await sleep(500);
+    const after = rssKib(server.pid);
+    client.close();
+    return {
+      idleRssKib: idle,
+      perProcessKib: (busy - idle) / n,
+      afterTerminateRssKib: after,
+      serverCpuMs: cpuMs(server.pid) - cpu0,
+    };
+  } finally {
+    if (server !== ctx.server) await server.stop();
+  }
+}
+
+/** Metric 7: 100 simultaneous connections, each initialize + one call. */
+async function runConnections(ctx: MetricContext): Promise<Record<string, number>> {
+  const n = ctx.quick ? 20 : 100;
+  const server = await freshServer(ctx);
+  const cpu0 = cpuMs(server.pid);
+  const clients: RpcClient[] = [];
+  try {
+    // One throwaway connection first, so one-time lazy initialization is not counted per connection.
+    (await openClient(ctx, server.url)).close();
+    await sleep(300);
+    const rss0 = rssKib(server.pid);
+    const t0 = performance.now();
+    await withTimeout(
+      Promise.all(Array.from({ length: n }, async () => {
+        const client = await openClient(ctx, server.url);
+        clients.push(client);
+        await client.call("fs/getMetadata", { path: "file:///tmp" });
+      })),
+      remaining(ctx),
+      "connections",
+    );
+    const totalMs = performance.now() - t0;
+    await sleep(300);
+    const rss1 = rssKib(server.pid);
+    return {
+      totalMs: totalMs,
+      perConnectionKib: (rss1 - rss0) / n,
+      serverCpuMs: cpuMs(server.pid) - cpu0,
+    };
+  } finally {
+    for (const c of clients) c.close();
+    if (server !== ctx.server) await server.stop();
+  }
+}
+
+/** Metric 8: process spawn to the first `initialize` response, WebSocket and stdio. */
+async function runColdStart(ctx: MetricContext): Promise<Record<string, number>> {
+  if (ctx.command === null) {
+    return { wsMs: NaN, stdioMs: NaN, wsServerCpuMs: NaN, serverCpuMs: NaN };
+  }
+  const samples = ctx.quick ? 1 : 3;
+  const ws: number[] = [];
+  const stdio: number[] = [];
+  const cpu: number[] = [];
+  for (let i = 0; i < samples; i++) {
+    let t0 = performance.now();
+    let server = await startServer(ctx.command);
+    try {
+      const client = await openClient(ctx, server.url);
+      ws.push(performance.now() - t0);
+      cpu.push(liveThreadCpuMs(server.pid));
+      client.close();
+    } finally {
+      await server.stop();
+    }
+    t0 = performance.now();
+    server = await startServer(ctx.command, { listen: "stdio" });
+    try {
+      const client = new RpcClient(server.stdio!);
+      await withTimeout(client.call("initialize", { clientName: "bench" }), 30_000, "initialize");
+      stdio.push(performance.now() - t0);
+      client.close();
+    } finally {
+      await server.stop();
+    }
+  }
+  return {
+    wsMs: percentile(ws, 50),
+    stdioMs: percentile(stdio, 50),
+    wsServerCpuMs: percentile(cpu, 50),
+    serverCpuMs: percentile(cpu, 50),
+  };
+}
+
+/** All metrics, in run order. */
+export const METRICS: readonly MetricDef[] = [
+  {
+    name: "rpc",
+    title: "RPC round trip (fs/getMetadata)",
+    usesSharedServer: true,
+    measures: [
+      { key: "seqP50Us", label: "sequential p50", unit: "µs", target: { op: "<=", ratio: 1.0 } },
+      { key: "seqP99Us", label: "sequential p99", unit: "µs" },
+      {
+        key: "pipelinedCallsPerS",
+        label: "64 in flight",
+        unit: "calls/s",
+        target: { op: ">=", ratio: 1.5 },
+      },
+      { key: "pipelinedServerUsPerCall", label: "server CPU per call, 64 in flight", unit: "µs" },
+      { key: "pipelinedClientUsPerCall", label: "client CPU per call, 64 in flight", unit: "µs" },
+      { key: "stdioSeqP50Us", label: "stdio sequential p50", unit: "µs" },
+    ],
+    run: runRpc,
+  },
+  {
+    name: "spawn",
+    title: "Spawn `true` until process/closed",
+    usesSharedServer: true,
+    measures: [
+      { key: "seqP50Ms", label: "sequential p50", unit: "ms", target: { op: "<=", ratio: 0.6 } },
+      { key: "seqP99Ms", label: "sequential p99", unit: "ms" },
+      {
+        key: "concurrentProcsPerS",
+        label: "32 in flight",
+        unit: "procs/s",
+        target: { op: ">=", ratio: 2.0 },
+      },
+    ],
+    run: runSpawn,
+  },
+  {
+    name: "stream",
+    title: "Output streaming via process/output",
+    usesSharedServer: true,
+    measures: [
+      {
+        key: "singleMibPerS",
+        label: "one process",
+        unit: "MiB/s",
+        target: { op: ">=", ratio: 2.0 },
+      },
+      { key: "avgChunkKib", label: "average chunk", unit: "KiB" },
+      {
+        key: "singleCpuMsPerMib",
+        label: "server CPU, one process",
+        unit: "ms/MiB",
+        target: { op: "<=", ratio: 0.5 },
+      },
+      { key: "singleClientCpuMsPerMib", label: "client CPU, one process", unit: "ms/MiB" },
+      {
+        key: "eightMibPerS",
+        label: "eight at once",
+        unit: "MiB/s",
+        target: { op: ">=", ratio: 2.0 },
+      },
+      {
+        key: "eightCpuMsPerMib",
+        label: "server CPU, eight",
+        unit: "ms/MiB",
+        target: { op: "<=", ratio: 0.5 },
+      },
+      { key: "eightClientCpuMsPerMib", label: "client CPU, eight", unit: "ms/MiB" },
+    ],
+    run: runStream,
+  },
+  {
+    name: "read",
+    title: "Read polling (process/read, maxBytes 1 MiB)",
+    usesSharedServer: true,
+    measures: [
+      { key: "mibPerS", label: "delivered rate", unit: "MiB/s" },
+      { key: "deliveredShare", label: "share of bytes delivered", unit: "fraction" },
+      { key: "polls", label: "read calls", unit: "calls" },
+    ],
+    run: runRead,
+  },
+  {
+    name: "stdin",
+    title: "Stdin echo through cat",
+    usesSharedServer: true,
+    measures: [
+      {
+        key: "echoP50Ms",
+        label: "4 KiB echo p50",
+        unit: "ms",
+        target: { op: "<=", ratio: 0.05 },
+      },
+      { key: "echoP99Ms", label: "4 KiB echo p99", unit: "ms" },
+      {
+        key: "bulkMibPerS",
+        label: "bulk, 16 in flight",
+        unit: "MiB/s",
+        target: { op: ">=", ratio: 2.0 },
+      },
+      { key: "stdioEchoP50Ms", label: "stdio 4 KiB echo p50", unit: "ms" },
+    ],
+    run: runStdin,
+  },
+  {
+    name: "memory",
+    title: "Server RSS (fresh server)",
+    usesSharedServer: false,
+    measures: [
+      { key: "idleRssKib", label: "idle", unit: "KiB", target: { op: "<=", ratio: 1.0 } },
+      {
+        key: "perProcessKib",
+        label: "per sleeping process",
+        unit: "KiB",
+        target: { op: "<=", ratio: 1.0 },
+      },
+      { key: "afterTerminateRssKib", label: "after terminating them", unit: "KiB" },
+    ],
+    run: runMemory,
+  },
+  {
+    name: "connections",
+    title: "Simultaneous WebSocket connections (fresh server)",
+    usesSharedServer: false,
+    measures: [
+      { key: "totalMs", label: "all connected and answered", unit: "ms" },
+      {
+        key: "perConnectionKib",
+        label: "RSS per connection",
+        unit: "KiB",
+        target: { op: "<=", ratio: 1.0 },
+      },
+    ],
+    run: runConnections,
+  },
+  {
+    name: "cold",
+    title: "Cold start to first initialize response",
+    usesSharedServer: false,
+    measures: [
+      { key: "wsMs", label: "WebSocket", unit: "ms", target: { op: "<=", ratio: 1.5 } },
+      { key: "stdioMs", label: "stdio", unit: "ms", target: { op: "<=", ratio: 1.5 } },
+      { key: "wsServerCpuMs", label: "server CPU until ws response", unit: "ms" },
+    ],
+    run: runColdStart,
+  },
+];

@@ -1,0 +1,441 @@
+/**
+ * The client's view of one remote process: its output in `seq` order (with
+ * explicit markers for output the server evicted before it could be read),
+ * stdin writes with idempotent `writeId`s, signals and the exit code.
+ *
+ * @module
+ */
+
+import type { ParamsOf, ResultOf } from "../protocol/methods.ts";
+
+/** The stream an output chunk came from (`pty` for processes started with `tty: true`). */
+export type OutputStreamName = "stdout" | "stderr" | "pty";
+
+/** Output bytes the process wrote, in `seq` order. */
+export interface OutputChunk {
+  /** Discriminator. */
+  readonly kind: "output";
+  /** The chunk's sequence number (shared with the `exited` and `closed` events). */
+  readonly seq: number;
+  /** The stream the bytes came from. */
+  readonly stream: OutputStreamName;
+  /** The raw bytes. */
+  readonly data: Uint8Array;
+}
+
+/**
+ * Output that is lost: the server evicted it from its retained output
+ * (1 MiB / 50,000 chunks per process) before this handle could read it. All
+ * output with a seq in `fromSeq..toSeq` (inclusive) is missing; the range may
+ * also cover the seq of the `exited` event.
+ */
+export interface OutputGap {
+  /** Discriminator. */
+  readonly kind: "gap";
+  /** First missing seq. */
+  readonly fromSeq: number;
+  /** Last missing seq. */
+  readonly toSeq: number;
+}
+
+/** What iterating a {@linkcode ProcessHandle} yields. */
+export type ProcessEvent = OutputChunk | OutputGap;
+
+/**
+ * A process started with `ExecClient.startProcess` (or attached with
+ * `ExecClient.attachProcess`).
+ *
+ * Iterate it (once) for its output: chunks arrive in `seq` order, exactly
+ * once, across reconnects; iteration ends after the process's `closed`
+ * event. A consumer that falls behind or starts iterating late catches up
+ * from the server's retained output; output the server has already evicted
+ * is reported as an {@linkcode OutputGap}, never skipped silently.
+ *
+ * @example Run a command and collect its output
+ * ```ts ignore
+ * import { connect } from "../../mod.ts";
+ * await using client = await connect("ws://127.0.0.1:8765");
+ * const proc = await client.startProcess({ argv: ["/bin/echo", "hi"] });
+ * for await (const event of proc) {
+ *   if (event.kind === "output") await Deno.stdout.write(event.data);
+ * }
+ * console.log("exit code", await proc.exited);
+ * ```
+ */
+export interface ProcessHandle extends AsyncIterable<ProcessEvent> {
+  /** The session-scoped process id. */
+  readonly processId: string;
+  /** Resolves with the exit code once the server reports it; rejects if the process is lost. */
+  readonly exited: Promise<number>;
+  /** The exit code once known. */
+  readonly exitCode: number | undefined;
+  /**
+   * Writes bytes (a string is UTF-8 encoded) to the process's stdin. Writes
+   * are sent one after another in call order; each gets a fresh `writeId`, and
+   * a write retried after a reconnect reuses it, so it is delivered once.
+   * Rejects if the server does not accept it (e.g. the process was started
+   * without `pipeStdin`). The base protocol cannot close stdin.
+   *
+   * @param data The bytes.
+   */
+  write(data: Uint8Array | string): Promise<void>;
+  /** Sends SIGINT to the process group (`process/signal`). */
+  interrupt(): Promise<void>;
+  /** Kills the process group (`process/terminate`); resolves with whether it was running. */
+  terminate(): Promise<boolean>;
+}
+
+/** What a {@linkcode TrackedProcess} needs from its client. Calls survive reconnects. */
+export interface ProcessHost {
+  /** `process/read` without a wait. */
+  read(
+    processId: string,
+    afterSeq: number,
+    maxBytes?: number,
+  ): Promise<ResultOf<"process/read">>;
+  /** `process/write` with a fixed `writeId`. */
+  write(processId: string, chunk: Uint8Array, writeId: string): Promise<ResultOf<"process/write">>;
+  /** `process/signal` interrupt. */
+  interrupt(processId: string): Promise<void>;
+  /** `process/terminate`. */
+  terminate(processId: string): Promise<boolean>;
+  /** The handle needs no more notifications. */
+  release(handle: TrackedProcess): void;
+}
+
+/** Options for {@linkcode TrackedProcess}. */
+export interface TrackedProcessOptions {
+  /**
+   * Events with a seq up to this one are not wanted (0 = from the start).
+   *
+   * @default {0}
+   */
+  afterSeq?: number;
+  /**
+   * Output bytes buffered for a slow consumer before the handle stops
+   * buffering and reads from the server's retained output instead.
+   *
+   * @default {4 MiB}
+   */
+  maxBufferedBytes?: number;
+  /** Read retained output right away (for a process that may already have output). */
+  catchUp?: boolean;
+}
+
+type ProcessNotification =
+  | { method: "process/output"; params: ParamsOf<"process/output"> }
+  | { method: "process/exited"; params: ParamsOf<"process/exited"> }
+  | { method: "process/closed"; params: ParamsOf<"process/closed"> };
+
+/** Stashed out-of-order notifications kept while a read is pending. */
+const MAX_STASHED = 4096;
+const DEFAULT_MAX_BUFFERED = 4 * 1024 * 1024;
+
+/**
+ * The implementation of {@linkcode ProcessHandle}: it orders notifications
+ * by seq, fills gaps with `process/read {afterSeq}`, and buffers output for a
+ * single consumer up to a limit.
+ *
+ * Invariant: every event with `seq <= #cursor` is accounted for (queued for
+ * the consumer, delivered, reported in a gap, or an exit/close event).
+ */
+export class TrackedProcess implements ProcessHandle {
+  /** The session-scoped process id. */
+  readonly processId: string;
+  /** Resolves with the exit code. */
+  readonly exited: Promise<number>;
+  #host: ProcessHost;
+  #cursor: number;
+  #latest: number;
+  #resync: boolean;
+  #probed = false;
+  #queue: ProcessEvent[] = [];
+  #head = 0;
+  #queuedBytes = 0;
+  #maxBuffered: number;
+  #stash = new Map<number, ProcessNotification>();
+  #exitSeq: number | undefined;
+  #closedSeq: number | undefined;
+  #exitCode: number | undefined;
+  #resolveExited!: (code: number) => void;
+  #rejectExited!: (err: unknown) => void;
+  #failure: { error: unknown } | undefined;
+  #done = false;
+  #filling = false;
+  #changed = Promise.withResolvers<void>();
+  #writeSeq = 0;
+  #writePrefix = crypto.randomUUID();
+  #writeChain: Promise<unknown> = Promise.resolve();
+
+  /**
+   * Creates a tracker; the client routes the process's notifications to
+   * {@linkcode TrackedProcess.notify}.
+   *
+   * @param processId The process id.
+   * @param host The client.
+   * @param options Starting seq and buffer limit.
+   */
+  constructor(processId: string, host: ProcessHost, options: TrackedProcessOptions = {}) {
+    this.processId = processId;
+    this.#host = host;
+    this.#cursor = options.afterSeq ?? 0;
+    this.#latest = this.#cursor;
+    this.#resync = options.catchUp ?? false;
+    this.#maxBuffered = options.maxBufferedBytes ?? DEFAULT_MAX_BUFFERED;
+    this.exited = new Promise<number>((resolve, reject) => {
+      this.#resolveExited = resolve;
+      this.#rejectExited = reject;
+    });
+    this.exited.catch(() => {});
+    if (this.#resync) void this.#fill();
+  }
+
+  /** The exit code once known. */
+  get exitCode(): number | undefined {
+    return this.#exitCode;
+  }
+
+  /** True once every event up to `closed` is accounted for, or the handle failed. */
+  get finished(): boolean {
+    return this.#done || this.#failure !== undefined;
+  }
+
+  /**
+   * Takes one notification of this process (in any order, duplicates allowed).
+   *
+   * @param event The notification.
+   */
+  notify(event: ProcessNotification): void {
+    if (this.finished) return;
+    const seq = event.params.seq;
+    this.#noteTerminal(event);
+    if (seq > this.#latest) this.#latest = seq;
+    if (seq <= this.#cursor) return;
+    if (seq === this.#cursor + 1 && !this.#filling && !this.#resync && this.#stash.size === 0) {
+      if (event.method !== "process/output" || this.#queuedBytes < this.#maxBuffered) {
+        this.#apply(event);
+        this.#wake();
+      }
+      // Otherwise the consumer is behind: the output stays on the server until it catches up.
+      return;
+    }
+    if (event.method !== "process/output" || this.#queuedBytes < this.#maxBuffered) {
+      if (this.#stash.size < MAX_STASHED) this.#stash.set(seq, event);
+    }
+    void this.#fill();
+  }
+
+  /** The connection was re-established: read whatever was missed while it was down. */
+  resync(): void {
+    if (this.finished) return;
+    this.#resync = true;
+    this.#probed = false;
+    void this.#fill();
+  }
+
+  /**
+   * Fails the handle: queued output is still delivered, then iteration throws.
+   *
+   * @param error The reason.
+   */
+  fail(error: unknown): void {
+    if (this.finished) return;
+    this.#failure = { error };
+    this.#rejectExited(error);
+    this.#host.release(this);
+    this.#wake();
+  }
+
+  write(data: Uint8Array | string): Promise<void> {
+    const writeId = `${this.#writePrefix}:${++this.#writeSeq}`;
+    const chunk = typeof data === "string" ? new TextEncoder().encode(data) : data.slice();
+    const run = async (): Promise<void> => {
+      const { status } = await this.#host.write(this.processId, chunk, writeId);
+      if (status !== "accepted") {
+        throw new Error(`Cannot write to process "${this.processId}": ${WRITE_STATUS[status]}`);
+      }
+    };
+    const result = this.#writeChain.then(run);
+    this.#writeChain = result.catch(() => {});
+    return result;
+  }
+
+  interrupt(): Promise<void> {
+    return this.#host.interrupt(this.processId);
+  }
+
+  terminate(): Promise<boolean> {
+    return this.#host.terminate(this.processId);
+  }
+
+  /** Yields output in seq order until the `closed` event; throws if the handle failed. */
+  async *[Symbol.asyncIterator](): AsyncIterator<ProcessEvent> {
+    while (true) {
+      if (this.#head < this.#queue.length) {
+        const event = this.#queue[this.#head]!;
+        this.#queue[this.#head++] = undefined as unknown as ProcessEvent;
+        if (this.#head > 1024 && this.#head * 2 > this.#queue.length) {
+          this.#queue = this.#queue.slice(this.#head);
+          this.#head = 0;
+        }
+        if (event.kind === "output") this.#queuedBytes -= event.data.length;
+        if (this.#behind() && this.#queuedBytes < this.#maxBuffered) void this.#fill();
+        yield event;
+        continue;
+      }
+      if (this.#failure) throw this.#failure.error;
+      if (this.#done) return;
+      if (this.#behind()) void this.#fill();
+      await this.#changed.promise;
+    }
+  }
+
+  #behind(): boolean {
+    return this.#resync || this.#cursor < this.#latest || this.#stash.size > 0;
+  }
+
+  #wake(): void {
+    this.#changed.resolve();
+    this.#changed = Promise.withResolvers<void>();
+  }
+
+  #noteTerminal(event: ProcessNotification): void {
+    if (event.method === "process/exited") {
+      this.#exitSeq = event.params.seq;
+      this.#setExitCode(event.params.exitCode);
+    } else if (event.method === "process/closed") {
+      this.#closedSeq = event.params.seq;
+    }
+  }
+
+  #setExitCode(code: number): void {
+    if (this.#exitCode !== undefined) return;
+    this.#exitCode = code;
+    this.#resolveExited(code);
+  }
+
+  #apply(event: ProcessNotification): void {
+    this.#cursor = event.params.seq;
+    if (event.method === "process/output") {
+      const data = Uint8Array.fromBase64(event.params.chunk);
+      this.#push({ kind: "output", seq: event.params.seq, stream: event.params.stream, data });
+    }
+    this.#checkDone();
+  }
+
+  #push(event: ProcessEvent): void {
+    this.#queue.push(event);
+    if (event.kind === "output") this.#queuedBytes += event.data.length;
+  }
+
+  #checkDone(): void {
+    if (this.#done || this.#closedSeq === undefined || this.#cursor < this.#closedSeq) return;
+    this.#done = true;
+    this.#stash.clear();
+    this.#host.release(this);
+  }
+
+  #drainStash(): void {
+    for (const seq of this.#stash.keys()) {
+      if (seq <= this.#cursor) this.#stash.delete(seq);
+    }
+    while (true) {
+      const next = this.#stash.get(this.#cursor + 1);
+      if (!next) break;
+      if (next.method === "process/output" && this.#queuedBytes >= this.#maxBuffered) break;
+      this.#stash.delete(next.params.seq);
+      this.#apply(next);
+    }
+  }
+
+  async #fill(): Promise<void> {
+    if (this.#filling || this.finished) return;
+    this.#filling = true;
+    try {
+      while (!this.finished) {
+        this.#drainStash();
+        if (this.#done || !(this.#resync || this.#cursor < this.#latest)) break;
+        if (this.#queuedBytes >= this.#maxBuffered) {
+          // The consumer is behind; it resumes the fill. Learn the exit code meanwhile.
+          if (this.#resync && this.#exitCode === undefined && !this.#probed) {
+            this.#probed = true;
+            const status = await this.#host.read(this.processId, this.#cursor, 0);
+            if (status.exited && status.exitCode !== null) this.#setExitCode(status.exitCode);
+            continue;
+          }
+          break;
+        }
+        const afterSeq = this.#cursor;
+        this.#resync = false;
+        const result = await this.#host.read(this.processId, afterSeq);
+        if (this.finished) break;
+        this.#applyRead(afterSeq, result);
+      }
+    } catch (err) {
+      this.fail(err);
+    } finally {
+      this.#filling = false;
+      this.#wake();
+    }
+  }
+
+  /** Accounts for every event in `(afterSeq, nextSeq)` from a `process/read` result. */
+  #applyRead(afterSeq: number, result: ResultOf<"process/read">): void {
+    if (result.exited && result.exitCode !== null) this.#setExitCode(result.exitCode);
+    if (afterSeq !== this.#cursor) return;
+    const end = result.nextSeq - 1;
+    if (end <= this.#cursor) return;
+    if (result.closed && this.#closedSeq === undefined) this.#closedSeq = end;
+    const chunks = result.chunks.filter((c) => c.seq > afterSeq && c.seq <= end);
+    // Holes are seqs without a retained chunk: the exited/closed events, or
+    // evicted chunks. Eviction drops the oldest chunks, so only the hole right
+    // after `afterSeq` can hold evicted output.
+    const known = new Set<number>();
+    if (this.#exitSeq !== undefined) known.add(this.#exitSeq);
+    if (this.#closedSeq !== undefined) known.add(this.#closedSeq);
+    let prefixEnd = (chunks[0]?.seq ?? end + 1) - 1;
+    if (result.exited && this.#exitSeq === undefined) {
+      let later: number | undefined;
+      let previous = chunks[0]?.seq ?? end + 1;
+      for (const chunk of [...chunks.slice(1), { seq: end + 1 }]) {
+        for (let seq = previous + 1; seq < chunk.seq && later === undefined; seq++) {
+          if (!known.has(seq)) later = seq;
+        }
+        previous = chunk.seq;
+      }
+      if (later !== undefined) {
+        this.#exitSeq = later;
+        known.add(later);
+      } else if (prefixEnd > afterSeq) {
+        let size = 0;
+        for (let seq = afterSeq + 1; seq <= prefixEnd; seq++) if (!known.has(seq)) size++;
+        if (size === 1) {
+          for (let seq = afterSeq + 1; seq <= prefixEnd; seq++) {
+            if (!known.has(seq)) this.#exitSeq = seq;
+          }
+          known.add(this.#exitSeq!);
+        }
+      }
+    }
+    let prefixStart = afterSeq + 1;
+    while (prefixStart <= prefixEnd && known.has(prefixStart)) prefixStart++;
+    while (prefixEnd >= prefixStart && known.has(prefixEnd)) prefixEnd--;
+    if (prefixStart <= prefixEnd) {
+      this.#push({ kind: "gap", fromSeq: prefixStart, toSeq: prefixEnd });
+    }
+    for (const chunk of chunks) {
+      const data = Uint8Array.fromBase64(chunk.chunk);
+      this.#push({ kind: "output", seq: chunk.seq, stream: chunk.stream, data });
+    }
+    this.#cursor = end;
+    if (end > this.#latest) this.#latest = end;
+    this.#checkDone();
+  }
+}
+
+const WRITE_STATUS: Record<ResultOf<"process/write">["status"], string> = {
+  accepted: "accepted",
+  unknownProcess: "the server does not know the process",
+  stdinClosed: "its stdin is closed (start it with pipeStdin: true)",
+  starting: "it is still starting",
+};

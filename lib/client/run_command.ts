@@ -1,0 +1,300 @@
+/**
+ * `exec-server run`: runs one command on a remote exec-server and behaves
+ * like it locally (output, stdin, Ctrl-C, exit code).
+ *
+ * @module
+ */
+
+import { parseArgs } from "node:util";
+import { ClosedError, RemoteError, TimedOutError } from "../rpc/connection.ts";
+import { connect, type ExecClient } from "./client.ts";
+import { ConnectError, SessionLostError } from "./errors.ts";
+import type { ProcessHandle } from "./process_handle.ts";
+
+/** Exit code for a bad command line. */
+export const RUN_USAGE_EXIT = 2;
+/** Exit code when the command could not be run remotely (connection, token or protocol failure). */
+export const RUN_FAILURE_EXIT = 255;
+
+const SIGPIPE_EXIT = 141;
+
+/** The help text of `exec-server run`. */
+export const RUN_HELP: string =
+  `Usage: exec-server run --url ws://HOST:PORT [options] -- CMD [ARGS...]
+
+Runs CMD on an exec-server and streams its stdout and stderr (raw bytes) to the
+local stdout and stderr, forwards local stdin and Ctrl-C, and exits with the
+remote exit code.
+
+Options:
+  --url URL          the server, ws://HOST:PORT or wss://HOST:PORT (required)
+  --token-file FILE  send the file's content (trimmed) as "Authorization: Bearer <token>"
+  --tty              run CMD on a pseudo-terminal; the local terminal (if any) is put
+                     in raw mode and restored on exit
+  --cwd DIR          remote working directory (absolute path or file: URI;
+                     default: the server's working directory)
+  --env K=V          set a variable in CMD's environment (repeatable); CMD inherits
+                     the server's environment minus variables named like *KEY*,
+                     *SECRET* or *TOKEN*
+  -n, --no-stdin     do not forward stdin (CMD's stdin is /dev/null)
+  -h, --help         print this help
+
+Local stdin is forwarded until it ends; the protocol cannot close the remote
+stdin, so a command that reads stdin to its end keeps waiting after local EOF
+(use -n for commands that need no input). A connection drop is survived: the
+client reconnects and resumes the session. Exit status: CMD's exit code, ${RUN_USAGE_EXIT} for a bad
+command line, ${RUN_FAILURE_EXIT} when the command could not be run (unreachable server, refused
+token, lost session).
+`;
+
+interface RunFlags {
+  url: string;
+  token?: string;
+  tty: boolean;
+  cwd?: string;
+  env: Record<string, string>;
+  stdin: boolean;
+  argv: string[];
+}
+
+class UsageError extends Error {}
+
+/**
+ * Runs `exec-server run ARGS` and resolves with the exit code to exit with
+ * (the remote command's, or {@linkcode RUN_USAGE_EXIT} /
+ * {@linkcode RUN_FAILURE_EXIT}). Errors are printed as one line on stderr.
+ * Local stdin may still be being read when it resolves, so the caller
+ * should exit the process with the code.
+ *
+ * @example Print the help text
+ * ```ts
+ * import { runCommand } from "./run_command.ts";
+ * const code = await runCommand(["--help"]);
+ * console.log(code); // 0
+ * ```
+ *
+ * @param args The arguments after `run`.
+ */
+export async function runCommand(args: string[]): Promise<number> {
+  let flags: RunFlags | undefined;
+  try {
+    flags = await parseRunArgs(args);
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err;
+    console.error(`exec-server run: ${err.message}\nTry "exec-server run --help".`);
+    return RUN_USAGE_EXIT;
+  }
+  if (flags === undefined) {
+    console.log(RUN_HELP);
+    return 0;
+  }
+  let client: ExecClient | undefined;
+  try {
+    client = await connect(flags.url, { token: flags.token, clientName: "exec-server run" });
+    return await runRemote(client, flags);
+  } catch (err) {
+    console.error(`exec-server run: ${describeFailure(err, flags.url)}`);
+    return RUN_FAILURE_EXIT;
+  } finally {
+    await client?.close();
+  }
+}
+
+async function parseRunArgs(args: string[]): Promise<RunFlags | undefined> {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args,
+      strict: true,
+      allowPositionals: true,
+      allowNegative: true,
+      options: {
+        url: { type: "string" },
+        "token-file": { type: "string" },
+        tty: { type: "boolean", default: false },
+        cwd: { type: "string" },
+        env: { type: "string", multiple: true, default: [] },
+        stdin: { type: "boolean", default: true },
+        n: { type: "boolean", short: "n", default: false },
+        help: { type: "boolean", short: "h", default: false },
+      },
+    });
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+  const values = parsed.values;
+  if (values.help) return undefined;
+  if (!values.url) throw new UsageError("--url is required");
+  if (!/^wss?:\/\//i.test(values.url)) {
+    throw new UsageError(`--url must be a ws:// or wss:// URL, got "${values.url}"`);
+  }
+  if (parsed.positionals.length === 0) throw new UsageError("no command given after --");
+  const env: Record<string, string> = {};
+  for (const pair of values.env ?? []) {
+    const eq = pair.indexOf("=");
+    if (eq <= 0) throw new UsageError(`--env expects K=V, got "${pair}"`);
+    env[pair.slice(0, eq)] = pair.slice(eq + 1);
+  }
+  let token: string | undefined;
+  if (values["token-file"] !== undefined) {
+    try {
+      token = (await Deno.readTextFile(values["token-file"])).trim();
+    } catch (err) {
+      throw new UsageError(
+        `cannot read --token-file "${values["token-file"]}": ${(err as Error).message}`,
+      );
+    }
+  }
+  let cwd: string | undefined;
+  if (values.cwd !== undefined) {
+    if (/^file:/i.test(values.cwd)) cwd = values.cwd;
+    else if (values.cwd.startsWith("/")) cwd = pathToFileUri(values.cwd);
+    else throw new UsageError(`--cwd must be an absolute path or a file: URI, got "${values.cwd}"`);
+  }
+  return {
+    url: values.url,
+    token,
+    tty: values.tty!,
+    cwd,
+    env,
+    stdin: values.stdin! && !values.n,
+    argv: parsed.positionals,
+  };
+}
+
+function pathToFileUri(path: string): string {
+  const url = new URL("file://");
+  url.pathname = path;
+  return url.href;
+}
+
+async function runRemote(client: ExecClient, flags: RunFlags): Promise<number> {
+  const raw = flags.tty && Deno.stdin.isTerminal();
+  const cleanups: (() => void)[] = [];
+  let restored = false;
+  const restore = (): void => {
+    if (restored) return;
+    restored = true;
+    for (const cleanup of cleanups.reverse()) {
+      try {
+        cleanup();
+      } catch {
+        // Keep restoring the rest.
+      }
+    }
+  };
+  try {
+    const handle = await client.startProcess({
+      argv: flags.argv,
+      cwd: flags.cwd,
+      env: flags.env,
+      envPolicy: {
+        inherit: "all",
+        ignoreDefaultExcludes: false,
+        exclude: [],
+        set: {},
+        includeOnly: [],
+      },
+      tty: flags.tty,
+      pipeStdin: flags.stdin && !flags.tty,
+    });
+    if (raw) {
+      Deno.stdin.setRaw(true);
+      cleanups.push(() => Deno.stdin.setRaw(false));
+      await disableOutputProcessing();
+      globalThis.addEventListener("unload", restore);
+      cleanups.push(() => globalThis.removeEventListener("unload", restore));
+    }
+    const { promise: stopped, resolve: stop } = Promise.withResolvers<number>();
+    const onInterrupt = (): void => {
+      handle.interrupt().catch(() => {});
+    };
+    Deno.addSignalListener("SIGINT", onInterrupt);
+    cleanups.push(() => Deno.removeSignalListener("SIGINT", onInterrupt));
+    for (const [signal, code] of [["SIGTERM", 143], ["SIGHUP", 129]] as const) {
+      const onSignal = (): void => {
+        restore();
+        handle.terminate().catch(() => {}).finally(() => stop(code));
+      };
+      Deno.addSignalListener(signal, onSignal);
+      cleanups.push(() => Deno.removeSignalListener(signal, onSignal));
+    }
+    if (flags.stdin) forwardStdin(handle);
+    const code = await Promise.race([pumpOutput(handle), stopped]);
+    return code & 0xff;
+  } finally {
+    restore();
+  }
+}
+
+/**
+ * `setRaw` leaves output post-processing on (`\n` becomes `\r\n`); the remote
+ * pty already did that, so turn it off as well (best effort, with `stty`).
+ * `setRaw(false)` restores the original mode, including this flag.
+ */
+async function disableOutputProcessing(): Promise<void> {
+  try {
+    await new Deno.Command("stty", {
+      args: ["-opost"],
+      stdin: "inherit",
+      stdout: "null",
+      stderr: "null",
+    })
+      .output();
+  } catch {
+    // No stty: keep the terminal's output processing.
+  }
+}
+
+async function pumpOutput(handle: ProcessHandle): Promise<number> {
+  for await (const event of handle) {
+    if (event.kind === "gap") {
+      console.error(
+        `exec-server run: output seqs ${event.fromSeq}-${event.toSeq} were evicted on the server before they could be read`,
+      );
+      continue;
+    }
+    try {
+      await writeAll(event.stream === "stderr" ? Deno.stderr : Deno.stdout, event.data);
+    } catch (err) {
+      if (!(err instanceof Deno.errors.BrokenPipe)) throw err;
+      // The local reader went away (e.g. `| head`): stop the command, exit as SIGPIPE would.
+      await handle.terminate().catch(() => {});
+      return SIGPIPE_EXIT;
+    }
+  }
+  return await handle.exited;
+}
+
+async function writeAll(sink: { write(p: Uint8Array): Promise<number> }, data: Uint8Array) {
+  let offset = 0;
+  while (offset < data.length) offset += await sink.write(data.subarray(offset));
+}
+
+async function forwardStdin(handle: ProcessHandle): Promise<void> {
+  const buffer = new Uint8Array(64 * 1024);
+  try {
+    while (true) {
+      const n = await Deno.stdin.read(buffer);
+      if (n === null) return; // EOF: the protocol cannot close the remote stdin.
+      await handle.write(buffer.slice(0, n));
+    }
+  } catch {
+    // The process exited or stdin is gone: stop forwarding.
+  }
+}
+
+function describeFailure(err: unknown, url: string): string {
+  if (err instanceof ConnectError) {
+    if (err.status === 401 || err.status === 403) {
+      return `the server at ${url} refused the token (HTTP ${err.status})`;
+    }
+    return `cannot connect to ${url}: ${err.message.replace(/^Cannot connect to \S+: /, "")}`;
+  }
+  if (err instanceof RemoteError) return `the server refused the command: ${err.message}`;
+  if (err instanceof SessionLostError) return `lost the connection and the session: ${err.message}`;
+  if (err instanceof ClosedError || err instanceof TimedOutError) {
+    return `lost the connection to ${url}: ${err.message}`;
+  }
+  return (err as Error)?.message ?? String(err);
+}

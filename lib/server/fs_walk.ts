@@ -1,0 +1,192 @@
+/**
+ * `fs/walk`: a bounded breadth-first listing of a directory tree (SPEC §10.9).
+ *
+ * @module
+ */
+
+import { invalidRequest } from "../protocol/errors.ts";
+import { fsError } from "./os_errors.ts";
+import { joinPath, pathFromUri, uriFromPath } from "./path_uri.ts";
+import { requireRead } from "./policy.ts";
+
+/** Largest accepted `maxDepth`. */
+const MAX_DEPTH = 64;
+/** Largest accepted `maxDirectories`. */
+const MAX_DIRECTORIES = 10_000;
+/** Largest accepted `maxEntries`. */
+const MAX_ENTRIES = 50_000;
+
+/** The `options` member of `fs/walk`. */
+export interface WalkOptions {
+  /** Directories at this depth are listed but not expanded; the root's children are depth 0. */
+  maxDepth: number;
+  /** Most directories read, the root included. */
+  maxDirectories: number;
+  /** Most entries counted (listed or skipped), errors excluded. */
+  maxEntries: number;
+  /** List symlinks to directories as directories and expand them. */
+  followDirectorySymlinks: boolean;
+  /** List directories whose name starts with `.` without expanding them; default `false`. */
+  pruneHiddenDirectories?: boolean | null;
+}
+
+/** Params of `fs/walk`. */
+export interface WalkParams {
+  /** `file:` URI of the root directory. */
+  path: string;
+  /** Limits and symlink handling. */
+  options: WalkOptions;
+}
+
+/** One listed entry. */
+export interface WalkEntry {
+  /** `file:` URI of the entry (below the root as given, not canonicalized). */
+  path: string;
+  /** Regular file or directory; other types are never listed. */
+  kind: "file" | "directory";
+}
+
+/** A path the walk could not inspect. */
+export interface WalkError {
+  /** `file:` URI of the path. */
+  path: string;
+  /** The OS error text, e.g. `Permission denied (os error 13)`. */
+  message: string;
+}
+
+/** Result of `fs/walk`. */
+export interface WalkResult {
+  /** Entries, level by level, each directory's children sorted by name. */
+  entries: WalkEntry[];
+  /** Per-path failures that did not stop the walk. */
+  errors: WalkError[];
+  /** A limit stopped the walk early. */
+  truncated: boolean;
+}
+
+interface PendingDirectory {
+  path: string;
+  /** Depth of this directory's children. */
+  depth: number;
+}
+
+/**
+ * `fs/walk`: lists a directory tree breadth-first within the given limits.
+ *
+ * Each directory is read once per walk (by canonical path), so symlink loops
+ * end. A root that is a file, or a symlink when `followDirectorySymlinks` is
+ * false, gives an empty result.
+ *
+ * @param params `{path, options}`.
+ */
+export async function walk(params: WalkParams): Promise<WalkResult> {
+  const root = pathFromUri(params.path);
+  const options = params.options;
+  const { maxDepth, maxDirectories, maxEntries, followDirectorySymlinks } = options;
+  // maxDepth 0 is valid: it lists the root's children only.
+  if (maxDirectories === 0 || maxEntries === 0) {
+    throw invalidRequest("filesystem walk limits must be greater than zero");
+  }
+  if (maxDepth > MAX_DEPTH || maxDirectories > MAX_DIRECTORIES || maxEntries > MAX_ENTRIES) {
+    throw invalidRequest(
+      `filesystem walk limits exceed maximums: depth=${MAX_DEPTH}, ` +
+        `directories=${MAX_DIRECTORIES}, entries=${MAX_ENTRIES}`,
+    );
+  }
+  requireRead(root);
+  const result: WalkResult = { entries: [], errors: [], truncated: false };
+  let rootCanonical: string;
+  try {
+    const info = await Deno.stat(root);
+    const link = await Deno.lstat(root);
+    if (!info.isDirectory || (link.isSymlink && !followDirectorySymlinks)) return result;
+    rootCanonical = await Deno.realPath(root);
+  } catch (err) {
+    throw fsError(err);
+  }
+  const prune = options.pruneHiddenDirectories ?? false;
+  const visited = new Set([rootCanonical]);
+  const canonical = new Map([[root, rootCanonical]]);
+  const queue: PendingDirectory[] = [{ path: root, depth: 0 }];
+  let expanded = 0;
+  let counted = 0;
+  for (let next = queue.shift(); next !== undefined; next = queue.shift()) {
+    if (expanded >= maxDirectories) {
+      result.truncated = true;
+      break;
+    }
+    expanded++;
+    const names = await listNames(next.path, result.errors);
+    for (const name of names) {
+      const path = joinPath(next.path, name);
+      let link: Deno.FileInfo;
+      try {
+        link = await Deno.lstat(path);
+      } catch (err) {
+        result.errors.push({ path: uriFromPath(path), message: fsError(err).message });
+        continue;
+      }
+      let isDirectory = link.isDirectory;
+      if (link.isSymlink) {
+        try {
+          isDirectory = (await Deno.stat(path)).isDirectory && followDirectorySymlinks;
+        } catch {
+          continue; // Dangling or looping link: skipped and not counted, as the reference.
+        }
+      }
+      if (counted >= maxEntries) {
+        result.truncated = true;
+        return result;
+      }
+      counted++;
+      if (link.isFile) {
+        result.entries.push({ path: uriFromPath(path), kind: "file" });
+      } else if (isDirectory) {
+        result.entries.push({ path: uriFromPath(path), kind: "directory" });
+        if (next.depth >= maxDepth || (prune && name.startsWith("."))) continue;
+        const real = await canonicalOf(path, name, link, canonical.get(next.path));
+        if (real === undefined || visited.has(real)) continue;
+        visited.add(real);
+        canonical.set(path, real);
+        queue.push({ path, depth: next.depth + 1 });
+      }
+    }
+    canonical.delete(next.path);
+  }
+  return result;
+}
+
+/** Reads a directory's names sorted by code point (UTF-8 byte order); failures go to `errors`. */
+async function listNames(path: string, errors: WalkError[]): Promise<string[]> {
+  const names: string[] = [];
+  try {
+    for await (const entry of Deno.readDir(path)) names.push(entry.name);
+  } catch (err) {
+    errors.push({ path: uriFromPath(path), message: fsError(err).message });
+  }
+  return names.sort(compareCodePoints);
+}
+
+async function canonicalOf(
+  path: string,
+  name: string,
+  link: Deno.FileInfo,
+  parent: string | undefined,
+): Promise<string | undefined> {
+  if (!link.isSymlink && parent !== undefined) return joinPath(parent, name);
+  try {
+    return await Deno.realPath(path);
+  } catch {
+    return undefined;
+  }
+}
+
+function compareCodePoints(a: string, b: string): number {
+  const left = [...a];
+  const right = [...b];
+  for (let i = 0; i < Math.min(left.length, right.length); i++) {
+    const diff = left[i]!.codePointAt(0)! - right[i]!.codePointAt(0)!;
+    if (diff !== 0) return diff;
+  }
+  return left.length - right.length;
+}

@@ -1,0 +1,188 @@
+/**
+ * `fs/watchMissing` and the `fs/missingChanged` notification (SPEC §10.13).
+ *
+ * @module
+ */
+
+import { dirname } from "node:path";
+import { fsError, osErrorCode } from "./os_errors.ts";
+import { pathFromUri } from "./path_uri.ts";
+import { requireRead } from "./policy.ts";
+
+/** Params of `fs/watchMissing`. */
+export interface WatchMissingParams {
+  /** Client-chosen id, echoed in `fs/missingChanged`. */
+  watchId: number;
+  /** `file:` URIs of paths that do not exist yet. */
+  missing: string[];
+}
+
+/** Result of `fs/watchMissing`. */
+export interface WatchMissingResult {
+  /** `false` when nothing was registered: empty list, a path exists, or the id is taken. */
+  watching: boolean;
+}
+
+interface Watch {
+  watchers: Deno.FsWatcher[];
+  loops: Promise<void>[];
+  done: boolean;
+}
+
+/**
+ * The missing-path watches of one connection. Create one per connection and
+ * call {@linkcode MissingWatchTable.closeAll} when it ends.
+ *
+ * Each watch observes, for every listed path, the nearest existing ancestor
+ * directory (non-recursively) and fires once, independently of other
+ * watches, when the next missing path component appears.
+ *
+ * @example Wait for a file
+ * ```ts
+ * import { MissingWatchTable } from "./fs_watch.ts";
+ * const table = new MissingWatchTable();
+ * const dir = await Deno.makeTempDir();
+ * const fired = Promise.withResolvers<number>();
+ * await table.watchMissing({ watchId: 1, missing: [`file://${dir}/later`] }, fired.resolve);
+ * await Deno.writeTextFile(`${dir}/later`, "");
+ * console.log(await fired.promise); // 1
+ * await table.closeAll();
+ * await Deno.remove(dir, { recursive: true });
+ * ```
+ */
+export class MissingWatchTable {
+  #watches = new Map<number, Watch>();
+
+  /** Number of registered watches that have not fired. */
+  get size(): number {
+    return this.#watches.size;
+  }
+
+  /**
+   * `fs/watchMissing`: registers a one-shot watch; `notify(watchId)` is called
+   * once when one of the paths (or a missing ancestor of it) appears.
+   *
+   * @param params `{watchId, missing}`.
+   * @param notify Sends `fs/missingChanged {watchId}` to the client.
+   */
+  async watchMissing(
+    params: WatchMissingParams,
+    notify: (watchId: number) => void,
+  ): Promise<WatchMissingResult> {
+    const id = params.watchId;
+    const paths = params.missing.map(pathFromUri);
+    if (paths.length === 0 || this.#watches.has(id)) return { watching: false };
+    // ancestor directory → the paths of its children whose creation fires the watch
+    const targets = new Map<string, Set<string>>();
+    try {
+      for (const path of paths) {
+        requireRead(path);
+        if (await exists(path)) return { watching: false };
+        const next = await nextMissing(path);
+        if (next === undefined) return { watching: false };
+        const ancestor = dirname(next);
+        requireRead(ancestor);
+        targets.set(ancestor, (targets.get(ancestor) ?? new Set()).add(next));
+      }
+    } catch (err) {
+      throw fsError(err);
+    }
+    if (this.#watches.has(id)) return { watching: false };
+    const watch: Watch = { watchers: [], loops: [], done: false };
+    this.#watches.set(id, watch);
+    const fire = () => {
+      if (watch.done) return;
+      this.#stop(id, watch);
+      notify(id);
+    };
+    try {
+      for (const [ancestor, children] of targets) {
+        const watcher = Deno.watchFs(ancestor, { recursive: false });
+        watch.watchers.push(watcher);
+        watch.loops.push(watchLoop(watcher, children, fire));
+      }
+      // Something may have appeared before the watchers started: report it as existing.
+      for (const children of targets.values()) {
+        for (const child of children) {
+          if (await exists(child)) {
+            this.#stop(id, watch);
+            return { watching: false };
+          }
+        }
+      }
+    } catch (err) {
+      this.#stop(id, watch);
+      throw fsError(err);
+    }
+    return { watching: true };
+  }
+
+  /** Stops every watch (connection end); resolves when the watchers are released. */
+  async closeAll(): Promise<void> {
+    const loops: Promise<void>[] = [];
+    for (const [id, watch] of this.#watches) {
+      loops.push(...watch.loops);
+      this.#stop(id, watch);
+    }
+    await Promise.all(loops);
+  }
+
+  #stop(id: number, watch: Watch): void {
+    watch.done = true;
+    if (this.#watches.get(id) === watch) this.#watches.delete(id);
+    for (const watcher of watch.watchers) {
+      try {
+        watcher.close();
+      } catch {
+        // Already closed.
+      }
+    }
+  }
+}
+
+async function watchLoop(
+  watcher: Deno.FsWatcher,
+  children: Set<string>,
+  fire: () => void,
+): Promise<void> {
+  try {
+    for await (const event of watcher) {
+      if (event.paths.some((path) => children.has(path))) return fire();
+      // Paths in events may be spelled differently from ours; check the children directly.
+      for (const child of children) if (await exists(child)) return fire();
+    }
+  } catch {
+    // The watcher was closed or the directory went away; nothing more to report.
+  }
+}
+
+/** Whether `path` exists, without following a final symlink (a broken link exists). */
+async function exists(path: string): Promise<boolean> {
+  try {
+    await Deno.lstat(path);
+    return true;
+  } catch (err) {
+    const code = osErrorCode(err);
+    if (code === "ENOENT" || code === "ENOTDIR") return false;
+    throw err;
+  }
+}
+
+/**
+ * Returns the first missing component of `path` (a child of its nearest
+ * existing ancestor), or `undefined` when that ancestor is not a directory.
+ */
+async function nextMissing(path: string): Promise<string | undefined> {
+  let current = path;
+  while (true) {
+    const parent = dirname(current);
+    if (parent === current) return undefined;
+    try {
+      return (await Deno.stat(parent)).isDirectory ? current : undefined;
+    } catch (err) {
+      const code = osErrorCode(err);
+      if (code !== "ENOENT" && code !== "ENOTDIR") throw err;
+    }
+    current = parent;
+  }
+}

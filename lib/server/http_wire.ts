@@ -1,0 +1,276 @@
+/**
+ * A minimal HTTP/1.1 client exchange over one `Deno.Conn`: it writes a request
+ * head and body, reads the response head, and yields the de-framed response
+ * body as it arrives from the network.
+ *
+ * Why not `fetch()` or `node:http`: `fetch()` merges repeated response headers
+ * into one comma-joined value, upper-cases `get`/`post`/... method names, and
+ * adds `user-agent`, `accept-language` and friends; `node:http` also
+ * upper-cases the method. The protocol needs the method sent literally, the
+ * exact request header set, and every response header value separately, so
+ * the exchange is written here on top of `Deno.connect` / `Deno.connectTls`.
+ * One connection carries exactly one exchange and is closed afterwards (no
+ * pooling, no `connection: close` request header).
+ *
+ * @module
+ */
+
+const CR = 0x0d;
+const LF = 0x0a;
+const READ_SIZE = 64 * 1024;
+
+/** Largest response head (status line plus headers) accepted, in bytes. */
+export const MAX_RESPONSE_HEAD_BYTES = 256 * 1024;
+/** Largest chunk-size or trailer line accepted in a chunked body, in bytes. */
+const MAX_LINE_BYTES = 64 * 1024;
+
+/** The response head as read from the wire. */
+export interface ResponseHead {
+  /** The status code. */
+  status: number;
+  /** Header fields in wire order: lowercase name, value as Latin-1 text with outer whitespace trimmed. */
+  headers: [string, string][];
+}
+
+/** How the response body is delimited on the wire. */
+export type BodyFraming =
+  | { kind: "none" }
+  | { kind: "length"; length: number }
+  | { kind: "chunked" }
+  | { kind: "eof" };
+
+/** The response or its framing violates HTTP/1.1. */
+export class HttpWireError extends Error {
+  /**
+   * Creates the error.
+   *
+   * @param message What was wrong.
+   */
+  constructor(message: string) {
+    super(message);
+    this.name = "HttpWireError";
+  }
+}
+
+/**
+ * Serializes a request head: `<method> <target> HTTP/1.1`, then one
+ * `name: value` line per header, then the empty line. Header values are sent
+ * as UTF-8.
+ *
+ * @param method The method, sent literally.
+ * @param target The request target (origin form, or authority form for `CONNECT`).
+ * @param headers Header lines in the order they are sent.
+ */
+export function encodeRequestHead(
+  method: string,
+  target: string,
+  headers: readonly (readonly [string, string])[],
+): Uint8Array {
+  let text = `${method} ${target} HTTP/1.1\r\n`;
+  for (const [name, value] of headers) text += `${name}: ${value}\r\n`;
+  return new TextEncoder().encode(`${text}\r\n`);
+}
+
+/** Writes every byte of `data` to `conn`. */
+export async function writeAll(conn: Deno.Conn, data: Uint8Array): Promise<void> {
+  let offset = 0;
+  while (offset < data.length) offset += await conn.write(data.subarray(offset));
+}
+
+/**
+ * Decides the body framing of a response (RFC 9112 §6.3).
+ *
+ * @param method The request method.
+ * @param head The response head.
+ * @throws {HttpWireError} On an invalid or conflicting `content-length`.
+ */
+export function bodyFraming(method: string, head: ResponseHead): BodyFraming {
+  const { status } = head;
+  if (method === "HEAD" || status < 200 || status === 204 || status === 304) {
+    return { kind: "none" };
+  }
+  if (method === "CONNECT" && status < 300) return { kind: "none" };
+  const transferEncoding = head.headers.filter(([name]) => name === "transfer-encoding")
+    .flatMap(([, value]) => value.split(","))
+    .map((coding) => coding.trim().toLowerCase())
+    .filter((coding) => coding !== "");
+  if (transferEncoding.length > 0) {
+    return transferEncoding.at(-1) === "chunked" ? { kind: "chunked" } : { kind: "eof" };
+  }
+  const lengths = head.headers.filter(([name]) => name === "content-length")
+    .flatMap(([, value]) => value.split(","))
+    .map((value) => value.trim());
+  if (lengths.length === 0) return { kind: "eof" };
+  const first = lengths[0]!;
+  if (!/^\d{1,15}$/.test(first) || lengths.some((value) => value !== first)) {
+    throw new HttpWireError("invalid content-length");
+  }
+  const length = Number(first);
+  return length === 0 ? { kind: "none" } : { kind: "length", length };
+}
+
+/**
+ * Reads an HTTP/1.1 response from a connection.
+ *
+ * Reads are issued one at a time, so the chunks of a body follow network
+ * reads. Closing the connection from outside makes a pending read reject,
+ * which is how deadlines and cancellation stop an exchange.
+ */
+export class ResponseReader {
+  #conn: Deno.Conn;
+  #pending: Uint8Array = new Uint8Array(0);
+
+  /**
+   * Wraps a connection.
+   *
+   * @param conn The connection the request was written to.
+   */
+  constructor(conn: Deno.Conn) {
+    this.#conn = conn;
+  }
+
+  /** Reads more bytes into the pending buffer; returns `false` at end of stream. */
+  async #fill(): Promise<boolean> {
+    const buffer = new Uint8Array(READ_SIZE);
+    const n = await this.#conn.read(buffer);
+    if (n === null) return false;
+    this.#pending = this.#pending.length === 0
+      ? buffer.subarray(0, n)
+      : concat(this.#pending, buffer.subarray(0, n));
+    return true;
+  }
+
+  #take(max: number): Uint8Array {
+    const n = Math.min(max, this.#pending.length);
+    const piece = this.#pending.subarray(0, n);
+    this.#pending = this.#pending.subarray(n);
+    return piece;
+  }
+
+  /** Reads one line (without its CR LF or bare LF), as Latin-1 text. */
+  async #readLine(limit: number): Promise<string> {
+    let searched = 0;
+    while (true) {
+      const at = this.#pending.indexOf(LF, searched);
+      if (at >= 0) {
+        const end = at > 0 && this.#pending[at - 1] === CR ? at - 1 : at;
+        const line = latin1(this.#pending.subarray(0, end));
+        this.#pending = this.#pending.subarray(at + 1);
+        return line;
+      }
+      searched = this.#pending.length;
+      if (searched > limit) throw new HttpWireError("line too long");
+      if (!(await this.#fill())) {
+        throw new HttpWireError("connection closed before message completed");
+      }
+    }
+  }
+
+  /**
+   * Reads the final response head, skipping interim `1xx` responses (except `101`).
+   *
+   * @throws {HttpWireError} On a malformed or oversized head, or end of stream.
+   */
+  async readHead(): Promise<ResponseHead> {
+    while (true) {
+      const head = await this.#readOneHead();
+      if (head.status >= 200 || head.status === 101) return head;
+    }
+  }
+
+  async #readOneHead(): Promise<ResponseHead> {
+    let budget = MAX_RESPONSE_HEAD_BYTES;
+    const statusLine = await this.#readLine(budget);
+    budget -= statusLine.length;
+    const match = /^HTTP\/1\.[01] (\d{3})(?: .*)?$/.exec(statusLine);
+    if (match === null) throw new HttpWireError("invalid status line");
+    const status = Number(match[1]);
+    if (status < 100) throw new HttpWireError("invalid status code");
+    const headers: [string, string][] = [];
+    while (true) {
+      const line = await this.#readLine(budget);
+      budget -= line.length + 2;
+      if (budget < 0) throw new HttpWireError("response head too large");
+      if (line === "") return { status, headers };
+      const colon = line.indexOf(":");
+      const name = colon > 0 ? line.slice(0, colon) : "";
+      if (!isToken(name)) throw new HttpWireError("invalid header line");
+      headers.push([name.toLowerCase(), line.slice(colon + 1).replace(/^[ \t]+|[ \t]+$/g, "")]);
+    }
+  }
+
+  /**
+   * Yields the de-framed body; each chunk is at most one network read.
+   *
+   * @param framing How the body is delimited.
+   * @throws {HttpWireError} When the stream ends early or the chunked framing is invalid.
+   */
+  async *body(framing: BodyFraming): AsyncGenerator<Uint8Array, void, undefined> {
+    switch (framing.kind) {
+      case "none":
+        return;
+      case "length":
+        yield* this.#exactly(framing.length);
+        return;
+      case "eof":
+        while (this.#pending.length > 0 || await this.#fill()) yield this.#take(Infinity);
+        return;
+      case "chunked":
+        yield* this.#chunked();
+    }
+  }
+
+  async *#exactly(length: number): AsyncGenerator<Uint8Array, void, undefined> {
+    let remaining = length;
+    while (remaining > 0) {
+      if (this.#pending.length === 0 && !(await this.#fill())) {
+        throw new HttpWireError("connection closed before message completed");
+      }
+      const piece = this.#take(remaining);
+      remaining -= piece.length;
+      yield piece;
+    }
+  }
+
+  async *#chunked(): AsyncGenerator<Uint8Array, void, undefined> {
+    while (true) {
+      const sizeLine = await this.#readLine(MAX_LINE_BYTES);
+      const size = /^([0-9A-Fa-f]{1,15})[ \t]*(?:;.*)?$/.exec(sizeLine)?.[1];
+      if (size === undefined) throw new HttpWireError("invalid chunk size line");
+      const length = parseInt(size, 16);
+      if (length === 0) {
+        while ((await this.#readLine(MAX_LINE_BYTES)) !== "");
+        return;
+      }
+      yield* this.#exactly(length);
+      if ((await this.#readLine(MAX_LINE_BYTES)) !== "") {
+        throw new HttpWireError("invalid chunk terminator");
+      }
+    }
+  }
+}
+
+/**
+ * Whether `text` is a non-empty HTTP token (RFC 9110 §5.6.2), the syntax of
+ * methods and header names.
+ *
+ * @param text The candidate token.
+ */
+export function isToken(text: string): boolean {
+  return /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/.test(text);
+}
+
+function latin1(bytes: Uint8Array): string {
+  let text = "";
+  for (let i = 0; i < bytes.length; i += 8192) {
+    text += String.fromCharCode(...bytes.subarray(i, i + 8192));
+  }
+  return text;
+}
+
+function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
+  const out = new Uint8Array(a.length + b.length);
+  out.set(a);
+  out.set(b, a.length);
+  return out;
+}

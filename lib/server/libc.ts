@@ -1,0 +1,231 @@
+/**
+ * Minimal FFI bindings to the system C library (glibc on Linux), used by the
+ * pseudo-terminal support in `pty.ts`.
+ *
+ * Only what a pty child needs is bound: opening a pty pair, spawning with
+ * `posix_spawn`, non-blocking I/O, `poll`, `waitpid`/`pidfd_open` and `kill`.
+ * The library is opened lazily on first use, so importing this module needs
+ * no permission.
+ *
+ * @module
+ */
+
+/** Symbols bound from libc; `poll` runs on Deno's blocking thread pool. */
+export const LIBC_SYMBOLS = {
+  posix_openpt: { parameters: ["i32"], result: "i32" },
+  grantpt: { parameters: ["i32"], result: "i32" },
+  unlockpt: { parameters: ["i32"], result: "i32" },
+  ptsname_r: { parameters: ["i32", "buffer", "usize"], result: "i32" },
+  // Variadic in C; on the Linux x86_64 and aarch64 ABIs a pointer third argument is passed the
+  // same way as in a non-variadic call.
+  ioctl: { parameters: ["i32", "u64", "buffer"], result: "i32" },
+  posix_spawn: {
+    parameters: ["buffer", "buffer", "buffer", "buffer", "buffer", "buffer"],
+    result: "i32",
+  },
+  posix_spawn_file_actions_init: { parameters: ["buffer"], result: "i32" },
+  posix_spawn_file_actions_destroy: { parameters: ["buffer"], result: "i32" },
+  posix_spawn_file_actions_addopen: {
+    parameters: ["buffer", "i32", "buffer", "i32", "u32"],
+    result: "i32",
+  },
+  posix_spawn_file_actions_adddup2: { parameters: ["buffer", "i32", "i32"], result: "i32" },
+  posix_spawn_file_actions_addchdir_np: { parameters: ["buffer", "buffer"], result: "i32" },
+  posix_spawn_file_actions_addclosefrom_np: {
+    parameters: ["buffer", "i32"],
+    result: "i32",
+    optional: true,
+  },
+  posix_spawnattr_init: { parameters: ["buffer"], result: "i32" },
+  posix_spawnattr_destroy: { parameters: ["buffer"], result: "i32" },
+  posix_spawnattr_setflags: { parameters: ["buffer", "i16"], result: "i32" },
+  posix_spawnattr_setsigmask: { parameters: ["buffer", "buffer"], result: "i32" },
+  posix_spawnattr_setsigdefault: { parameters: ["buffer", "buffer"], result: "i32" },
+  sigemptyset: { parameters: ["buffer"], result: "i32" },
+  sigfillset: { parameters: ["buffer"], result: "i32" },
+  read: { parameters: ["i32", "buffer", "usize"], result: "isize" },
+  write: { parameters: ["i32", "buffer", "usize"], result: "isize" },
+  close: { parameters: ["i32"], result: "i32" },
+  poll: { parameters: ["buffer", "u64", "i32"], result: "i32", nonblocking: true },
+  eventfd: { parameters: ["u32", "i32"], result: "i32" },
+  pidfd_open: { parameters: ["i32", "u32"], result: "i32", optional: true },
+  waitpid: { parameters: ["i32", "buffer", "i32"], result: "i32" },
+  kill: { parameters: ["i32", "i32"], result: "i32" },
+  access: { parameters: ["buffer", "i32"], result: "i32" },
+  stat: { parameters: ["buffer", "buffer"], result: "i32", optional: true },
+  getenv: { parameters: ["buffer"], result: "pointer" },
+  strerror: { parameters: ["i32"], result: "pointer" },
+  __errno_location: { parameters: [], result: "pointer" },
+} as const;
+
+/** The bound libc functions. */
+export type Libc = Deno.DynamicLibrary<typeof LIBC_SYMBOLS>["symbols"];
+
+/** Linux constants (identical on x86_64 and aarch64). */
+export const C = {
+  O_RDWR: 0o2,
+  O_NOCTTY: 0o400,
+  O_NONBLOCK: 0o4000,
+  O_CLOEXEC: 0o2000000,
+  EFD_NONBLOCK: 0o4000,
+  EFD_CLOEXEC: 0o2000000,
+  TIOCSWINSZ: 0x5414,
+  POSIX_SPAWN_SETSIGDEF: 0x04,
+  POSIX_SPAWN_SETSIGMASK: 0x08,
+  POSIX_SPAWN_SETSID: 0x80,
+  POLLIN: 0x1,
+  POLLOUT: 0x4,
+  POLLERR: 0x8,
+  POLLHUP: 0x10,
+  POLLNVAL: 0x20,
+  WNOHANG: 1,
+  X_OK: 1,
+  S_IFMT: 0o170000,
+  S_IFDIR: 0o040000,
+  ESRCH: 3,
+  EINTR: 4,
+  EIO: 5,
+  EAGAIN: 11,
+  ENOENT: 2,
+  EACCES: 13,
+  ENOTDIR: 20,
+} as const;
+
+/** Linux signal numbers by Deno signal name. */
+export const SIGNALS: Readonly<Record<string, number>> = {
+  SIGHUP: 1,
+  SIGINT: 2,
+  SIGQUIT: 3,
+  SIGILL: 4,
+  SIGTRAP: 5,
+  SIGABRT: 6,
+  SIGIOT: 6,
+  SIGBUS: 7,
+  SIGFPE: 8,
+  SIGKILL: 9,
+  SIGUSR1: 10,
+  SIGSEGV: 11,
+  SIGUSR2: 12,
+  SIGPIPE: 13,
+  SIGALRM: 14,
+  SIGTERM: 15,
+  SIGSTKFLT: 16,
+  SIGCHLD: 17,
+  SIGCONT: 18,
+  SIGSTOP: 19,
+  SIGTSTP: 20,
+  SIGTTIN: 21,
+  SIGTTOU: 22,
+  SIGURG: 23,
+  SIGXCPU: 24,
+  SIGXFSZ: 25,
+  SIGVTALRM: 26,
+  SIGPROF: 27,
+  SIGWINCH: 28,
+  SIGIO: 29,
+  SIGPOLL: 29,
+  SIGPWR: 30,
+  SIGSYS: 31,
+};
+
+let library: Deno.DynamicLibrary<typeof LIBC_SYMBOLS> | null = null;
+let loadFailed = false;
+
+/**
+ * Returns the bound libc functions, opening `libc.so.6` on first use.
+ *
+ * Throws if the library cannot be opened (no FFI permission, not glibc).
+ */
+export function libc(): Libc {
+  if (library === null) library = Deno.dlopen("libc.so.6", LIBC_SYMBOLS);
+  return library.symbols;
+}
+
+/** Returns whether `libc.so.6` can be opened; never throws. */
+export function libcAvailable(): boolean {
+  if (library !== null) return true;
+  if (loadFailed) return false;
+  try {
+    libc();
+    return true;
+  } catch {
+    loadFailed = true;
+    return false;
+  }
+}
+
+/** Returns the calling thread's `errno`; call it right after the failing call. */
+export function errno(): number {
+  const ptr = libc().__errno_location();
+  return ptr === null ? 0 : new Deno.UnsafePointerView(ptr).getInt32();
+}
+
+/** Returns the C library's description of an error number, e.g. `No such file or directory`. */
+export function strerror(code: number): string {
+  const ptr = libc().strerror(code);
+  return ptr === null ? `Unknown error ${code}` : Deno.UnsafePointerView.getCString(ptr);
+}
+
+/** Formats an error number the way Rust's `io::Error` displays it: `<strerror> (os error N)`. */
+export function osErrorMessage(code: number): string {
+  return `${strerror(code)} (os error ${code})`;
+}
+
+const encoder = new TextEncoder();
+
+/** Encodes a string as a NUL-terminated UTF-8 C string. */
+export function cString(value: string): Uint8Array<ArrayBuffer> {
+  const bytes = new Uint8Array(encoder.encode(value).length + 1);
+  encoder.encodeInto(value, bytes);
+  return bytes;
+}
+
+/**
+ * Builds a NULL-terminated `char *[]` from strings.
+ *
+ * Returns the pointer array and the strings it points into; keep both alive until the call
+ * that uses them has returned.
+ */
+export function cStringArray(
+  values: readonly string[],
+): { array: BigUint64Array<ArrayBuffer>; keep: Uint8Array[] } {
+  const keep = values.map(cString);
+  const array = new BigUint64Array(keep.length + 1);
+  keep.forEach((bytes, i) => {
+    array[i] = BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(bytes)));
+  });
+  return { array, keep };
+}
+
+/** Reads an environment variable of this process through libc (needs no env permission). */
+export function getenv(name: string): string | null {
+  const ptr = libc().getenv(cString(name));
+  return ptr === null ? null : Deno.UnsafePointerView.getCString(ptr);
+}
+
+/** What {@linkcode fileKind} found at a path. */
+export type FileKind = "missing" | "directory" | "other";
+
+/** Offset of `st_mode` in `struct stat` for the current architecture. */
+const ST_MODE_OFFSET = Deno.build.arch === "aarch64" ? 16 : 24;
+
+/** Returns whether a path is missing, a directory, or something else (follows symlinks). */
+export function fileKind(path: string): FileKind {
+  const lib = libc();
+  if (lib.stat === null) {
+    try {
+      return Deno.statSync(path).isDirectory ? "directory" : "other";
+    } catch {
+      return "missing";
+    }
+  }
+  const buf = new Uint8Array(256);
+  if (lib.stat(cString(path), buf) !== 0) return "missing";
+  const mode = new DataView(buf.buffer).getUint32(ST_MODE_OFFSET, true);
+  return (mode & C.S_IFMT) === C.S_IFDIR ? "directory" : "other";
+}
+
+/** Returns whether the calling process may execute the file at `path`. */
+export function isExecutable(path: string): boolean {
+  return libc().access(cString(path), C.X_OK) === 0;
+}

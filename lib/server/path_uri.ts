@@ -1,0 +1,141 @@
+/**
+ * Conversion between the protocol's `file:` URIs (`PathUri`) and native paths.
+ *
+ * @module
+ */
+
+import { ErrorCode, invalidParams, RpcError } from "../protocol/errors.ts";
+
+const SCHEME = /^[A-Za-z][A-Za-z0-9+\-.]*:/;
+const SPECIAL_SCHEMES = new Set(["http", "https", "ws", "wss", "ftp"]);
+const WINDOWS_DRIVE = /^\/[A-Za-z]:(\/|$)/;
+const HEX = /^[0-9A-Fa-f]{2}$/;
+
+/**
+ * Parses a `PathUri` into an absolute native path (SPEC §10.1).
+ *
+ * The URI goes through the WHATWG URL parser (so dot segments are removed and
+ * `localhost` counts as no host), is percent-decoded byte-wise (invalid UTF-8
+ * becomes U+FFFD), and empty and trailing path components are dropped, so
+ * `file:///tmp//a/` gives `/tmp/a`.
+ *
+ * @param uri The `file:` URI sent by the client.
+ * @returns The absolute native path.
+ * @throws {RpcError} `-32602` for syntax errors, a non-`file` scheme, a query, a
+ * fragment or a NUL byte; `-32600` for a URI naming another host or a Windows drive.
+ *
+ * @example Parse a URI
+ * ```ts
+ * import { pathFromUri } from "./path_uri.ts";
+ * console.log(pathFromUri("file:///tmp/a%20b")); // "/tmp/a b"
+ * ```
+ */
+export function pathFromUri(uri: string): string {
+  let url: URL;
+  try {
+    url = new URL(uri);
+  } catch {
+    throw invalidParams(`invalid URI: ${describeParseFailure(uri)}`);
+  }
+  const scheme = url.protocol.slice(0, -1);
+  if (scheme !== "file") {
+    throw invalidParams(`unsupported path URI scheme \`${scheme}\``);
+  }
+  const href = url.href;
+  const hashAt = href.indexOf("#");
+  if ((hashAt < 0 ? href : href.slice(0, hashAt)).includes("?")) {
+    throw invalidParams("query parameters are not allowed in path URIs");
+  }
+  if (hashAt >= 0) throw invalidParams("fragments are not allowed in path URIs");
+  if (url.hostname !== "" || WINDOWS_DRIVE.test(url.pathname)) {
+    throw new RpcError(ErrorCode.InvalidRequest, `'${href}' is invalid on 'linux'`);
+  }
+  const bytes = percentDecode(url.pathname);
+  if (bytes.includes(0)) throw invalidParams(`'${href}' is invalid on 'linux'`);
+  const decoded = new TextDecoder("utf-8", { fatal: false }).decode(bytes);
+  return "/" + decoded.split("/").filter((part) => part !== "").join("/");
+}
+
+/**
+ * Formats an absolute native path as a `PathUri`: `file://` plus the
+ * percent-encoded path, without a trailing slash except for the root.
+ *
+ * @param path An absolute native path.
+ * @returns The `file:` URI.
+ *
+ * @example Format a path
+ * ```ts
+ * import { uriFromPath } from "./path_uri.ts";
+ * console.log(uriFromPath("/tmp/a b")); // "file:///tmp/a%20b"
+ * ```
+ */
+export function uriFromPath(path: string): string {
+  const parts = path.split("/").filter((part) => part !== "");
+  if (parts.length === 0) return "file:///";
+  return "file:///" + parts.map(encodeSegment).join("/");
+}
+
+function encodeSegment(segment: string): string {
+  let out = "";
+  for (const byte of new TextEncoder().encode(segment)) {
+    if (byte <= 0x20 || byte >= 0x7f || ` "#%<>?\\\`{}`.includes(String.fromCharCode(byte))) {
+      out += "%" + byte.toString(16).toUpperCase().padStart(2, "0");
+    } else {
+      out += String.fromCharCode(byte);
+    }
+  }
+  return out;
+}
+
+function percentDecode(text: string): Uint8Array {
+  const input = new TextEncoder().encode(text);
+  const out: number[] = [];
+  for (let i = 0; i < input.length; i++) {
+    const byte = input[i]!;
+    const hex = text.slice(i + 1, i + 3);
+    // The WHATWG serializer leaves the path ASCII-only, so byte and char offsets agree.
+    if (byte === 0x25 && HEX.test(hex)) {
+      out.push(parseInt(hex, 16));
+      i += 2;
+    } else {
+      out.push(byte);
+    }
+  }
+  return new Uint8Array(out);
+}
+
+/** Names the reason a URI failed to parse, in the reference's words. */
+function describeParseFailure(uri: string): string {
+  // deno-lint-ignore no-control-regex
+  const input = uri.replace(/^[\u0000-\u0020]+|[\u0000-\u0020]+$/g, "").replace(/[\t\n\r]/g, "");
+  const scheme = SCHEME.exec(input)?.[0].slice(0, -1).toLowerCase();
+  if (scheme === undefined) return "relative URL without a base";
+  const rest = input.slice(scheme.length + 1);
+  const authority = /^[/\\]*([^/\\?#]*)/.exec(rest)?.[1] ?? "";
+  const hostPort = authority.slice(authority.lastIndexOf("@") + 1);
+  if (SPECIAL_SCHEMES.has(scheme) && hostPort === "") return "empty host";
+  if (hostPort.startsWith("[")) return "invalid IPv6 address";
+  let host = hostPort;
+  if (scheme !== "file") {
+    const colon = hostPort.lastIndexOf(":");
+    if (colon >= 0) {
+      const port = hostPort.slice(colon + 1);
+      if (!/^\d*$/.test(port) || Number(port) > 65535) return "invalid port number";
+      host = hostPort.slice(0, colon);
+    }
+  }
+  const labels = host.replace(/\.$/, "").split(".");
+  const last = labels[labels.length - 1] ?? "";
+  if (/^(\d+|0[xX][0-9A-Fa-f]*)$/.test(last)) return "invalid IPv4 address";
+  return "invalid international domain name";
+}
+
+/**
+ * Joins a native directory path and an entry name without doubling the root slash.
+ *
+ * @param directory An absolute native path.
+ * @param name A name or relative path.
+ */
+export function joinPath(directory: string, name: string): string {
+  return directory.endsWith("/") ? directory + name : `${directory}/${name}`;
+}

@@ -1,0 +1,136 @@
+/**
+ * Scoping of requests by the server's own Deno permission flags.
+ *
+ * Every check queries `Deno.permissions.querySync` before the operation runs,
+ * so a request outside the flags gets a typed protocol error instead of
+ * Deno's interactive prompt or a `NotCapable` crash. Nothing is cached: a
+ * query costs a few microseconds and permissions can be revoked at runtime.
+ *
+ * @module
+ */
+
+import { ErrorCode, RpcError } from "../protocol/errors.ts";
+
+/** The Deno permissions the server checks. */
+export type PermissionName = "read" | "write" | "net" | "run";
+
+/** The `data` member of a permission error. */
+export interface PermissionDeniedData {
+  /** Always `"permissionDenied"`. */
+  kind: "permissionDenied";
+  /** The Deno permission that is missing. */
+  permission: PermissionName;
+  /** The path, `host:port` or program that was refused. */
+  resource: string;
+  /** The flag that grants the permission, e.g. `--allow-read`. */
+  flag: string;
+}
+
+/**
+ * Builds the typed `-32600` error for a resource outside the server's
+ * permissions, e.g. `read access to "/etc/passwd" is denied by the server's
+ * permissions; start it with --allow-read=/etc/passwd`.
+ *
+ * @param permission The missing permission.
+ * @param resource The refused path, `host:port` or program.
+ */
+export function permissionDenied(permission: PermissionName, resource: string): RpcError {
+  const flag = `--allow-${permission}`;
+  const data: PermissionDeniedData = { kind: "permissionDenied", permission, resource, flag };
+  return new RpcError(
+    ErrorCode.InvalidRequest,
+    `${permission} access to "${resource}" is denied by the server's permissions; ` +
+      `start it with ${flag}=${resource}`,
+    { data },
+  );
+}
+
+/**
+ * Converts Deno's own permission refusal (`Deno.errors.NotCapable`, or
+ * `PermissionDenied` carrying Deno's "Requires ... access" text) into the
+ * typed error of {@linkcode permissionDenied}; returns `undefined` for any
+ * other value.
+ *
+ * @param err The thrown value.
+ */
+export function permissionDeniedFromDeno(err: unknown): RpcError | undefined {
+  if (!(err instanceof Error)) return undefined;
+  const match = /Requires (read|write|net|run) access to "?(.*?)"?, run again with/
+    .exec(err.message);
+  if (match !== null) return permissionDenied(match[1] as PermissionName, match[2]!);
+  if (err instanceof Deno.errors.NotCapable) {
+    return new RpcError(ErrorCode.InvalidRequest, "access is denied by the server's permissions");
+  }
+  return undefined;
+}
+
+function check(
+  descriptor: Deno.PermissionDescriptor,
+  permission: PermissionName,
+  resource: string,
+): void {
+  if (Deno.permissions.querySync(descriptor).state !== "granted") {
+    throw permissionDenied(permission, resource);
+  }
+}
+
+/**
+ * Throws unless the server may read `path`.
+ *
+ * @param path An absolute native path.
+ * @throws {RpcError} `-32600` with {@linkcode PermissionDeniedData}.
+ */
+export function requireRead(path: string): void {
+  check({ name: "read", path }, "read", path);
+}
+
+/**
+ * Throws unless the server may write `path`.
+ *
+ * @param path An absolute native path.
+ * @throws {RpcError} `-32600` with {@linkcode PermissionDeniedData}.
+ */
+export function requireWrite(path: string): void {
+  check({ name: "write", path }, "write", path);
+}
+
+/**
+ * Throws unless the server may connect to `host:port`.
+ *
+ * @param host A host name or IP address (IPv6 without brackets is fine).
+ * @param port The TCP port.
+ * @throws {RpcError} `-32600` with {@linkcode PermissionDeniedData}.
+ */
+export function requireNet(host: string, port: number): void {
+  const bare = host.startsWith("[") && host.endsWith("]") ? host.slice(1, -1) : host;
+  const shown = bare.includes(":") ? `[${bare}]:${port}` : `${bare}:${port}`;
+  check({ name: "net", host: shown }, "net", shown);
+}
+
+/**
+ * Throws unless the server may run `program` (a name looked up on `PATH` or a path).
+ *
+ * @param program The program as it will be spawned.
+ * @throws {RpcError} `-32600` with {@linkcode PermissionDeniedData}.
+ */
+export function requireRun(program: string): void {
+  check({ name: "run", command: program }, "run", program);
+}
+
+/**
+ * Returns whether the server may write `path`, without throwing.
+ *
+ * @param path An absolute native path.
+ */
+export function mayWrite(path: string): boolean {
+  return Deno.permissions.querySync({ name: "write", path }).state === "granted";
+}
+
+/**
+ * Returns whether the server may read `path`, without throwing.
+ *
+ * @param path An absolute native path.
+ */
+export function mayRead(path: string): boolean {
+  return Deno.permissions.querySync({ name: "read", path }).state === "granted";
+}

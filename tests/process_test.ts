@@ -1,0 +1,701 @@
+import assert from "node:assert/strict";
+import {
+  eventually,
+  handshake,
+  type Json,
+  pidsMatching,
+  type ServerProcess,
+  startStdio,
+  type StdioClient,
+} from "./helpers/server_harness.ts";
+
+const PATH_ENV = { PATH: "/usr/bin:/bin" };
+const decoder = new TextDecoder();
+
+/** Starts a stdio server, completes the handshake and returns it. */
+async function session(
+  options: Parameters<typeof startStdio>[0] = {},
+): Promise<ServerProcess & { stdio: StdioClient }> {
+  const server = await startStdio(options);
+  await handshake(server.stdio);
+  return server;
+}
+
+let nextId = 1;
+
+async function call(client: StdioClient, method: string, params?: unknown): Promise<Json> {
+  const response = await client.request(nextId++, method, params);
+  if (response.error) {
+    throw Object.assign(new Error(`${method} failed: ${JSON.stringify(response.error)}`), {
+      error: response.error,
+    });
+  }
+  return response.result as Json;
+}
+
+async function callError(
+  client: StdioClient,
+  method: string,
+  params?: unknown,
+): Promise<{ code: number; message: string; data?: unknown }> {
+  const response = await client.request(nextId++, method, params);
+  assert.ok(response.error, `${method} should fail, got ${JSON.stringify(response.result)}`);
+  return response.error as { code: number; message: string; data?: unknown };
+}
+
+function start(
+  client: StdioClient,
+  processId: string,
+  argv: string[],
+  extra: Json = {},
+): Promise<Json> {
+  return call(client, "process/start", {
+    processId,
+    argv,
+    cwd: "file:///tmp",
+    env: PATH_ENV,
+    tty: false,
+    ...extra,
+  });
+}
+
+interface Chunk {
+  seq: number;
+  stream: string;
+  chunk: string;
+}
+
+function readResult(result: Json) {
+  return result as unknown as {
+    chunks: Chunk[];
+    nextSeq: number;
+    exited: boolean;
+    exitCode: number | null;
+    closed: boolean;
+    failure: unknown;
+    sandboxDenied: boolean;
+  };
+}
+
+function text(chunks: Chunk[], stream?: string): string {
+  return decoder.decode(
+    Uint8Array.from(
+      chunks.filter((c) => stream === undefined || c.stream === stream)
+        .flatMap((c) => [...Uint8Array.fromBase64(c.chunk)]),
+    ),
+  );
+}
+
+function unique(): string {
+  return String(Math.floor(Math.random() * 1e9));
+}
+
+Deno.test("process seq numbers cover output, exited and closed in strictly increasing order", async () => {
+  await using server = await session();
+  const client = server.stdio;
+  await start(client, "p", [
+    "/bin/sh",
+    "-c",
+    "for i in 1 2 3 4 5; do echo out$i; echo err$i >&2; done; exit 4",
+  ]);
+  const events = await client.log.processClosed("p");
+  const seqs = events.map((m) => (m.params as { seq: number }).seq);
+  assert.deepEqual(seqs, [...seqs].sort((a, b) => a - b), "arrival order is seq order");
+  assert.deepEqual(seqs, Array.from({ length: seqs.length }, (_, i) => i + 1), "no gaps from 1");
+  const last = events[events.length - 1]!;
+  assert.equal(last.method, "process/closed");
+  const exited = events.filter((m) => m.method === "process/exited");
+  assert.equal(exited.length, 1);
+  assert.equal((exited[0]!.params as { exitCode: number }).exitCode, 4);
+  assert.equal((exited[0]!.params as { sandboxDenied: boolean }).sandboxDenied, false);
+  assert.equal(client.log.outputText("p"), "out1\nout2\nout3\nout4\nout5\n");
+  assert.equal(client.log.outputText("p", "stderr"), "err1\nerr2\nerr3\nerr4\nerr5\n");
+  const read = readResult(await call(client, "process/read", { processId: "p" }));
+  assert.equal(read.nextSeq, seqs.length + 1, "nextSeq is one past closed");
+  assert.equal(read.exitCode, 4);
+  assert.equal(read.closed, true);
+  assert.equal(read.failure, null);
+  assert.deepEqual(
+    read.chunks.map((c) => c.seq),
+    events.filter((m) => m.method === "process/output").map((m) => (m.params as Chunk).seq),
+  );
+});
+
+Deno.test("process that prints nothing gets exited seq 1 and closed seq 2", async () => {
+  await using server = await session();
+  await start(server.stdio, "quiet", ["/bin/true"]);
+  const events = await server.stdio.log.processClosed("quiet");
+  assert.deepEqual(events.map((m) => [m.method, (m.params as { seq: number }).seq]), [
+    ["process/exited", 1],
+    ["process/closed", 2],
+  ]);
+});
+
+/** The spec's paging rule (§8.5), as a model to check the server against. */
+function modelRead(chunks: Chunk[], processNextSeq: number, afterSeq: number, maxBytes?: number) {
+  const after = chunks.filter((c) => c.seq > afterSeq);
+  if (maxBytes === undefined) return { seqs: after.map((c) => c.seq), nextSeq: processNextSeq };
+  const picked: Chunk[] = [];
+  let total = 0;
+  for (const chunk of after) {
+    const size = Uint8Array.fromBase64(chunk.chunk).length;
+    if (picked.length > 0 && total + size > maxBytes) break;
+    picked.push(chunk);
+    total += size;
+    if (total >= maxBytes) break;
+  }
+  const last = picked[picked.length - 1];
+  return { seqs: picked.map((c) => c.seq), nextSeq: last ? last.seq + 1 : processNextSeq };
+}
+
+Deno.test("process/read pages with maxBytes and reports nextSeq like the reference", async (t) => {
+  await using server = await session();
+  const client = server.stdio;
+  await start(client, "r1", [
+    "/bin/sh",
+    "-c",
+    "printf aaaa; sleep 0.3; printf bbbbbb; sleep 0.3; printf cc",
+  ]);
+  const events = await client.log.processClosed("r1");
+  const chunks = events.filter((m) => m.method === "process/output").map((m) => m.params as Chunk);
+  assert.equal(text(chunks), "aaaabbbbbbcc");
+  const processNextSeq = events.length + 1;
+  const cases: [number | undefined, number | undefined][] = [
+    [undefined, undefined],
+    [undefined, 0],
+    [undefined, 1],
+    [undefined, 5],
+    [undefined, 10],
+    [undefined, 1000],
+    [1, 6],
+    [1, undefined],
+    [chunks[chunks.length - 1]!.seq, undefined],
+    [chunks[chunks.length - 1]!.seq, 1000],
+    [100, undefined],
+  ];
+  for (const [afterSeq, maxBytes] of cases) {
+    await t.step(`afterSeq ${afterSeq} maxBytes ${maxBytes}`, async () => {
+      const read = readResult(
+        await call(client, "process/read", { processId: "r1", afterSeq, maxBytes }),
+      );
+      const want = modelRead(chunks, processNextSeq, afterSeq ?? 0, maxBytes);
+      assert.deepEqual({ seqs: read.chunks.map((c) => c.seq), nextSeq: read.nextSeq }, want);
+      assert.equal(read.exited, true);
+      assert.equal(read.closed, true);
+    });
+  }
+  await t.step("with the reference's chunking the recorded numbers come out", async () => {
+    if (chunks.length !== 3) return; // Chunking is implementation-defined; checked by the model above.
+    const read = async (p: Json) => {
+      const r = readResult(await call(client, "process/read", { processId: "r1", ...p }));
+      return [r.chunks.map((c) => c.seq), r.nextSeq];
+    };
+    assert.deepEqual(await read({}), [[1, 2, 3], 6]);
+    assert.deepEqual(await read({ maxBytes: 1 }), [[1], 2]);
+    assert.deepEqual(await read({ maxBytes: 10 }), [[1, 2], 3]);
+    assert.deepEqual(await read({ maxBytes: 1000 }), [[1, 2, 3], 4]);
+    assert.deepEqual(await read({ afterSeq: 3, maxBytes: 1000 }), [[], 6]);
+    assert.deepEqual(await read({ afterSeq: null, maxBytes: null, waitMs: null }), [[1, 2, 3], 6]);
+  });
+});
+
+Deno.test("process/read long poll", async (t) => {
+  await using server = await session();
+  const client = server.stdio;
+  await t.step("waitMs 0 returns at once with nothing for a quiet running process", async () => {
+    await start(client, "idle", ["/bin/sleep", "30"]);
+    const read = readResult(await call(client, "process/read", { processId: "idle", waitMs: 0 }));
+    assert.deepEqual(read.chunks, []);
+    assert.equal(read.nextSeq, 1);
+    assert.equal(read.exited, false);
+    assert.equal(read.exitCode, null);
+    await call(client, "process/terminate", { processId: "idle" });
+  });
+  await t.step("a long poll is woken by output", async () => {
+    await start(client, "late", ["/bin/sh", "-c", "sleep 0.3; echo woke; sleep 30"]);
+    const read = readResult(
+      await call(client, "process/read", { processId: "late", afterSeq: 0, waitMs: 600_000 }),
+    );
+    assert.equal(text(read.chunks), "woke\n");
+    assert.equal(read.exited, false);
+    await call(client, "process/terminate", { processId: "late" });
+  });
+  await t.step("a long poll is woken by an exit without output", async () => {
+    await start(client, "silent", ["/bin/sh", "-c", "sleep 0.3; exit 5"]);
+    const read = readResult(
+      await call(client, "process/read", { processId: "silent", waitMs: 600_000 }),
+    );
+    assert.equal(read.exited, true);
+    assert.equal(read.exitCode, 5);
+  });
+  await t.step("a poll past every event returns once the process is closed", async () => {
+    await client.log.processClosed("silent");
+    const read = readResult(
+      await call(client, "process/read", { processId: "silent", afterSeq: 100, waitMs: 600_000 }),
+    );
+    assert.deepEqual(read.chunks, []);
+    assert.equal(read.closed, true);
+  });
+  await t.step("unknown processes are an error", async () => {
+    assert.deepEqual(await callError(client, "process/read", { processId: "nope" }), {
+      code: -32600,
+      message: "unknown process id nope",
+    });
+  });
+});
+
+Deno.test("process/write delivers a repeated writeId once", async () => {
+  await using server = await session();
+  const client = server.stdio;
+  await start(client, "cat", ["/bin/cat"], { pipeStdin: true });
+  const write = (chunk: string, writeId: string) =>
+    call(client, "process/write", { processId: "cat", chunk: btoa(chunk), writeId });
+  assert.deepEqual(await write("abc\n", "w1"), { status: "accepted" });
+  await client.log.waitUntil(() => client.log.outputText("cat") === "abc\n", "abc echoed");
+  assert.deepEqual(await write("abc\n", "w1"), { status: "accepted" });
+  assert.deepEqual(await write("def\n", "w2"), { status: "accepted" });
+  await client.log.waitUntil(() => client.log.outputText("cat").includes("def"), "def echoed");
+  assert.equal(client.log.outputText("cat"), "abc\ndef\n");
+  assert.deepEqual(await write("", "w3"), { status: "accepted" }, "an empty chunk is accepted");
+  assert.deepEqual(await write("ghi\n", "w4"), { status: "accepted" });
+  await client.log.waitUntil(() => client.log.outputText("cat").includes("ghi"), "ghi echoed");
+  assert.equal(client.log.outputText("cat"), "abc\ndef\nghi\n", "empty chunks do not close stdin");
+  await call(client, "process/terminate", { processId: "cat" });
+});
+
+Deno.test("process/write remembers the last 4096 writeIds per process", async () => {
+  await using server = await session();
+  const client = server.stdio;
+  await start(client, "cat", ["/bin/cat"], { pipeStdin: true });
+  const send = (chunk: string, writeId: string) =>
+    client.send({
+      id: nextId++,
+      method: "process/write",
+      params: { processId: "cat", chunk: btoa(chunk), writeId },
+    });
+  await send("A", "w0");
+  for (let i = 1; i <= 4095; i++) await send(".", `w${i}`);
+  await send("A", "w0"); // still remembered: not written
+  await send(".", "w4096"); // the 4097th distinct id evicts w0
+  await send("A", "w0"); // forgotten: written again
+  await send("A", "w4096"); // remembered: not written
+  const lastId = nextId - 1;
+  const last = await client.log.response(lastId, 60_000);
+  assert.deepEqual(last.result, { status: "accepted" });
+  const statuses = client.log.received.map((r) => r.msg).filter((m) =>
+    typeof m.id === "number" && m.id > lastId - 4100 && !("method" in m)
+  );
+  assert.ok(statuses.every((m) => (m.result as { status: string }).status === "accepted"));
+  await client.log.waitUntil(
+    () => client.log.outputText("cat").length >= 4096 + 2,
+    "all bytes echoed",
+    60_000,
+  );
+  const out = client.log.outputText("cat");
+  assert.equal(out.replaceAll(".", "").length, 2, "A written exactly twice");
+  assert.equal(out.replaceAll("A", "").length, 4096, "every distinct id written once");
+  assert.ok(out.startsWith("A") && out.endsWith("A"));
+  await call(client, "process/terminate", { processId: "cat" });
+});
+
+Deno.test("process/write reports statuses in the spec's order", async (t) => {
+  await using server = await session();
+  const client = server.stdio;
+  await t.step(
+    "an empty writeId is an invalid-params error even for unknown processes",
+    async () => {
+      assert.deepEqual(
+        await callError(client, "process/write", { processId: "nope", chunk: "", writeId: "" }),
+        { code: -32602, message: "writeId must not be empty" },
+      );
+    },
+  );
+  await t.step("unknown process", async () => {
+    assert.deepEqual(
+      await call(client, "process/write", { processId: "nope", chunk: "aGk=", writeId: "w" }),
+      { status: "unknownProcess" },
+    );
+  });
+  await t.step("a pipe process without pipeStdin has stdin closed", async () => {
+    await start(client, "nostdin", ["/bin/sleep", "30"]);
+    assert.deepEqual(
+      await call(client, "process/write", { processId: "nostdin", chunk: "eA==", writeId: "w" }),
+      { status: "stdinClosed" },
+    );
+    await call(client, "process/terminate", { processId: "nostdin" });
+  });
+  await t.step("writing after the process closed fails", async () => {
+    await start(client, "gone", ["/bin/cat"], { pipeStdin: true });
+    await call(client, "process/terminate", { processId: "gone" });
+    await client.log.processClosed("gone");
+    assert.deepEqual(
+      await callError(client, "process/write", { processId: "gone", chunk: "eA==", writeId: "w" }),
+      { code: -32603, message: "failed to write to process stdin" },
+    );
+  });
+  await t.step("invalid base64 is an invalid-params error", async () => {
+    const error = await callError(client, "process/write", {
+      processId: "gone",
+      chunk: "!!",
+      writeId: "w9",
+    });
+    assert.equal(error.code, -32602);
+    assert.equal(error.message, "Invalid symbol 33, offset 0.");
+  });
+});
+
+Deno.test("process/signal interrupt exits an untrapped child with 130", async () => {
+  await using server = await session();
+  const client = server.stdio;
+  await start(client, "s1", ["/bin/sleep", "30"]);
+  assert.deepEqual(
+    await call(client, "process/signal", { processId: "s1", signal: "interrupt" }),
+    {},
+  );
+  const events = await client.log.processClosed("s1");
+  const exited = events.find((m) => m.method === "process/exited")!;
+  assert.equal((exited.params as { exitCode: number }).exitCode, 130);
+  assert.deepEqual(
+    await call(client, "process/signal", { processId: "s1", signal: "interrupt" }),
+    {},
+    "signalling an exited process is fine",
+  );
+  assert.deepEqual(
+    await call(client, "process/signal", { processId: "nope", signal: "interrupt" }),
+    {},
+  );
+  const bad = await callError(client, "process/signal", { processId: "s1", signal: "kill" });
+  assert.equal(bad.message, "unknown variant `kill`, expected `interrupt`");
+});
+
+Deno.test("process/signal interrupt reaches a trapping shell", async () => {
+  await using server = await session();
+  const client = server.stdio;
+  await start(client, "s2", [
+    "/bin/sh",
+    "-c",
+    "trap 'echo caught; exit 7' INT; echo armed; while :; do sleep 0.1; done",
+  ]);
+  await client.log.waitUntil(() => client.log.outputText("s2") === "armed\n", "armed");
+  await call(client, "process/signal", { processId: "s2", signal: "interrupt" });
+  const events = await client.log.processClosed("s2");
+  assert.equal(client.log.outputText("s2"), "armed\ncaught\n");
+  const exited = events.find((m) => m.method === "process/exited")!;
+  assert.equal((exited.params as { exitCode: number }).exitCode, 7);
+});
+
+Deno.test("process/terminate kills the whole process group with SIGKILL (137)", async () => {
+  await using server = await session();
+  const client = server.stdio;
+  const tag = unique();
+  const needle = `sleep 1000.${tag}`;
+  await start(client, "grp", [
+    "/bin/sh",
+    "-c",
+    `trap '' TERM; sleep 1000.${tag} & sleep 1000.${tag}; echo never`,
+  ]);
+  assert.ok(await eventually(() => pidsMatching(needle).length >= 2), "both sleeps are running");
+  assert.deepEqual(await call(client, "process/terminate", { processId: "grp" }), {
+    running: true,
+  });
+  const events = await client.log.processClosed("grp");
+  const exited = events.find((m) => m.method === "process/exited")!;
+  assert.equal((exited.params as { exitCode: number }).exitCode, 137);
+  assert.ok(
+    await eventually(() => pidsMatching(needle).length === 0),
+    `group members left: ${pidsMatching(needle)}`,
+  );
+  assert.deepEqual(await call(client, "process/terminate", { processId: "grp" }), {
+    running: false,
+  });
+  assert.deepEqual(await call(client, "process/terminate", { processId: "nope" }), {
+    running: false,
+  });
+  const read = readResult(await call(client, "process/read", { processId: "grp" }));
+  assert.equal(read.exitCode, 137, "terminate does not remove the entry");
+});
+
+Deno.test("process output ring keeps at most 1 MiB, evicting the oldest whole chunks", async () => {
+  await using server = await session();
+  const client = server.stdio;
+  const total = 3 * 1024 * 1024 / 2;
+  await start(client, "big", ["/bin/sh", "-c", `head -c ${total} /dev/zero | tr '\\0' x`]);
+  const events = await client.log.processClosed("big", 60_000);
+  const outputs = events.filter((m) => m.method === "process/output").map((m) => m.params as Chunk);
+  const sizes = new Map(outputs.map((c) => [c.seq, Uint8Array.fromBase64(c.chunk).length]));
+  assert.equal([...sizes.values()].reduce((a, b) => a + b, 0), total, "notifications carry all");
+  const read = readResult(await call(client, "process/read", { processId: "big" }));
+  const retained = read.chunks.reduce((n, c) => n + Uint8Array.fromBase64(c.chunk).length, 0);
+  assert.ok(retained <= 1024 * 1024, `retained ${retained} bytes`);
+  const firstEvicted = read.chunks[0]!.seq - 1;
+  assert.ok(firstEvicted >= 1, "the oldest chunks were evicted");
+  assert.ok(
+    retained + sizes.get(firstEvicted)! > 1024 * 1024,
+    "only as many chunks as needed are evicted",
+  );
+  const seqs = read.chunks.map((c) => c.seq);
+  assert.deepEqual(seqs, Array.from({ length: seqs.length }, (_, i) => seqs[0]! + i));
+  assert.equal(seqs[seqs.length - 1], outputs[outputs.length - 1]!.seq, "the newest chunk is kept");
+  const paged = readResult(
+    await call(client, "process/read", { processId: "big", afterSeq: 0, maxBytes: 1 }),
+  );
+  assert.equal(paged.chunks[0]!.seq, seqs[0], "paging starts at the oldest retained chunk");
+});
+
+async function envOf(
+  client: StdioClient,
+  processId: string,
+  env: Record<string, string>,
+  envPolicy?: Json,
+): Promise<Record<string, string>> {
+  await call(client, "process/start", {
+    processId,
+    argv: ["/usr/bin/env", "-0"],
+    cwd: "file:///tmp",
+    env,
+    tty: false,
+    ...(envPolicy ? { envPolicy } : {}),
+  });
+  await client.log.processClosed(processId);
+  const out: Record<string, string> = {};
+  for (const entry of client.log.outputText(processId).split("\0")) {
+    if (!entry) continue;
+    const eq = entry.indexOf("=");
+    out[entry.slice(0, eq)] = entry.slice(eq + 1);
+  }
+  return out;
+}
+
+function policy(overrides: Json): Json {
+  return {
+    inherit: "none",
+    ignoreDefaultExcludes: false,
+    exclude: [],
+    set: {},
+    includeOnly: [],
+    ...overrides,
+  };
+}
+
+Deno.test("process/start envPolicy builds the child environment (spec §8.2)", async (t) => {
+  await using server = await session({
+    env: {
+      PATH: "/usr/bin:/bin",
+      HOME: "/root",
+      LANG: "C.UTF-8",
+      USER: "root",
+      FOO: "bar",
+      TERM: "xterm",
+      USERNAME: "u",
+      LC_MESSAGES: "m",
+      MY_SECRET_TOKEN: "s",
+      API_KEY: "k",
+      CODEX_EXEC_SERVER_EXIT_ON_STDIN_CLOSE: "1",
+    },
+  });
+  const client = server.stdio;
+  await t.step("without envPolicy the environment is exactly env", async () => {
+    assert.deepEqual(await envOf(client, "e0", { ONLY_THIS: "1" }), { ONLY_THIS: "1" });
+  });
+  await t.step(
+    "inherit all drops *KEY*, *SECRET*, *TOKEN* and the server-only variable",
+    async () => {
+      const env = await envOf(client, "e1", {}, policy({ inherit: "all" }));
+      assert.equal(env.FOO, "bar");
+      assert.equal(env.PATH, "/usr/bin:/bin");
+      assert.equal(env.TERM, "xterm");
+      assert.equal(env.MY_SECRET_TOKEN, undefined);
+      assert.equal(env.API_KEY, undefined);
+      assert.equal(env.CODEX_EXEC_SERVER_EXIT_ON_STDIN_CLOSE, undefined);
+    },
+  );
+  await t.step("ignoreDefaultExcludes keeps them", async () => {
+    const env = await envOf(
+      client,
+      "e2",
+      {},
+      policy({ inherit: "all", ignoreDefaultExcludes: true }),
+    );
+    assert.equal(env.MY_SECRET_TOKEN, "s");
+    assert.equal(env.API_KEY, "k");
+  });
+  await t.step("inherit core keeps only the core variables", async () => {
+    const env = await envOf(client, "e3", {}, policy({ inherit: "core" }));
+    assert.deepEqual(Object.keys(env).sort(), ["HOME", "LANG", "PATH", "USER"]);
+  });
+  await t.step("inherit none starts empty and set inserts", async () => {
+    assert.deepEqual(await envOf(client, "e4", {}, policy({ set: { A: "1" } })), { A: "1" });
+  });
+  await t.step("exclude globs are case-insensitive", async () => {
+    const env = await envOf(
+      client,
+      "e5",
+      {},
+      policy({ inherit: "all", exclude: ["foo*", "t?rm"] }),
+    );
+    assert.equal(env.FOO, undefined);
+    assert.equal(env.TERM, undefined);
+    assert.equal(env.HOME, "/root");
+  });
+  await t.step("set is inserted after the excludes", async () => {
+    const env = await envOf(client, "e6", {}, policy({ exclude: ["*"], set: { KEEP_KEY: "v" } }));
+    assert.deepEqual(env, { KEEP_KEY: "v" });
+  });
+  await t.step(
+    "includeOnly keeps matching names (case-insensitive), env is overlaid after",
+    async () => {
+      const env = await envOf(
+        client,
+        "e7",
+        { Z: "1" },
+        policy({ inherit: "all", includeOnly: ["p*", "HOME"], set: { X: "set" } }),
+      );
+      assert.deepEqual(env, { PATH: "/usr/bin:/bin", HOME: "/root", Z: "1" });
+    },
+  );
+  await t.step("env beats set", async () => {
+    const env = await envOf(client, "e8", { X: "env" }, policy({ set: { X: "set", Y: "y" } }));
+    assert.deepEqual(env, { X: "env", Y: "y" });
+  });
+  await t.step("envPolicy requires all five members", async () => {
+    const error = await callError(client, "process/start", {
+      processId: "e9",
+      argv: ["/usr/bin/env"],
+      cwd: "file:///tmp",
+      env: {},
+      tty: false,
+      envPolicy: { inherit: "all" },
+    });
+    assert.equal(error.code, -32602);
+    assert.equal(error.message, "missing field `ignoreDefaultExcludes`");
+  });
+});
+
+Deno.test("process/start with tty runs on a 24x80 pty and reports one pty stream with CRLF", async () => {
+  await using server = await session();
+  const client = server.stdio;
+  await start(client, "t1", ["/bin/sh", "-c", "printf 'a\\nb\\n'; stty size"], { tty: true });
+  const events = await client.log.processClosed("t1");
+  const streams = new Set(
+    events.filter((m) => m.method === "process/output").map((m) => (m.params as Chunk).stream),
+  );
+  assert.deepEqual([...streams], ["pty"]);
+  assert.equal(client.log.outputText("t1", "pty"), "a\r\nb\r\n24 80\r\n");
+  const exited = events.find((m) => m.method === "process/exited")!;
+  assert.equal((exited.params as { exitCode: number }).exitCode, 0);
+});
+
+Deno.test("process/start with tty takes stdin writes and exits 1 on terminate", async () => {
+  await using server = await session();
+  const client = server.stdio;
+  await start(client, "t2", [
+    "/bin/sh",
+    "-c",
+    "stty -echo; echo ready; read x; echo got:$x; sleep 30",
+  ], {
+    tty: true,
+  });
+  await client.log.waitUntil(() => client.log.outputText("t2", "pty") === "ready\r\n", "ready");
+  assert.deepEqual(
+    await call(client, "process/write", { processId: "t2", chunk: btoa("hello\n"), writeId: "w1" }),
+    { status: "accepted" },
+  );
+  await client.log.waitUntil(
+    () => client.log.outputText("t2", "pty").includes("got:hello\r\n"),
+    "got:hello",
+  );
+  assert.deepEqual(await call(client, "process/terminate", { processId: "t2" }), { running: true });
+  const events = await client.log.processClosed("t2");
+  const exited = events.find((m) => m.method === "process/exited")!;
+  assert.equal((exited.params as { exitCode: number }).exitCode, 1, "tty signal deaths report 1");
+});
+
+Deno.test("process/start rejects bad requests with the reference's errors", async (t) => {
+  await using server = await session();
+  const client = server.stdio;
+  const startError = (processId: string, argv: string[], extra: Json = {}) =>
+    callError(client, "process/start", {
+      processId,
+      argv,
+      cwd: "file:///tmp",
+      env: PATH_ENV,
+      tty: false,
+      ...extra,
+    });
+  await t.step("empty argv", async () => {
+    assert.deepEqual(await startError("a", []), {
+      code: -32602,
+      message: "argv must not be empty",
+    });
+  });
+  await t.step("missing program", async () => {
+    assert.deepEqual(await startError("b", ["/nonexistent/bin"]), {
+      code: -32603,
+      data: { kind: "spawnNotFound" },
+      message: "No such file or directory (os error 2)",
+    });
+  });
+  await t.step("a directory as program", async () => {
+    assert.deepEqual(await startError("c", ["/tmp"]), {
+      code: -32603,
+      data: { kind: "spawnPermissionDenied" },
+      message: "Permission denied (os error 13)",
+    });
+  });
+  await t.step("a program not on the child's PATH", async () => {
+    const error = await startError("d", ["ls"], { env: { PATH: "/nonexistent" } });
+    assert.equal((error.data as { kind: string }).kind, "spawnNotFound");
+  });
+  await t.step("empty program", async () => {
+    assert.deepEqual(await startError("e", [""]), {
+      code: -32603,
+      data: { kind: "spawnFailed" },
+      message: "missing program for pipe spawn",
+    });
+  });
+  await t.step("a native path as cwd", async () => {
+    const error = await startError("f", ["/bin/true"], { cwd: "/tmp" });
+    assert.equal(error.code, -32602);
+    assert.equal(error.message, "invalid URI: relative URL without a base");
+  });
+  await t.step("a missing cwd", async () => {
+    assert.deepEqual(
+      await startError("g", ["/bin/true"], { cwd: "file:///tmp/does-not-exist-x" }),
+      {
+        code: -32603,
+        data: { kind: "spawnNotFound" },
+        message: "No such file or directory (os error 2)",
+      },
+    );
+  });
+  await t.step("a duplicate id, and the id is free again after a failed start", async () => {
+    await start(client, "dup", ["/bin/sleep", "30"]);
+    assert.deepEqual(await startError("dup", ["/bin/true"]), {
+      code: -32600,
+      message: "process dup already exists",
+    });
+    await call(client, "process/terminate", { processId: "dup" });
+    await start(client, "b", ["/bin/true"]);
+    await client.log.processClosed("b");
+  });
+  await t.step("arg0 is what the program sees as $0", async () => {
+    await start(client, "argv0", ["/bin/sh", "-c", "echo $0"], { arg0: "custom-argv0" });
+    await client.log.processClosed("argv0");
+    assert.equal(client.log.outputText("argv0"), "custom-argv0\n");
+  });
+});
+
+Deno.test("process output delivered after exit keeps closed last (background child holds stdout)", async () => {
+  await using server = await session();
+  const client = server.stdio;
+  await start(client, "o1", [
+    "/bin/sh",
+    "-c",
+    "echo first; (sleep 0.5; echo late-from-background-child) & exit 0",
+  ]);
+  const events = await client.log.processClosed("o1");
+  assert.equal(client.log.outputText("o1"), "first\nlate-from-background-child\n");
+  const kinds = events.map((m) => m.method);
+  assert.ok(kinds.indexOf("process/exited") < kinds.lastIndexOf("process/output"));
+  assert.equal(kinds[kinds.length - 1], "process/closed");
+});

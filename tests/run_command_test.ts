@@ -1,0 +1,246 @@
+import assert from "node:assert/strict";
+import { MAIN, startServer } from "./fixtures/client_server.ts";
+
+interface RunResult {
+  code: number;
+  stdout: Uint8Array;
+  stderr: string;
+}
+
+/** Runs `main.ts run ARGS` as a subprocess, feeding `input` on stdin (then keeping it open briefly or closing it). */
+async function run(args: string[], input?: Uint8Array): Promise<RunResult> {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", MAIN, "run", ...args],
+    stdin: input === undefined ? "null" : "piped",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  if (input !== undefined) {
+    const writer = child.stdin.getWriter();
+    await writer.write(input);
+    await writer.close();
+  }
+  const { code, stdout, stderr } = await child.output();
+  return { code, stdout, stderr: new TextDecoder().decode(stderr) };
+}
+
+const text = (bytes: Uint8Array): string => new TextDecoder().decode(bytes);
+
+Deno.test("exec-server run exits with the remote exit code and splits stdout from stderr", async () => {
+  await using server = await startServer();
+  const result = await run([
+    "--url",
+    server.url,
+    "--",
+    "/bin/sh",
+    "-c",
+    "echo out; echo err >&2; exit 7",
+  ]);
+  assert.equal(result.code, 7);
+  assert.equal(text(result.stdout), "out\n");
+  assert.equal(result.stderr, "err\n");
+});
+
+Deno.test("exec-server run streams binary output byte-exact", async () => {
+  await using server = await startServer();
+  const dir = await Deno.makeTempDir();
+  try {
+    const bytes = new Uint8Array(256 * 1024);
+    for (let i = 0; i < bytes.length; i++) bytes[i] = (i * 7 + (i >> 8)) & 0xff;
+    await Deno.writeFile(`${dir}/blob`, bytes);
+    const result = await run(["--url", server.url, "--", "/bin/cat", `${dir}/blob`]);
+    assert.equal(result.code, 0);
+    assert.deepEqual(result.stdout, bytes);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("exec-server run forwards local stdin to the remote command", async () => {
+  await using server = await startServer();
+  const input = new TextEncoder().encode("first\nsecond\nthird\n");
+  const result = await run(["--url", server.url, "--", "head", "-n", "3"], input);
+  assert.equal(result.code, 0);
+  assert.equal(text(result.stdout), "first\nsecond\nthird\n");
+});
+
+Deno.test("exec-server run passes --env and --cwd to the remote command", async () => {
+  await using server = await startServer();
+  const result = await run([
+    "--url",
+    server.url,
+    "-n",
+    "--env",
+    "GREETING=hello there",
+    "--cwd",
+    "/usr",
+    "--",
+    "/bin/sh",
+    "-c",
+    'echo "$GREETING"; pwd',
+  ]);
+  assert.equal(result.code, 0);
+  assert.equal(text(result.stdout), "hello there\n/usr\n");
+});
+
+Deno.test("exec-server run --tty runs the command on a pseudo-terminal", async () => {
+  await using server = await startServer();
+  const result = await run(["--url", server.url, "--tty", "--", "/bin/sh", "-c", "tty; exit 3"]);
+  assert.equal(result.code, 3);
+  assert.match(text(result.stdout), /^\/dev\/pts\/\d+\r\n$/);
+});
+
+Deno.test("exec-server run forwards Ctrl-C as an interrupt", async () => {
+  await using server = await startServer();
+  const child = new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "-A",
+      MAIN,
+      "run",
+      "--url",
+      server.url,
+      "-n",
+      "--",
+      "/bin/sh",
+      "-c",
+      "echo ready; exec sleep 30",
+    ],
+    stdin: "null",
+    stdout: "piped",
+    stderr: "inherit",
+  }).spawn();
+  const reader = child.stdout.getReader();
+  let seen = "";
+  while (!seen.includes("ready\n")) {
+    const { value, done } = await reader.read();
+    assert.ok(!done, "the command ended before printing ready");
+    seen += text(value);
+  }
+  child.kill("SIGINT");
+  while (!(await reader.read()).done) { /* drain */ }
+  const { code } = await child.status;
+  assert.equal(code, 130);
+});
+
+Deno.test("exec-server run against an unreachable URL prints one line and exits non-zero", async () => {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (listener.addr as Deno.NetAddr).port;
+  listener.close();
+  const result = await run(["--url", `ws://127.0.0.1:${port}`, "--", "/bin/true"]);
+  assert.equal(result.code, 255);
+  assert.equal(result.stdout.length, 0);
+  assert.equal(result.stderr.trimEnd().split("\n").length, 1);
+  assert.match(result.stderr, /cannot connect to ws:\/\/127\.0\.0\.1:\d+/);
+});
+
+Deno.test("exec-server run with a refused token prints one line and exits non-zero", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    await Deno.writeTextFile(`${dir}/server-token`, "right\n");
+    await Deno.writeTextFile(`${dir}/client-token`, "wrong\n");
+    await using server = await startServer(
+      "--ws-auth",
+      "capability-token",
+      "--ws-token-file",
+      `${dir}/server-token`,
+    );
+    const refused = await run([
+      "--url",
+      server.url,
+      "--token-file",
+      `${dir}/client-token`,
+      "--",
+      "/bin/true",
+    ]);
+    assert.equal(refused.code, 255);
+    assert.equal(refused.stderr.trimEnd().split("\n").length, 1);
+    assert.match(refused.stderr, /refused the token \(HTTP 401\)/);
+    const accepted = await run([
+      "--url",
+      server.url,
+      "--token-file",
+      `${dir}/server-token`,
+      "--",
+      "/bin/sh",
+      "-c",
+      "exit 0",
+    ]);
+    assert.equal(accepted.code, 0);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("exec-server run rejects a bad command line with exit code 2", async () => {
+  const missingUrl = await run(["--", "/bin/true"]);
+  assert.equal(missingUrl.code, 2);
+  assert.match(missingUrl.stderr, /--url is required/);
+  const missingCommand = await run(["--url", "ws://127.0.0.1:1"]);
+  assert.equal(missingCommand.code, 2);
+  const help = await run(["--help"]);
+  assert.equal(help.code, 0);
+  assert.match(text(help.stdout), /Usage: exec-server run/);
+});
+
+const HAS_SCRIPT = (() => {
+  try {
+    return Deno.statSync("/usr/bin/script").isFile;
+  } catch {
+    return false;
+  }
+})();
+
+Deno.test({
+  name: "exec-server run --tty puts a local terminal in raw mode and restores it",
+  ignore: !HAS_SCRIPT,
+  async fn() {
+    await using server = await startServer();
+    const dir = await Deno.makeTempDir();
+    try {
+      // `script` gives the CLI a terminal; a background job records `stty -g` while it runs.
+      const session = [
+        `stty -g > ${dir}/before`,
+        `(while [ ! -e ${dir}/go ]; do sleep 0.02; done; stty -g < /dev/tty > ${dir}/during; touch ${dir}/done) &`,
+        `'${Deno.execPath()}' run -A '${MAIN}' run --url ${server.url} --tty -- /bin/sh -c 'echo READY; read x; exit 5'`,
+        `echo "RC=$?" > ${dir}/rc`,
+        `stty -g > ${dir}/after`,
+        "wait",
+      ].join("\n");
+      const child = new Deno.Command("/usr/bin/script", {
+        args: ["-qec", session, "/dev/null"],
+        stdin: "piped",
+        stdout: "piped",
+        stderr: "inherit",
+      }).spawn();
+      const reader = child.stdout.getReader();
+      let seen = "";
+      while (!seen.includes("READY")) {
+        const { value, done } = await reader.read();
+        assert.ok(!done, "the session ended before the command was ready");
+        seen += text(value);
+      }
+      assert.ok(!seen.includes("\r\r\n"), "the remote pty's output is passed through unchanged");
+      await Deno.writeTextFile(`${dir}/go`, "");
+      while (true) {
+        try {
+          await Deno.stat(`${dir}/done`);
+          break;
+        } catch {
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        }
+      }
+      const writer = child.stdin.getWriter();
+      await writer.write(new TextEncoder().encode("x\r"));
+      while (!(await reader.read()).done) { /* drain */ }
+      await writer.close();
+      await child.status;
+      const before = await Deno.readTextFile(`${dir}/before`);
+      assert.notEqual(await Deno.readTextFile(`${dir}/during`), before, "raw mode while running");
+      assert.equal(await Deno.readTextFile(`${dir}/after`), before, "terminal restored");
+      assert.equal((await Deno.readTextFile(`${dir}/rc`)).trim(), "RC=5");
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
