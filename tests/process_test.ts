@@ -699,3 +699,88 @@ Deno.test("process output delivered after exit keeps closed last (background chi
   assert.ok(kinds.indexOf("process/exited") < kinds.lastIndexOf("process/output"));
   assert.equal(kinds[kinds.length - 1], "process/closed");
 });
+
+Deno.test("process/start answers before the process's first notification", async () => {
+  await using server = await session();
+  const client = server.stdio;
+  for (const id of ["a", "b", "c", "d", "e"]) await start(client, id, ["/bin/echo", id]);
+  for (const id of ["a", "b", "c", "d", "e"]) await client.log.processClosed(id);
+  const received = client.log.received.map((r) => r.msg);
+  for (const id of ["a", "b", "c", "d", "e"]) {
+    const response = received.findIndex((m) =>
+      !("method" in m) && (m.result as { processId?: string } | undefined)?.processId === id
+    );
+    const first = received.findIndex((m) =>
+      typeof m.method === "string" && (m.params as { processId?: string }).processId === id
+    );
+    assert.ok(response !== -1 && response < first, `${id}: response ${response}, first ${first}`);
+  }
+});
+
+Deno.test("process entry is removed after the retention time and the id can be reused", async () => {
+  await using server = await session({ args: ["--process-retention", "1"] });
+  const client = server.stdio;
+  await start(client, "p", ["/bin/echo", "first"]);
+  await client.log.processClosed("p");
+  assert.equal(readResult(await call(client, "process/read", { processId: "p" })).closed, true);
+  let gone = false;
+  for (let i = 0; i < 100 && !gone; i++) {
+    const response = await client.request(nextId++, "process/read", { processId: "p" });
+    gone = (response.error as { message?: string } | undefined)?.message === "unknown process id p";
+    if (!gone) await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  assert.ok(gone, "the closed process was forgotten");
+  assert.deepEqual(
+    await call(client, "process/write", { processId: "p", chunk: "", writeId: "w" }),
+    { status: "unknownProcess" },
+  );
+  await start(client, "p", ["/bin/echo", "second"]);
+  await client.log.waitUntil(
+    () => client.log.processEvents("p").filter((m) => m.method === "process/closed").length === 2,
+    "the second process/closed of p",
+  );
+  const events = client.log.processEvents("p");
+  assert.equal(events.length, 6, "the new process numbers its events from 1 again");
+  assert.deepEqual(
+    events.slice(3).map((m) => (m.params as { seq: number }).seq),
+    [1, 2, 3],
+  );
+});
+
+Deno.test("process/start with tty: interrupt exits 1 and writes after exit are accepted", async () => {
+  await using server = await session();
+  const client = server.stdio;
+  await start(client, "t", ["/bin/sleep", "30"], { tty: true, env: {} });
+  await call(client, "process/signal", { processId: "t", signal: "interrupt" });
+  const events = await client.log.processClosed("t");
+  const exited = events.find((m) => m.method === "process/exited")!;
+  assert.equal((exited.params as { exitCode: number }).exitCode, 1);
+  assert.deepEqual(
+    await call(client, "process/write", { processId: "t", chunk: "eA==", writeId: "w" }),
+    { status: "accepted" },
+  );
+});
+
+Deno.test("process/start with tty resolves argv[0] only through the child's PATH", async () => {
+  await using server = await session();
+  const client = server.stdio;
+  const startError = async (env: Record<string, string>) => {
+    const error = await callError(client, "process/start", {
+      processId: "t",
+      argv: ["true"],
+      cwd: "file:///tmp",
+      env,
+      tty: true,
+    });
+    assert.equal(error.code, -32603);
+    assert.deepEqual(error.data, { kind: "spawnFailed" });
+    return error.message;
+  };
+  assert.match(
+    await startError({ PATH: "/nonexistent" }),
+    /No viable candidates found in PATH "\/nonexistent"$/,
+  );
+  assert.match(await startError({}), /Unable to resolve the PATH$/);
+  await start(client, "ok", ["true"], { tty: true, env: PATH_ENV });
+  await client.log.processClosed("ok");
+});

@@ -416,3 +416,96 @@ Deno.test("WebSocket malformed messages name the peer and empty frames are not i
   assert.match(String((errors[0]!.error as Json).message), /EOF while parsing a value/);
   assert.ok((client.log.received[2]!.msg.result as Json).sessionId, "binary frames are accepted");
 });
+
+Deno.test("stdio wire details match the reference", async (t) => {
+  await using server = await startStdio();
+  const client = server.stdio;
+  await t.step("-0 is accepted as an id and echoed as 0", async () => {
+    await client.sendRaw('{"id":-0,"method":"environment/status"}');
+    const reply = await client.log.waitUntil(
+      () => client.log.received.find((r) => r.msg.id === 0),
+      "the reply to id -0",
+    );
+    assert.equal(
+      reply.text,
+      '{"error":{"code":-32600,"message":"client must call initialize before using environment status methods"},"id":0}',
+    );
+    assert.deepEqual(reply.msg.error, {
+      code: -32600,
+      message: "client must call initialize before using environment status methods",
+    });
+  });
+  await t.step("initialized ignores its params", async () => {
+    await client.request(1, "initialize", { clientName: "wire" });
+    await client.send({ method: "initialized", params: [1] });
+    assert.deepEqual((await client.request(2, "environment/status")).result, { status: "ready" });
+  });
+  await t.step("a message over the value budget is malformed, and reading continues", async () => {
+    const zeros = new Array(262_141).fill("0").join(",");
+    await client.sendRaw(`{"id":3,"method":"environment/status","x":[${zeros}]}`);
+    const fault = await client.log.waitFor((m) => m.id === -1, "the budget error");
+    assert.match(
+      String((fault.error as Json).message),
+      /^failed to parse JSON-RPC message from exec-server stdio: JSON-RPC message exceeds the limit of 262144 JSON values at line 1 column \d+$/,
+    );
+    const ok = new Array(262_140).fill("0").join(",");
+    await client.sendRaw(`{"id":5,"method":"environment/status","x":[${ok}]}`);
+    assert.ok((await client.log.response(5)).result, "1 + 3 + 262140 = 262144 values pass");
+  });
+  await t.step("a 20 MiB line is accepted", async () => {
+    await client.sendRaw(
+      `{"id":6,"method":"environment/status","extra":"${"x".repeat(20 * 1024 * 1024)}"}`,
+    );
+    assert.deepEqual((await client.log.response(6, 60_000)).result, { status: "ready" });
+  });
+  await t.step("every stdout line is one compact JSON message", () => {
+    for (const { text, msg } of client.log.received) {
+      assert.ok(!("unparsable" in msg), text);
+      assert.ok(!text.includes("\n") && !/^\s|\s$/.test(text), text);
+    }
+  });
+});
+
+Deno.test("WebSocket server sends one JSON message per text frame without a newline", async () => {
+  await using server = await ServerProcess.start({ listen: "ws" });
+  await using client = await server.connect();
+  await handshake(client);
+  await client.request(1, "environment/status");
+  for (const { text } of client.log.received) {
+    assert.ok(!text.endsWith("\n"), JSON.stringify(text.slice(-20)));
+    assert.doesNotThrow(() => JSON.parse(text));
+  }
+});
+
+Deno.test("CLI refuses an unsupported --listen URL and --concurrent-requests 0", async () => {
+  for (
+    const [args, pattern] of [
+      [
+        ["--listen", "bogus"],
+        /unsupported --listen URL `bogus`; expected `ws:\/\/IP:PORT` or `stdio`/,
+      ],
+      [["--listen", "stdio", "--concurrent-requests", "0"], /concurrent-requests/],
+    ] as const
+  ) {
+    const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "--allow-run",
+        "--allow-read",
+        "--allow-write",
+        "--allow-net",
+        "--allow-env",
+        "--allow-sys",
+        "--allow-ffi",
+        new URL("../main.ts", import.meta.url).pathname,
+        ...args,
+      ],
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    assert.notEqual(code, 0, args.join(" "));
+    assert.equal(stdout.length, 0, "nothing on stdout");
+    assert.match(new TextDecoder().decode(stderr), pattern);
+  }
+});

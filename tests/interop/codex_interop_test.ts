@@ -3,7 +3,7 @@
  *
  * Each case starts `codex exec` with `CODEX_EXEC_SERVER_URL` pointing (through a logging proxy)
  * at the exec-server under test, which is then Codex's only environment. A mock Responses API
- * makes the model call `exec_command` once. The command computes a product of two random numbers
+ * makes the model call `exec_command` (and, for the stdin case, `write_stdin`). The command computes a product of two random numbers
  * (a value that appears nowhere in its text) and prints `INTEROP_SECRET`, a variable that only
  * the exec-server's environment has; the test finds both in the tool output Codex reported back
  * to the model, so the command ran on the server and its output travelled over the protocol.
@@ -44,6 +44,8 @@ import { type LoggedMessage, startWsProxy } from "./ws_proxy.ts";
 
 const TEST_NAME = "codex runs its commands through exec-server";
 const FIVE_MIB = 5 * 1024 * 1024;
+/** SPEC §3: the filesystem "not found" error, which Codex expects for absent AGENTS.md, .git… */
+const NOT_FOUND = -32004;
 
 /** Everything the cases share: one exec-server, one outbound guard, one work directory. */
 interface Context {
@@ -83,7 +85,7 @@ interface CaseResult {
   workspace: string;
   outside: string;
   run: CodexExecResult;
-  /** Every `function_call_output` Codex sent to the model for the scripted call, joined. */
+  /** Every `function_call_output` Codex sent to the model for the scripted calls, joined. */
   toolOutput: string;
   log: readonly LoggedMessage[];
   /** The `process/start` request Codex sent for the command. */
@@ -264,7 +266,7 @@ async function tearDown(ctx: Context): Promise<void> {
   }
 }
 
-/** Runs one `codex exec` turn whose single tool call runs `spec.command(...)`. */
+/** Runs one `codex exec` turn whose tool call runs `spec.command(...)` on the server. */
 async function runCase(ctx: Context, spec: CaseSpec): Promise<CaseResult> {
   const a = 10_000 + Math.floor(Math.random() * 90_000);
   const b = 10_000 + Math.floor(Math.random() * 90_000);
@@ -422,7 +424,8 @@ function assertRanOnServer(
   // call means a flag promised something the server does not do. Lookups of missing files
   // (AGENTS.md, .git, skills) are the only errors Codex expects.
   const unexpected = log.filter((entry) =>
-    entry.kind === "error" && !(entry.method === "fs/getMetadata" && entry.error?.code === -32004)
+    entry.kind === "error" &&
+    !(entry.method === "fs/getMetadata" && entry.error?.code === NOT_FOUND)
   ).map((entry) => `${entry.method}: ${entry.error?.code} ${entry.error?.message}`);
   assert.deepEqual(unexpected, [], "every request Codex made succeeded");
   assert.deepEqual(ctx.guard.attempts, [], "Codex tried to reach the internet");

@@ -85,6 +85,38 @@ Deno.test("startMockModel() asks for the tool call, then answers the tool output
   ]);
 });
 
+Deno.test("startMockModel() builds a later call's arguments from earlier tool outputs", async () => {
+  await using model = startMockModel({
+    toolCalls: [
+      { arguments: { cmd: "cat" } },
+      {
+        name: "write_stdin",
+        arguments: (previous) => ({ "session_id": Number(previous[0]?.match(/\d+/)?.[0]) }),
+      },
+    ],
+  });
+  async function post(input: unknown[]): Promise<Record<string, unknown>> {
+    const response = await fetch(`${model.baseUrl}/responses`, {
+      method: "POST",
+      body: JSON.stringify({ input }),
+    });
+    return parseSse(await response.text())[1]?.item as Record<string, unknown>;
+  }
+  const first = await post([]);
+  assert.equal(first.call_id, "call_interop_1");
+  const afterFirst = [{ type: "function_call_output", call_id: "call_interop_1", output: "ID 42" }];
+  const second = await post(afterFirst);
+  assert.equal(second.name, "write_stdin");
+  assert.equal(second.call_id, "call_interop_2");
+  assert.deepEqual(JSON.parse(second.arguments as string), { "session_id": 42 });
+  const third = await post([
+    ...afterFirst,
+    { type: "function_call_output", call_id: "call_interop_2", output: "bye" },
+  ]);
+  assert.equal(third.type, "message");
+  assert.deepEqual(model.toolOutputs(), ["ID 42", "bye"]);
+});
+
 Deno.test("startWsProxy() forwards both ways and logs methods, results and errors", async () => {
   const upstream = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, (request) => {
     const { socket, response } = Deno.upgradeWebSocket(request);
