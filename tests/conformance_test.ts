@@ -39,7 +39,9 @@ import {
   WsClient,
 } from "./helpers/server_harness.ts";
 
-const TRANSCRIPTS = "/work/shared/protocol/transcripts";
+/** The reference transcripts live in the shared folder beside the repository (`../shared`). */
+const TRANSCRIPTS = Deno.env.get("EXEC_SERVER_TRANSCRIPTS") ??
+  new URL("../../shared/protocol/transcripts", import.meta.url).pathname;
 const FIXTURE_SCRIPT = `${TRANSCRIPTS}/fixture.sh`;
 const SERVER_ENV = {
   PATH: "/usr/local/bin:/usr/bin:/bin",
