@@ -6,13 +6,17 @@
  *
  * Browsers cannot set headers on a WebSocket, so the token may instead be
  * offered as a subprotocol `exec-server.bearer.<token>` (the token must then
- * be subprotocol-safe, e.g. base64url or hex); the server echoes the
- * `exec-server.bearer` subprotocol back, never the token. Tokens in the query
+ * be subprotocol-safe, e.g. base64url or hex) together with the plain
+ * subprotocol `exec-server`, which the server selects, so the token is never
+ * echoed (the Kubernetes pattern). A client that offers only the bearer entry
+ * gets it echoed, as the WebSocket handshake requires. Tokens in the query
  * string are always refused (URLs end up in logs and histories).
  *
  * @module
  */
 
+/** The subprotocol a browser offers next to its token, and that the server selects. */
+export const SUBPROTOCOL = "exec-server";
 /** The subprotocol prefix browsers use to present a token. */
 export const BEARER_SUBPROTOCOL = "exec-server.bearer";
 
@@ -72,7 +76,7 @@ export function capabilityTokenAuth(
       const entry = offered.find((p) => p.startsWith(`${BEARER_SUBPROTOCOL}.`));
       if (entry) {
         token = entry.slice(BEARER_SUBPROTOCOL.length + 1);
-        protocol = BEARER_SUBPROTOCOL;
+        protocol = offered.includes(SUBPROTOCOL) ? SUBPROTOCOL : entry;
       }
     }
     if (token === undefined) {

@@ -22,7 +22,7 @@ import type { ParamsOf, ResultOf } from "../protocol/methods.ts";
 import { childEnvironment } from "./env_policy.ts";
 import { osErrorMessage } from "./os_errors.ts";
 import { pathFromUri } from "./path_uri.ts";
-import { requireRun } from "./policy.ts";
+import { permissionDenied, requireRun } from "./policy.ts";
 import { spawnPty } from "./pty.ts";
 
 /** Most bytes of output retained per process (oldest whole chunks are evicted). */
@@ -235,6 +235,7 @@ function errnoSpawnError(code: string | undefined): RpcError {
   return spawnError(kind, message);
 }
 
+/** Why `path` cannot be executed (an errno name), `undefined` if it can, "unknown" if we may not look. */
 function isExecutableFile(path: string): string | undefined {
   try {
     const info = Deno.statSync(path);
@@ -242,25 +243,48 @@ function isExecutableFile(path: string): string | undefined {
     if (info.mode !== null && (info.mode & 0o111) === 0) return "EACCES";
     return undefined;
   } catch (err) {
+    if (err instanceof Deno.errors.NotCapable) return "unknown";
     return (err as { code?: string }).code ?? "ENOENT";
   }
 }
 
-/** Resolves `argv[0]` like execvp, against the given PATH; throws the reference's spawn errors. */
+function mayRun(path: string): boolean {
+  return Deno.permissions.querySync({ name: "run", command: path }).state === "granted";
+}
+
+/**
+ * Resolves `argv[0]` like execvp, against the given PATH, and checks the run
+ * permission on the result before anything is executed. Where the server may
+ * not read a directory, a candidate it may run is taken and the spawn itself
+ * reports a missing file. Throws the reference's spawn errors, or a typed
+ * permission error naming the program.
+ */
 function resolveProgram(program: string, cwd: string, path: string | undefined): string {
   if (program.includes("/")) {
     const full = program.startsWith("/") ? program : `${cwd}/${program}`;
+    requireRun(full);
     const problem = isExecutableFile(full);
-    if (problem) throw errnoSpawnError(problem);
+    if (problem && problem !== "unknown") throw errnoSpawnError(problem);
     return full;
   }
   let sawDenied = false;
+  let sawHidden = false;
   for (const dir of (path ?? "").split(":")) {
     const candidate = `${dir || "."}/${program}`;
-    const problem = isExecutableFile(candidate.startsWith("/") ? candidate : `${cwd}/${candidate}`);
-    if (!problem) return candidate.startsWith("/") ? candidate : `${cwd}/${candidate}`;
+    const full = candidate.startsWith("/") ? candidate : `${cwd}/${candidate}`;
+    const problem = isExecutableFile(full);
+    if (problem === "unknown") {
+      if (mayRun(full)) return full;
+      sawHidden = true;
+      continue;
+    }
+    if (!problem) {
+      requireRun(full);
+      return full;
+    }
     if (problem === "EACCES") sawDenied = true;
   }
+  if (sawHidden) requireRun(program);
   throw errnoSpawnError(sawDenied ? "EACCES" : "ENOENT");
 }
 
@@ -269,6 +293,7 @@ function checkCwd(cwd: string): void {
     if (!Deno.statSync(cwd).isDirectory) throw errnoSpawnError("ENOTDIR");
   } catch (err) {
     if (err instanceof RpcError) throw err;
+    if (err instanceof Deno.errors.NotCapable) throw permissionDenied("read", cwd);
     throw errnoSpawnError((err as { code?: string }).code ?? "ENOENT");
   }
 }
@@ -444,7 +469,6 @@ export class ProcessTable {
       proc.backend = startTty(proc, params.argv, { cwd, env, arg0: params.arg0 });
     } else {
       const resolved = resolveProgram(program, cwd, env.PATH ?? Deno.env.get("PATH"));
-      requireRun(resolved);
       proc.openStreams = 2;
       proc.backend = startPipe(proc, resolved, params.argv, {
         cwd,
