@@ -53,9 +53,11 @@ async function fixture(): Promise<Fixture> {
 }
 
 /** Awaits `promise`, expecting an RpcError, and returns its wire code and message. */
-async function failure(promise: Promise<unknown>): Promise<{ code: number; message: string }> {
+async function failure(
+  operation: Promise<unknown> | (() => unknown),
+): Promise<{ code: number; message: string }> {
   try {
-    await promise;
+    await (typeof operation === "function" ? operation() : operation);
   } catch (err) {
     if (err instanceof RpcError) return { code: err.code, message: err.message };
     throw err;
@@ -242,7 +244,7 @@ Deno.test("fs/getMetadata stats the target and lstats the path", async () => {
   ]);
   const fifo = await getMetadata({ path: fx.at("fifo") });
   assertEquals([fifo.isDirectory, fifo.isFile, fifo.isSymlink], [false, false, false]);
-  assertEquals(await failure(getMetadata({ path: fx.at("broken") })), NOT_FOUND);
+  assertEquals(await failure(() => getMetadata({ path: fx.at("broken") })), NOT_FOUND);
 });
 
 Deno.test("fs/canonicalize resolves symlinks and dot segments", async () => {
@@ -252,7 +254,7 @@ Deno.test("fs/canonicalize resolves symlinks and dot segments", async () => {
     path: fx.at("dir/sub"),
   });
   assertEquals(await canonicalize({ path: "file:///" }), { path: "file:///" });
-  assertEquals(await failure(canonicalize({ path: fx.at("missing") })), NOT_FOUND);
+  assertEquals(await failure(() => canonicalize({ path: fx.at("missing") })), NOT_FOUND);
 });
 
 Deno.test("fs/readDirectory follows symlinks and leaves out entries it cannot stat", async () => {

@@ -279,14 +279,18 @@ export interface MetadataResult {
  * `fs/getMetadata`: `stat` of the path (symlinks followed) plus whether the
  * path itself is a symlink.
  *
+ * Synchronous on purpose: two metadata syscalls take microseconds, while an
+ * async Deno fs op costs a round trip through the blocking thread pool; with
+ * the default in-order request handling that hop dominated the RPC latency.
+ *
  * @param params `{path}`.
  */
-export async function getMetadata(params: PathParams): Promise<MetadataResult> {
+export function getMetadata(params: PathParams): MetadataResult {
   const path = pathFromUri(params.path);
   requireRead(path);
   try {
-    const info = await Deno.stat(path);
-    const link = await Deno.lstat(path);
+    const info = Deno.statSync(path);
+    const link = Deno.lstatSync(path);
     return {
       isDirectory: info.isDirectory,
       isFile: info.isFile,
@@ -307,15 +311,16 @@ export interface CanonicalizeResult {
 }
 
 /**
- * `fs/canonicalize`: `realpath` of an existing path.
+ * `fs/canonicalize`: `realpath` of an existing path (synchronous, like
+ * {@linkcode getMetadata}).
  *
  * @param params `{path}`.
  */
-export async function canonicalize(params: PathParams): Promise<CanonicalizeResult> {
+export function canonicalize(params: PathParams): CanonicalizeResult {
   const path = pathFromUri(params.path);
   requireRead(path);
   try {
-    return { path: uriFromPath(await Deno.realPath(path)) };
+    return { path: uriFromPath(Deno.realPathSync(path)) };
   } catch (err) {
     throw fsError(err);
   }
