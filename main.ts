@@ -6,7 +6,6 @@
  */
 
 import { parseArgs } from "node:util";
-import { runCommand } from "./lib/client/run_command.ts";
 import { type AuthResult, capabilityTokenAuth, tokenFileDigest } from "./lib/server/auth.ts";
 import { VERSION } from "./lib/server/environment.ts";
 import { type LogLevel, setLogLevel } from "./lib/server/log.ts";
@@ -95,6 +94,8 @@ async function authFromFlags(
 
 async function main(args: string[]): Promise<void> {
   if (args[0] === "run") {
+    // Loaded on demand: the client is not part of the server's start-up path.
+    const { runCommand } = await import("./lib/client/run_command.ts");
     Deno.exit(await runCommand(args.slice(1)));
   }
   let parsed;

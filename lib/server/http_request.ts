@@ -16,7 +16,6 @@
  * @module
  */
 
-import { createZstdDecompress } from "node:zlib";
 import { ErrorCode, RpcError } from "../protocol/errors.ts";
 import { requireNet } from "./policy.ts";
 import {
@@ -651,16 +650,22 @@ function gunzip(): TransformStream<Uint8Array, Uint8Array> {
   return new DecompressionStream("gzip") as TransformStream<Uint8Array, Uint8Array>;
 }
 
-/** A web `TransformStream` over `node:zlib`'s zstd decoder (Web `DecompressionStream` has no zstd). */
+/**
+ * A web `TransformStream` over `node:zlib`'s zstd decoder (Web `DecompressionStream` has no zstd).
+ * `node:zlib` is imported on first use: loading it costs about 15 ms of server start-up.
+ */
 function unzstd(): TransformStream<Uint8Array, Uint8Array> {
-  const zstd = createZstdDecompress();
-  const ended = new Promise<void>((resolve, reject) => {
-    zstd.once("end", resolve);
-    zstd.once("error", reject);
-  });
-  ended.catch(() => {});
+  let zstd: ReturnType<typeof import("node:zlib").createZstdDecompress>;
+  let ended: Promise<void>;
   return new TransformStream<Uint8Array, Uint8Array>({
-    start(controller): void {
+    async start(controller): Promise<void> {
+      const { createZstdDecompress } = await import("node:zlib");
+      zstd = createZstdDecompress();
+      ended = new Promise<void>((resolve, reject) => {
+        zstd.once("end", resolve);
+        zstd.once("error", reject);
+      });
+      ended.catch(() => {});
       zstd.on("data", (chunk: Uint8Array) => {
         try {
           controller.enqueue(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength));
