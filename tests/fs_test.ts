@@ -3,12 +3,12 @@ import {
   ok as assert,
   rejects as assertRejects,
 } from "node:assert/strict";
+import { decodeBase64 } from "../lib/protocol/base64.ts";
 import { RpcError } from "../lib/protocol/errors.ts";
 import {
   canonicalize,
   copy,
   createDirectory,
-  decodeBase64,
   FileHandleTable,
   getMetadata,
   MissingWatchTable,

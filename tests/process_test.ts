@@ -784,3 +784,22 @@ Deno.test("process/start with tty resolves argv[0] only through the child's PATH
   await start(client, "ok", ["true"], { tty: true, env: PATH_ENV });
   await client.log.processClosed("ok");
 });
+
+Deno.test("process output bytes pass through unmodified, and any string is a process id", async () => {
+  await using server = await session();
+  const client = server.stdio;
+  const longId = "x".repeat(1000);
+  for (const id of ["", longId, "ü id/with spaces"]) {
+    await start(client, id, ["/usr/bin/printf", "\\000\\377\\376\\r\\n"]);
+    await client.log.processClosed(id);
+    assert.deepEqual(client.log.output(id), new Uint8Array([0, 255, 254, 13, 10]));
+  }
+  const error = await callError(client, "process/start", {
+    processId: 5,
+    argv: ["/bin/true"],
+    cwd: "file:///tmp",
+    env: {},
+    tty: false,
+  });
+  assert.equal(error.message, "invalid type: number, expected a string");
+});

@@ -5,7 +5,6 @@ import {
   array,
   boolean,
   bytes,
-  decodeBase64,
   describeValue,
   literal,
   object,
@@ -327,14 +326,14 @@ Deno.test("schema decodes ByteChunk base64 with the reference's errors", async (
   ];
   for (const [text, message] of errors) {
     await t.step(`${JSON.stringify(text)} → ${message}`, () => {
-      assert.throws(() => decodeBase64(text), { name: "SchemaError", message });
+      assert.throws(() => bytes().parse(text), { name: "SchemaError", message });
     });
   }
   await t.step("valid padded base64 decodes, including the empty string", () => {
-    assert.deepEqual(decodeBase64(""), new Uint8Array());
-    assert.deepEqual(decodeBase64("aGk="), new TextEncoder().encode("hi"));
-    assert.deepEqual(decodeBase64("aGVsbG8="), new TextEncoder().encode("hello"));
-    assert.deepEqual(decodeBase64("/+8="), new Uint8Array([0xff, 0xef]));
+    assert.deepEqual(bytes().parse(""), new Uint8Array());
+    assert.deepEqual(bytes().parse("aGk="), new TextEncoder().encode("hi"));
+    assert.deepEqual(bytes().parse("aGVsbG8="), new TextEncoder().encode("hello"));
+    assert.deepEqual(bytes().parse("/+8="), new Uint8Array([0xff, 0xef]));
   });
   await t.step("process/write chunk errors surface unprefixed", () => {
     assert.equal(

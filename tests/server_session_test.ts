@@ -509,3 +509,138 @@ Deno.test("CLI refuses an unsupported --listen URL and --concurrent-requests 0",
     assert.match(new TextDecoder().decode(stderr), pattern);
   }
 });
+
+Deno.test("initialized after a failed initialize is fatal", async () => {
+  await using server = await startStdio();
+  const client = server.stdio;
+  const failed = await client.request(1, "initialize", {
+    clientName: "c",
+    resumeSessionId: "does-not-exist",
+  });
+  assert.equal((failed.error as Json).code, -32600);
+  await client.send({ method: "initialized", params: {} });
+  await client.send({ id: 2, method: "environment/status" }).catch(() => {});
+  await client.log.waitEof();
+  assert.equal(client.log.received.filter((r) => r.msg.id === 2).length, 0);
+});
+
+Deno.test("session resume delivers new notifications before initialized is sent", async () => {
+  await using server = await ServerProcess.start({ listen: "ws" });
+  const a = await server.connect();
+  const sessionId = await handshake(a);
+  await start(a, "p", "read x; echo got:$x", { pipeStdin: true });
+  await a.close();
+  let b: WsClient | undefined;
+  for (let attempt = 0; attempt < 100 && !b; attempt++) {
+    const client = await server.connect();
+    const response = await client.request(1, "initialize", {
+      clientName: "b",
+      resumeSessionId: sessionId,
+    });
+    if (response.result) b = client;
+    else {
+      await client.close();
+      await delay(20);
+    }
+  }
+  assert.ok(b, "resumed");
+  await using resumed = b;
+  // No `initialized` yet: requests are gated, but notifications flow.
+  assert.equal(
+    (await callError(resumed, "process/write", { processId: "p", chunk: "", writeId: "w" }))
+      .message,
+    "client must send initialized before using exec methods",
+  );
+  await resumed.send({ method: "initialized", params: {} });
+  await call(resumed, "process/write", { processId: "p", chunk: btoa("1\n"), writeId: "w" });
+  await resumed.log.processClosed("p");
+  assert.equal(resumed.log.outputText("p"), "got:1\n");
+});
+
+Deno.test("concurrency lanes: control requests pass while the ordinary lane is full", async () => {
+  await using server = await ServerProcess.start({
+    listen: "ws",
+    args: ["--concurrent-requests", "2"],
+  });
+  await using client = await server.connect();
+  await handshake(client);
+  await start(client, "slow", "sleep 30");
+  const poll = { processId: "slow", waitMs: 600_000 };
+  await client.send({ id: 1, method: "process/read", params: poll });
+  await client.send({ id: 2, method: "process/read", params: poll });
+  // Both ordinary permits are taken: this one has to wait for a poll to finish.
+  await client.send({ id: 3, method: "process/read", params: { processId: "slow" } });
+  await client.send({ id: 4, method: "environment/status" });
+  await client.log.response(4);
+  await client.send({ id: 5, method: "process/terminate", params: { processId: "slow" } });
+  await client.log.response(3);
+  const order = client.log.received.filter((r) => !("method" in r.msg)).map((r) => r.msg.id);
+  assert.ok(order.indexOf(4) < order.indexOf(3), `status before the queued read: ${order}`);
+  assert.ok(order.indexOf(5) < order.indexOf(3), `terminate (control lane) first: ${order}`);
+  assert.ok(
+    order.indexOf(3) > Math.min(order.indexOf(1), order.indexOf(2)),
+    `the queued read ran after a poll finished: ${order}`,
+  );
+});
+
+Deno.test("--exit-on-stdin-close makes a WebSocket server exit when stdin closes", async () => {
+  await using server = await ServerProcess.start({
+    listen: "ws",
+    args: ["--exit-on-stdin-close"],
+  });
+  await server.child.stdin.close();
+  assert.equal((await server.status).code, 0);
+});
+
+Deno.test("environmentInfo reports TMPDIR, HOME and the passwd shell like the reference", async () => {
+  await using server = await startStdio({
+    env: {
+      PATH: "/usr/bin:/bin",
+      HOME: "/root",
+      TMPDIR: "/tmp/does-not-exist-es/",
+      SHELL: "/bin/zsh-not-used",
+    },
+  });
+  const client = server.stdio;
+  const init = await client.request(1, "initialize", { clientName: "c" });
+  const info = (init.result as Json).environmentInfo as Json;
+  assert.equal(info.tempDir, "file:///tmp/does-not-exist-es");
+  assert.deepEqual(info.temporaryDirectories, ["file:///tmp/does-not-exist-es"]);
+  assert.equal(info.userHomeDir, "file:///root");
+  assert.equal(info.cwd, "file:///tmp");
+  assert.equal(info.platformOs, "linux");
+  const uid = Deno.uid();
+  const passwd = (await Deno.readTextFile("/etc/passwd")).split("\n")
+    .map((line) => line.split(":")).find((f) => f[2] === String(uid));
+  if (passwd?.[6]) {
+    assert.deepEqual(info.shell, {
+      name: passwd[6].slice(passwd[6].lastIndexOf("/") + 1),
+      path: passwd[6],
+    }, "the login shell comes from passwd, not $SHELL");
+  }
+  await client.send({ method: "initialized", params: {} });
+  const again = await client.request(2, "environment/info");
+  assert.deepEqual(again.result, info, "environment/info matches initialize");
+  const caps = info.capabilities as Record<string, unknown>;
+  for (const value of Object.values(caps)) assert.equal(typeof value, "boolean");
+  for (
+    const off of [
+      "networkProxyLaunch",
+      "credentialMasking",
+      "capabilityDiscoveryV2",
+      "environmentConfigRead",
+      "shellSnapshotV2",
+      "windowsMxc",
+    ]
+  ) {
+    assert.notEqual(caps[off], true, `${off} is not implemented, so it must not be advertised`);
+  }
+});
+
+Deno.test("environmentInfo without TMPDIR lists no temporary directories", async () => {
+  await using server = await startStdio({ env: { PATH: "/usr/bin:/bin", HOME: "/root" } });
+  const init = await server.stdio.request(1, "initialize", { clientName: "c" });
+  const info = (init.result as Json).environmentInfo as Json;
+  assert.deepEqual(info.temporaryDirectories, []);
+  assert.equal(info.tempDir, "file:///tmp");
+});

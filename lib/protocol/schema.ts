@@ -13,6 +13,7 @@
  * @module
  */
 
+import { decodeBase64 } from "./base64.ts";
 import { JsonFloat } from "./json_decode.ts";
 
 /** A JSON Schema fragment. */
@@ -209,41 +210,15 @@ export function literal<const V extends string>(...variants: V[]): Schema<V> {
   });
 }
 
-const BASE64_SHAPE = /^[A-Za-z0-9+/]*={0,2}$/;
-
-/**
- * Decodes standard base64 with mandatory padding, as the reference's
- * `ByteChunk` fields do; errors use the reference decoder's wording.
- *
- * @param text The base64 text.
- */
-export function decodeBase64(text: string): Uint8Array {
-  if (!BASE64_SHAPE.test(text)) {
-    for (let i = 0; i < text.length; i++) {
-      const c = text.charCodeAt(i);
-      const ok = (c >= 65 && c <= 90) || (c >= 97 && c <= 122) || (c >= 48 && c <= 57) ||
-        c === 43 || c === 47;
-      if (!ok && !(c === 61 && i >= text.length - 2)) {
-        throw new SchemaError(`Invalid symbol ${c}, offset ${i}.`);
-      }
-    }
-    throw new SchemaError("Invalid padding");
-  }
-  if (text.length % 4 === 1) throw new SchemaError(`Invalid input length: ${text.length}`);
-  if (text.length % 4 !== 0) throw new SchemaError("Invalid padding");
-  try {
-    return Uint8Array.fromBase64(text, { lastChunkHandling: "strict" });
-  } catch {
-    const at = text.replace(/=+$/, "").length - 1;
-    throw new SchemaError(`Invalid last symbol ${text.charCodeAt(at)}, offset ${at}.`);
-  }
-}
-
 /** A base64 string on the wire, decoded to bytes on parse (the reference's `ByteChunk`). */
 export function bytes(): Schema<Uint8Array> {
   return leaf("a string", { type: "string", contentEncoding: "base64" }, (value) => {
     if (typeof value !== "string") throw typeError(value, "a string");
-    return decodeBase64(value);
+    try {
+      return decodeBase64(value);
+    } catch (err) {
+      throw new SchemaError((err as Error).message);
+    }
   });
 }
 
