@@ -44,6 +44,8 @@ export {
   type ClientRequestName,
   type Direction,
   type EnvironmentInfo,
+  type ExtensionName,
+  EXTENSIONS,
   type Family,
   type MethodName,
   METHODS,
@@ -51,9 +53,11 @@ export {
   type MethodSpec,
   type NotificationSpec,
   type ParamsOf,
+  PROCESS_SIGNALS,
   type RequestSpec,
   type ResultOf,
   type ServerNotificationName,
+  type SignalName,
 } from "./lib/protocol/methods.ts";
 export { type Infer, type JsonSchema, type Schema, SchemaError } from "./lib/protocol/schema.ts";
 export { protocolJsonSchema } from "./lib/protocol/json_schema.ts";

@@ -64,6 +64,52 @@ Deno.test("exec-server run forwards local stdin to the remote command", async ()
   assert.equal(text(result.stdout), "first\nsecond\nthird\n");
 });
 
+Deno.test("exec-server run closes the remote stdin when local stdin ends", async () => {
+  await using server = await startServer();
+  const input = new TextEncoder().encode("one\ntwo\n");
+  const result = await run(["--url", server.url, "--", "/bin/cat"], input);
+  assert.equal(result.code, 0);
+  assert.equal(text(result.stdout), "one\ntwo\n");
+});
+
+Deno.test("exec-server run forwards SIGTERM to the remote command, which decides", async () => {
+  await using server = await startServer();
+  const child = new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "-A",
+      MAIN,
+      "run",
+      "--url",
+      server.url,
+      "-n",
+      "--",
+      "/bin/sh",
+      "-c",
+      "trap 'echo got-term; exit 7' TERM; echo ready; while :; do sleep 0.05; done",
+    ],
+    stdin: "null",
+    stdout: "piped",
+    stderr: "inherit",
+  }).spawn();
+  const reader = child.stdout.getReader();
+  let seen = "";
+  while (!seen.includes("ready\n")) {
+    const { value, done } = await reader.read();
+    assert.ok(!done, "the command ended before printing ready");
+    seen += text(value);
+  }
+  child.kill("SIGTERM");
+  while (true) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    seen += text(value);
+  }
+  const { code } = await child.status;
+  assert.equal(seen, "ready\ngot-term\n");
+  assert.equal(code, 7, "the remote command's own exit code, not a kill");
+});
+
 Deno.test("exec-server run passes --env and --cwd to the remote command", async () => {
   await using server = await startServer();
   const result = await run([
@@ -239,6 +285,49 @@ Deno.test({
       assert.notEqual(await Deno.readTextFile(`${dir}/during`), before, "raw mode while running");
       assert.equal(await Deno.readTextFile(`${dir}/after`), before, "terminal restored");
       assert.equal((await Deno.readTextFile(`${dir}/rc`)).trim(), "RC=5");
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
+
+Deno.test({
+  name: "exec-server run --tty resizes the remote terminal when the local one changes size",
+  ignore: !HAS_SCRIPT,
+  async fn() {
+    await using server = await startServer();
+    const dir = await Deno.makeTempDir();
+    try {
+      // A background job of the session resizes its terminal: the CLI gets SIGWINCH.
+      const session = [
+        `(while [ ! -e ${dir}/go ]; do sleep 0.02; done; stty rows 33 cols 99 < /dev/tty) &`,
+        `'${Deno.execPath()}' run -A '${MAIN}' run --url ${server.url} --tty -- /bin/sh -c 'trap "stty size; exit 0" WINCH; echo READY; while :; do sleep 0.05; done'`,
+        `echo "RC=$?" > ${dir}/rc`,
+        "wait",
+      ].join("\n");
+      const child = new Deno.Command("/usr/bin/script", {
+        args: ["-qec", session, "/dev/null"],
+        stdin: "piped",
+        stdout: "piped",
+        stderr: "inherit",
+      }).spawn();
+      const reader = child.stdout.getReader();
+      let seen = "";
+      while (!seen.includes("READY")) {
+        const { value, done } = await reader.read();
+        assert.ok(!done, "the session ended before the command was ready");
+        seen += text(value);
+      }
+      await Deno.writeTextFile(`${dir}/go`, "");
+      while (true) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        seen += text(value);
+      }
+      await child.stdin.close();
+      await child.status;
+      assert.match(seen, /33 99/);
+      assert.equal((await Deno.readTextFile(`${dir}/rc`)).trim(), "RC=0");
     } finally {
       await Deno.remove(dir, { recursive: true });
     }

@@ -15,6 +15,7 @@ import { ErrorCode } from "../protocol/errors.ts";
 import {
   type ClientRequestName,
   type EnvironmentInfo,
+  EXTENSIONS,
   type MethodName,
   METHODS,
   type Methods,
@@ -124,6 +125,14 @@ export interface ConnectOptions {
    * @default {4194304}
    */
   maxBufferedBytes?: number;
+  /**
+   * The protocol extensions to opt in to (sent in `initialize`); the server
+   * grants those it has, see {@linkcode ExecClient.extensions}. `[]` asks
+   * for none: the server then behaves exactly like the reference.
+   *
+   * @default {every extension this client knows}
+   */
+  extensions?: readonly string[];
 }
 
 /**
@@ -151,6 +160,14 @@ export interface AttachProcessOptions {
    * @default {0}
    */
   afterSeq?: number;
+  /**
+   * The `output` mode the process was started with: with `"block"` the
+   * handle tells the server (by reading) how far it has taken the output, so
+   * the server can let the process write more.
+   *
+   * @default {"drop"}
+   */
+  output?: "drop" | "block";
 }
 
 const CLIENT_CLOSED = "Client is closed";
@@ -267,6 +284,7 @@ export class ExecClient {
   #closed = false;
   #sessionId: string | undefined;
   #environmentInfo: EnvironmentInfo | undefined;
+  #extensions: ReadonlySet<string> = new Set();
   #listeners = new Map<string, Set<(params: unknown) => void>>();
   #processes = new Map<string, Set<TrackedProcess>>();
   #sleep: { timer: ReturnType<typeof setTimeout>; resolve(): void } | undefined;
@@ -309,14 +327,35 @@ export class ExecClient {
             retry: true,
           }),
         ),
-      interrupt: async (processId) => {
-        await this.#call("process/signal", { processId, signal: "interrupt" }, { retry: true });
+      closeStdin: async (processId, writeId) => {
+        await this.#require("processStdinClose", "close stdin");
+        return parseResult(
+          "process/write",
+          await this.#call("process/write", { processId, chunk: "", writeId, closeStdin: true }, {
+            retry: true,
+          }),
+        );
       },
-      terminate: async (processId) =>
-        parseResult(
+      signal: async (processId, signal) => {
+        if (signal !== "interrupt") await this.#require("processSignals", `send ${signal}`);
+        await this.#call("process/signal", { processId, signal }, { retry: true });
+      },
+      terminate: async (processId, graceMs) => {
+        if (graceMs !== undefined) {
+          await this.#require("processSignals", "terminate with a grace period");
+        }
+        return parseResult(
           "process/terminate",
-          await this.#call("process/terminate", { processId }, { retry: true, cleanup: true }),
-        ).running,
+          await this.#call("process/terminate", { processId, graceMs }, {
+            retry: true,
+            cleanup: true,
+          }),
+        ).running;
+      },
+      resize: async (processId, rows, cols) => {
+        await this.#require("processResize", "resize a terminal");
+        await this.#call("process/resize", { processId, rows, cols }, { retry: true });
+      },
       release: (handle) => this.#release(handle),
     };
   }
@@ -337,6 +376,14 @@ export class ExecClient {
       throw new Error("Cannot read environmentInfo: the client has not connected yet");
     }
     return this.#environmentInfo;
+  }
+
+  /**
+   * The protocol extensions the server granted at the latest `initialize`
+   * (empty before the first connect, and with a server that has none).
+   */
+  get extensions(): ReadonlySet<string> {
+    return this.#extensions;
   }
 
   /** Connects (if not connected) and initializes; concurrent callers share one attempt. */
@@ -386,11 +433,19 @@ export class ExecClient {
   async startProcess(params: StartProcessParams): Promise<ProcessHandle> {
     if (this.#closed) throw new ClosedError(CLIENT_CLOSED);
     const processId = params.processId ?? crypto.randomUUID();
+    const block = params.output === "block";
     const handle = new TrackedProcess(processId, this.#host, {
       maxBufferedBytes: this.#options.maxBufferedBytes,
+      acknowledge: block,
     });
     this.#track(handle);
     try {
+      if (params.size !== undefined) {
+        await this.#require("processResize", "start a process with a terminal size");
+      }
+      if (block) {
+        await this.#require("processLosslessOutput", 'start a process with output "block"');
+      }
       let cwd = params.cwd;
       if (cwd === undefined) {
         await this.ready();
@@ -442,6 +497,7 @@ export class ExecClient {
       afterSeq: options.afterSeq ?? 0,
       maxBufferedBytes: this.#options.maxBufferedBytes,
       catchUp: true,
+      acknowledge: options.output === "block",
     });
     this.#track(handle);
     return handle;
@@ -476,6 +532,16 @@ export class ExecClient {
   /** Closes the client. */
   [Symbol.asyncDispose](): Promise<void> {
     return this.close();
+  }
+
+  /** Fails unless the server granted `extension`. */
+  async #require(extension: string, what: string): Promise<void> {
+    await this.ready();
+    if (!this.#extensions.has(extension)) {
+      throw new Error(
+        `Cannot ${what}: the server did not grant the ${extension} extension (see environmentInfo.capabilities)`,
+      );
+    }
   }
 
   #track(handle: TrackedProcess): void {
@@ -565,11 +631,15 @@ export class ExecClient {
     try {
       if (this.#closed) throw new ClosedError(CLIENT_CLOSED);
       const clientName = this.#options.clientName ?? "exec-server-client";
+      const wanted = this.#options.extensions ?? Object.keys(EXTENSIONS);
+      const extensions = wanted.length > 0 ? wanted : undefined;
       let raw: unknown;
       try {
-        raw = await conn.call("initialize", { clientName, resumeSessionId: this.#sessionId }, {
-          timeoutMs,
-        });
+        raw = await conn.call(
+          "initialize",
+          { clientName, resumeSessionId: this.#sessionId, extensions },
+          { timeoutMs },
+        );
       } catch (err) {
         const lost = this.#sessionId !== undefined && this.#everConnected &&
           err instanceof RemoteError && err.code === ErrorCode.InvalidRequest &&
@@ -578,7 +648,7 @@ export class ExecClient {
         // The session expired while we were away: its processes are gone.
         this.#failProcesses(new SessionLostError(this.#sessionId!, { cause: err }));
         this.#sessionId = undefined;
-        raw = await conn.call("initialize", { clientName }, { timeoutMs });
+        raw = await conn.call("initialize", { clientName, extensions }, { timeoutMs });
       }
       const result = parseResult("initialize", raw);
       await conn.notify("initialized", {});
@@ -586,6 +656,7 @@ export class ExecClient {
       if (this.#closed) throw new ClosedError(CLIENT_CLOSED);
       this.#sessionId = result.sessionId;
       this.#environmentInfo = result.environmentInfo;
+      this.#extensions = new Set(result.extensions ?? []);
     } catch (caught) {
       let err = caught;
       if (!this.#closed && (err instanceof ClosedError || err instanceof TimedOutError)) {

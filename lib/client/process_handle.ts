@@ -1,7 +1,8 @@
 /**
  * The client's view of one remote process: its output in `seq` order (with
  * explicit markers for output the server evicted before it could be read),
- * stdin writes with idempotent `writeId`s, signals and the exit code.
+ * or as text; stdin writes with idempotent `writeId`s and end of input;
+ * signals, terminal size and the exit status.
  *
  * @module
  */
@@ -70,19 +71,64 @@ export interface ProcessHandle extends AsyncIterable<ProcessEvent> {
   /** The exit code once known. */
   readonly exitCode: number | undefined;
   /**
+   * The POSIX name of the signal that ended the process (e.g. `SIGTERM`),
+   * `null` if it exited normally, `undefined` while unknown or when the
+   * server does not report it (extension `processSignals`). Set before
+   * {@linkcode ProcessHandle.exited} resolves.
+   */
+  readonly exitSignal: string | null | undefined;
+  /**
    * Writes bytes (a string is UTF-8 encoded) to the process's stdin. Writes
    * are sent one after another in call order; each gets a fresh `writeId`, and
    * a write retried after a reconnect reuses it, so it is delivered once.
    * Rejects if the server does not accept it (e.g. the process was started
-   * without `pipeStdin`). The base protocol cannot close stdin.
+   * without `pipeStdin`, or its stdin was closed).
    *
    * @param data The bytes.
    */
   write(data: Uint8Array | string): Promise<void>;
-  /** Sends SIGINT to the process group (`process/signal`). */
+  /**
+   * Ends the process's input after the writes before it (extension
+   * `processStdinClose`): the pipe is closed, or on a tty an end-of-file
+   * character (Ctrl-D) is typed. Closing an already closed stdin succeeds.
+   */
+  closeStdin(): Promise<void>;
+  /** Sends SIGINT to the process group (`process/signal`; Ctrl-C on a tty). */
   interrupt(): Promise<void>;
-  /** Kills the process group (`process/terminate`); resolves with whether it was running. */
-  terminate(): Promise<boolean>;
+  /**
+   * Sends a signal to the process group. Names other than `interrupt` need
+   * the `processSignals` extension.
+   *
+   * @param name The signal, e.g. `terminate` (SIGTERM) or `hangup` (SIGHUP).
+   */
+  signal(name: ParamsOf<"process/signal">["signal"]): Promise<void>;
+  /**
+   * Kills the process group (`process/terminate`); resolves with whether it
+   * was running. With `graceMs` (extension `processSignals`) the group gets
+   * SIGTERM first and SIGKILL only if it is still there after the grace.
+   *
+   * @param options The grace period.
+   */
+  terminate(options?: { graceMs?: number }): Promise<boolean>;
+  /**
+   * Sets the terminal size of a process started with `tty: true` (extension
+   * `processResize`); the process gets SIGWINCH.
+   *
+   * @param rows Terminal rows.
+   * @param cols Terminal columns.
+   */
+  resize(rows: number, cols: number): Promise<void>;
+  /**
+   * The output as text: iterates the handle (instead of iterating it
+   * directly) and decodes each stream as UTF-8 with its own streaming
+   * decoder, so a character split across chunks is yielded whole. Invalid
+   * bytes become U+FFFD. Gaps (output the server evicted) are skipped;
+   * iterate the handle itself to see them, or start the process with
+   * `output: "block"` to have none.
+   *
+   * @param options `stream` keeps only that stream's text.
+   */
+  text(options?: { stream?: OutputStreamName }): AsyncIterable<string>;
 }
 
 /** What a {@linkcode TrackedProcess} needs from its client. Calls survive reconnects. */
@@ -95,10 +141,14 @@ export interface ProcessHost {
   ): Promise<ResultOf<"process/read">>;
   /** `process/write` with a fixed `writeId`. */
   write(processId: string, chunk: Uint8Array, writeId: string): Promise<ResultOf<"process/write">>;
-  /** `process/signal` interrupt. */
-  interrupt(processId: string): Promise<void>;
-  /** `process/terminate`. */
-  terminate(processId: string): Promise<boolean>;
+  /** `process/write` with `closeStdin` and an empty chunk, with a fixed `writeId`. */
+  closeStdin(processId: string, writeId: string): Promise<ResultOf<"process/write">>;
+  /** `process/signal`. */
+  signal(processId: string, signal: ParamsOf<"process/signal">["signal"]): Promise<void>;
+  /** `process/terminate`, with a grace period if given. */
+  terminate(processId: string, graceMs?: number): Promise<boolean>;
+  /** `process/resize`. */
+  resize(processId: string, rows: number, cols: number): Promise<void>;
   /** The handle needs no more notifications. */
   release(handle: TrackedProcess): void;
 }
@@ -120,6 +170,15 @@ export interface TrackedProcessOptions {
   maxBufferedBytes?: number;
   /** Read retained output right away (for a process that may already have output). */
   catchUp?: boolean;
+  /**
+   * Tell the server how far output was taken, with a small `process/read`
+   * every 256 KiB or 10,000 chunks, for processes started with
+   * `output: "block"` (the server keeps unread output and stops the process
+   * when its buffer is full of it).
+   *
+   * @default {false}
+   */
+  acknowledge?: boolean;
 }
 
 type ProcessNotification =
@@ -130,6 +189,9 @@ type ProcessNotification =
 /** Stashed out-of-order notifications kept while a read is pending. */
 const MAX_STASHED = 4096;
 const DEFAULT_MAX_BUFFERED = 4 * 1024 * 1024;
+/** With `acknowledge`: output taken between two acknowledgements (a quarter of the server's ring). */
+const ACK_EVERY_BYTES = 256 * 1024;
+const ACK_EVERY_CHUNKS = 10_000;
 
 /**
  * The implementation of {@linkcode ProcessHandle}: it orders notifications
@@ -157,6 +219,11 @@ export class TrackedProcess implements ProcessHandle {
   #exitSeq: number | undefined;
   #closedSeq: number | undefined;
   #exitCode: number | undefined;
+  #exitSignal: string | null | undefined;
+  #acknowledge: boolean;
+  #unackedBytes = 0;
+  #unackedChunks = 0;
+  #acking = false;
   #resolveExited!: (code: number) => void;
   #rejectExited!: (err: unknown) => void;
   #failure: { error: unknown } | undefined;
@@ -182,6 +249,7 @@ export class TrackedProcess implements ProcessHandle {
     this.#latest = this.#cursor;
     this.#resync = options.catchUp ?? false;
     this.#maxBuffered = options.maxBufferedBytes ?? DEFAULT_MAX_BUFFERED;
+    this.#acknowledge = options.acknowledge ?? false;
     this.exited = new Promise<number>((resolve, reject) => {
       this.#resolveExited = resolve;
       this.#rejectExited = reject;
@@ -193,6 +261,11 @@ export class TrackedProcess implements ProcessHandle {
   /** The exit code once known. */
   get exitCode(): number | undefined {
     return this.#exitCode;
+  }
+
+  /** The signal that ended the process, `null` after a normal exit, `undefined` while unknown. */
+  get exitSignal(): string | null | undefined {
+    return this.#exitSignal;
   }
 
   /** True once every event up to `closed` is accounted for, or the handle failed. */
@@ -260,12 +333,53 @@ export class TrackedProcess implements ProcessHandle {
     return result;
   }
 
-  interrupt(): Promise<void> {
-    return this.#host.interrupt(this.processId);
+  closeStdin(): Promise<void> {
+    const writeId = `${this.#writePrefix}:${++this.#writeSeq}`;
+    const run = async (): Promise<void> => {
+      const { status } = await this.#host.closeStdin(this.processId, writeId);
+      if (status !== "accepted" && status !== "stdinClosed") {
+        throw new Error(
+          `Cannot close the stdin of process "${this.processId}": ${WRITE_STATUS[status]}`,
+        );
+      }
+    };
+    const result = this.#writeChain.then(run);
+    this.#writeChain = result.catch(() => {});
+    return result;
   }
 
-  terminate(): Promise<boolean> {
-    return this.#host.terminate(this.processId);
+  interrupt(): Promise<void> {
+    return this.#host.signal(this.processId, "interrupt");
+  }
+
+  signal(name: ParamsOf<"process/signal">["signal"]): Promise<void> {
+    return this.#host.signal(this.processId, name);
+  }
+
+  terminate(options: { graceMs?: number } = {}): Promise<boolean> {
+    return this.#host.terminate(this.processId, options.graceMs);
+  }
+
+  resize(rows: number, cols: number): Promise<void> {
+    return this.#host.resize(this.processId, rows, cols);
+  }
+
+  async *text(options: { stream?: OutputStreamName } = {}): AsyncIterable<string> {
+    const decoders = new Map<OutputStreamName, TextDecoder>();
+    for await (const event of this) {
+      if (event.kind !== "output") continue;
+      if (options.stream !== undefined && event.stream !== options.stream) continue;
+      let decoder = decoders.get(event.stream);
+      if (!decoder) {
+        decoders.set(event.stream, decoder = new TextDecoder("utf-8", { ignoreBOM: true }));
+      }
+      const text = decoder.decode(event.data, { stream: true });
+      if (text !== "") yield text;
+    }
+    for (const decoder of decoders.values()) {
+      const rest = decoder.decode();
+      if (rest !== "") yield rest;
+    }
   }
 
   /** Yields output in seq order until the `closed` event; throws if the handle failed. */
@@ -302,10 +416,15 @@ export class TrackedProcess implements ProcessHandle {
   #noteTerminal(event: ProcessNotification): void {
     if (event.method === "process/exited") {
       this.#exitSeq = event.params.seq;
+      this.#setExitSignal(event.params.signal);
       this.#setExitCode(event.params.exitCode);
     } else if (event.method === "process/closed") {
       this.#closedSeq = event.params.seq;
     }
+  }
+
+  #setExitSignal(signal: string | null | undefined): void {
+    if (signal !== undefined && this.#exitSignal === undefined) this.#exitSignal = signal;
   }
 
   #setExitCode(code: number): void {
@@ -321,11 +440,32 @@ export class TrackedProcess implements ProcessHandle {
       this.#push({ kind: "output", seq: event.params.seq, stream: event.params.stream, data });
     }
     this.#checkDone();
+    this.#maybeAcknowledge();
   }
 
   #push(event: ProcessEvent): void {
     this.#queue.push(event);
-    if (event.kind === "output") this.#queuedBytes += event.data.length;
+    if (event.kind === "output") {
+      this.#queuedBytes += event.data.length;
+      this.#unackedBytes += event.data.length;
+      this.#unackedChunks++;
+    }
+  }
+
+  /** Lets the server drop output up to the cursor (it keeps unread output with `output: "block"`). */
+  #maybeAcknowledge(): void {
+    if (!this.#acknowledge || this.#acking || this.finished) return;
+    if (this.#unackedBytes < ACK_EVERY_BYTES && this.#unackedChunks < ACK_EVERY_CHUNKS) return;
+    this.#unackedBytes = 0;
+    this.#unackedChunks = 0;
+    this.#acking = true;
+    // A read after the cursor is the acknowledgement; its one chunk also arrives by notification.
+    this.#host.read(this.processId, this.#cursor, 0)
+      .catch(() => {}) // A lost connection is followed by a resync, which reads anyway.
+      .finally(() => {
+        this.#acking = false;
+        this.#maybeAcknowledge();
+      });
   }
 
   #checkDone(): void {
@@ -360,6 +500,7 @@ export class TrackedProcess implements ProcessHandle {
           if (this.#resync && this.#exitCode === undefined && !this.#probed) {
             this.#probed = true;
             const status = await this.#host.read(this.processId, this.#cursor, 0);
+            if (status.exited) this.#setExitSignal(status.signal);
             if (status.exited && status.exitCode !== null) this.#setExitCode(status.exitCode);
             continue;
           }
@@ -381,6 +522,7 @@ export class TrackedProcess implements ProcessHandle {
 
   /** Accounts for every event in `(afterSeq, nextSeq)` from a `process/read` result. */
   #applyRead(afterSeq: number, result: ResultOf<"process/read">): void {
+    if (result.exited) this.#setExitSignal(result.signal);
     if (result.exited && result.exitCode !== null) this.#setExitCode(result.exitCode);
     if (afterSeq !== this.#cursor) return;
     const end = result.nextSeq - 1;
@@ -430,6 +572,7 @@ export class TrackedProcess implements ProcessHandle {
     this.#cursor = end;
     if (end > this.#latest) this.#latest = end;
     this.#checkDone();
+    this.#maybeAcknowledge();
   }
 }
 

@@ -1,10 +1,12 @@
 /**
  * `exec-server run`: runs one command on a remote exec-server and behaves
- * like it locally (output, stdin, Ctrl-C, exit code).
+ * like it locally (output, stdin and its end, signals, terminal size, exit
+ * code).
  *
  * @module
  */
 
+import { constants as osConstants } from "node:os";
 import { parseArgs } from "node:util";
 import { ClosedError, RemoteError, TimedOutError } from "../rpc/connection.ts";
 import { connect, type ExecClient } from "./client.ts";
@@ -23,7 +25,7 @@ export const RUN_HELP: string =
   `Usage: exec-server run --url ws://HOST:PORT [options] -- CMD [ARGS...]
 
 Runs CMD on an exec-server and streams its stdout and stderr (raw bytes) to the
-local stdout and stderr, forwards local stdin and Ctrl-C, and exits with the
+local stdout and stderr, forwards local stdin and signals, and exits with the
 remote exit code.
 
 Options:
@@ -39,10 +41,14 @@ Options:
   -n, --no-stdin     do not forward stdin (CMD's stdin is /dev/null)
   -h, --help         print this help
 
-Local stdin is forwarded until it ends; the protocol cannot close the remote
-stdin, so a command that reads stdin to its end keeps waiting after local EOF
-(use -n for commands that need no input). A connection drop is survived: the
-client reconnects and resumes the session. Exit status: CMD's exit code, ${RUN_USAGE_EXIT} for a bad
+Local stdin is forwarded until it ends, then CMD's stdin is closed (with --tty:
+an end-of-file character, Ctrl-D, is typed). SIGINT, SIGTERM, SIGHUP and SIGQUIT
+are forwarded to CMD's process group; with --tty the remote terminal follows the
+local terminal's size. No output is dropped: a slow local reader slows CMD down.
+(Against a server without these extensions, local EOF leaves CMD's stdin open,
+so use -n for commands that need no input; SIGTERM, SIGHUP and SIGQUIT kill CMD.)
+A connection drop is survived: the client reconnects and resumes the session.
+Exit status: CMD's exit code (128+N when signal N ended it), ${RUN_USAGE_EXIT} for a bad
 command line, ${RUN_FAILURE_EXIT} when the command could not be run (unreachable server, refused
 token, lost session).
 `;
@@ -170,6 +176,7 @@ function pathToFileUri(path: string): string {
 
 async function runRemote(client: ExecClient, flags: RunFlags): Promise<number> {
   const raw = flags.tty && Deno.stdin.isTerminal();
+  const extensions = client.extensions;
   const cleanups: (() => void)[] = [];
   let restored = false;
   const restore = (): void => {
@@ -197,6 +204,8 @@ async function runRemote(client: ExecClient, flags: RunFlags): Promise<number> {
       },
       tty: flags.tty,
       pipeStdin: flags.stdin && !flags.tty,
+      size: flags.tty && extensions.has("processResize") ? terminalSize() : undefined,
+      output: extensions.has("processLosslessOutput") ? "block" : undefined,
     });
     if (raw) {
       Deno.stdin.setRaw(true);
@@ -211,20 +220,51 @@ async function runRemote(client: ExecClient, flags: RunFlags): Promise<number> {
     };
     Deno.addSignalListener("SIGINT", onInterrupt);
     cleanups.push(() => Deno.removeSignalListener("SIGINT", onInterrupt));
-    for (const [signal, code] of [["SIGTERM", 143], ["SIGHUP", 129]] as const) {
-      const onSignal = (): void => {
-        restore();
-        handle.terminate().catch(() => {}).finally(() => stop(code));
-      };
+    const forwarded = [["SIGTERM", "terminate"], ["SIGHUP", "hangup"], [
+      "SIGQUIT",
+      "quit",
+    ]] as const;
+    for (const [signal, name] of forwarded) {
+      const onSignal = extensions.has("processSignals")
+        ? (): void => {
+          // CMD decides: its exit (or not) ends this command as usual.
+          handle.signal(name).catch(() => {});
+        }
+        : (): void => {
+          restore();
+          handle.terminate().catch(() => {}).finally(() => stop(128 + signalNumber(signal)));
+        };
       Deno.addSignalListener(signal, onSignal);
       cleanups.push(() => Deno.removeSignalListener(signal, onSignal));
     }
-    if (flags.stdin) forwardStdin(handle);
+    if (flags.tty && extensions.has("processResize") && terminalSize() !== undefined) {
+      const onResize = (): void => {
+        const size = terminalSize();
+        if (size) handle.resize(size.rows, size.cols).catch(() => {});
+      };
+      Deno.addSignalListener("SIGWINCH", onResize);
+      cleanups.push(() => Deno.removeSignalListener("SIGWINCH", onResize));
+    }
+    if (flags.stdin) forwardStdin(handle, extensions.has("processStdinClose"));
     const code = await Promise.race([pumpOutput(handle), stopped]);
     return code & 0xff;
   } finally {
     restore();
   }
+}
+
+/** The local terminal's size, or `undefined` when no standard stream is a terminal. */
+function terminalSize(): { rows: number; cols: number } | undefined {
+  try {
+    const { rows, columns } = Deno.consoleSize();
+    return { rows, cols: columns };
+  } catch {
+    return undefined;
+  }
+}
+
+function signalNumber(name: string): number {
+  return (osConstants.signals as Record<string, number>)[name] ?? 0;
 }
 
 /**
@@ -263,7 +303,9 @@ async function pumpOutput(handle: ProcessHandle): Promise<number> {
       return SIGPIPE_EXIT;
     }
   }
-  return await handle.exited;
+  const code = await handle.exited;
+  // A tty process killed by a signal reports exit code 1; exit the way a local one would.
+  return handle.exitSignal ? 128 + signalNumber(handle.exitSignal) : code;
 }
 
 async function writeAll(sink: { write(p: Uint8Array): Promise<number> }, data: Uint8Array) {
@@ -271,12 +313,16 @@ async function writeAll(sink: { write(p: Uint8Array): Promise<number> }, data: U
   while (offset < data.length) offset += await sink.write(data.subarray(offset));
 }
 
-async function forwardStdin(handle: ProcessHandle): Promise<void> {
+async function forwardStdin(handle: ProcessHandle, canClose: boolean): Promise<void> {
   const buffer = new Uint8Array(64 * 1024);
   try {
     while (true) {
       const n = await Deno.stdin.read(buffer);
-      if (n === null) return; // EOF: the protocol cannot close the remote stdin.
+      if (n === null) {
+        // EOF; without the extension the remote stdin cannot be closed.
+        if (canClose) await handle.closeStdin();
+        return;
+      }
       await handle.write(buffer.slice(0, n));
     }
   } catch {

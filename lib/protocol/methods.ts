@@ -206,6 +206,86 @@ const ResponseHeader = object({ name: string(), value: string() }, { name: "Http
 const Empty = object({}, { name: "Empty" });
 
 // ---------------------------------------------------------------------------
+// Extensions beyond the reference
+
+/**
+ * The protocol extensions of this server beyond the reference, by name, with
+ * what each adds. Each name is also a flag of `environmentInfo.capabilities`.
+ * A client opts in with `initialize {extensions: [...]}`; without that the
+ * server answers every reference request exactly as the reference does (new
+ * params are ignored, as the reference ignores unknown members, and no new
+ * result members appear). The new methods `process/resize` and
+ * `protocol/describe` need no opt-in: a reference client never calls them.
+ */
+export const EXTENSIONS = {
+  processResize: "`process/resize` for tty processes; `process/start` accepts an initial `size`",
+  processSignals:
+    "`process/signal` accepts every name of `PROCESS_SIGNALS`; `process/terminate` accepts `graceMs` (SIGTERM, then SIGKILL); `process/exited` and `process/read` carry `signal`",
+  processStdinClose: "`process/write` with `closeStdin: true` sends EOF to the process's stdin",
+  processLosslessOutput:
+    '`process/start` accepts `output: "block"` (nothing is evicted before it was read); `process/read` reports `evictedBytes`',
+  protocolDescribe: "`protocol/describe` returns the version, the extensions and the JSON Schema",
+} as const;
+
+/** The name of one of the {@linkcode EXTENSIONS}. */
+export type ExtensionName = keyof typeof EXTENSIONS;
+
+/**
+ * The signal names of `process/signal`, with the POSIX signal each sends.
+ * The reference knows only `interrupt`; the others need the
+ * `processSignals` extension.
+ */
+export const PROCESS_SIGNALS = {
+  interrupt: "SIGINT",
+  terminate: "SIGTERM",
+  kill: "SIGKILL",
+  hangup: "SIGHUP",
+  quit: "SIGQUIT",
+  user1: "SIGUSR1",
+  user2: "SIGUSR2",
+  alarm: "SIGALRM",
+  continue: "SIGCONT",
+  stop: "SIGSTOP",
+  terminalStop: "SIGTSTP",
+  windowChange: "SIGWINCH",
+} as const;
+
+/** A signal name of `process/signal`. */
+export type SignalName = keyof typeof PROCESS_SIGNALS;
+
+/**
+ * `process/signal`'s `signal`: the reference's `interrupt`-only enum, whose
+ * errors it keeps (`unknown variant `x`, expected `interrupt``), that also
+ * lets the other names of {@linkcode PROCESS_SIGNALS} through. The handler
+ * refuses those, with the same error, for a client without `processSignals`.
+ */
+function signalName(): Schema<SignalName> {
+  const reference = literal("interrupt");
+  const all = literal(...(Object.keys(PROCESS_SIGNALS) as SignalName[]));
+  return {
+    ...reference,
+    parse(value) {
+      try {
+        return reference.parse(value);
+      } catch (err) {
+        try {
+          return all.parse(value);
+        } catch {
+          throw err;
+        }
+      }
+    },
+    jsonSchema: () => all.jsonSchema(),
+  };
+}
+
+// deno-lint-ignore no-slow-types
+const U16 = unsigned("u16", { max: 65535n });
+
+// deno-lint-ignore no-slow-types
+const TerminalSize = object({ rows: U16, cols: U16 }, { name: "TerminalSize" });
+
+// ---------------------------------------------------------------------------
 // The table
 
 /**
@@ -228,10 +308,13 @@ export const METHODS = {
     object({
       clientName: string(),
       resumeSessionId: optional(string()),
+      extensions: optional(array(string())),
     }, { name: "InitializeParams" }),
-    object({ sessionId: string(), environmentInfo: EnvironmentInfo }, {
-      name: "InitializeResult",
-    }),
+    object({
+      sessionId: string(),
+      environmentInfo: EnvironmentInfo,
+      extensions: optional(array(string())),
+    }, { name: "InitializeResult" }),
   ),
   "initialized": notification(
     "clientToServer",
@@ -250,6 +333,15 @@ export const METHODS = {
     "Cheap liveness check.",
     unit(),
     object({ status: literal("ready") }, { name: "EnvironmentStatus" }),
+    "control",
+  ),
+  "protocol/describe": request(
+    "environment info",
+    "Extension protocolDescribe: the server's version, its extensions and the protocol's JSON Schema.",
+    unit(),
+    object({ version: string(), extensions: array(string()), schema: any() }, {
+      name: "ProtocolDescription",
+    }),
     "control",
   ),
 
@@ -274,6 +366,8 @@ export const METHODS = {
         threadId: uuid(),
         toolCallId: optional(string()),
       }, { name: "ExecMetadata" })),
+      size: optional(TerminalSize),
+      output: optional(literal("drop", "block")),
     }, { name: "WireExecParams" }),
     object({
       processId: string(),
@@ -297,6 +391,8 @@ export const METHODS = {
       closed: boolean(),
       failure: nullable(string()),
       sandboxDenied: boolean(),
+      evictedBytes: optional(unsigned()),
+      signal: defaulted(nullable(string())),
     }, { name: "ReadResponse" }),
   ),
   "process/write": request(
@@ -306,6 +402,7 @@ export const METHODS = {
       processId: string(),
       chunk: bytes(),
       writeId: string(),
+      closeStdin: optional(boolean()),
     }, { name: "WriteParams" }),
     object({
       status: literal("accepted", "unknownProcess", "stdinClosed", "starting"),
@@ -316,16 +413,23 @@ export const METHODS = {
     "Sends a signal to the process group.",
     object({
       processId: string(),
-      signal: literal("interrupt"),
+      signal: signalName(),
     }, { name: "SignalParams" }),
     Empty,
     "control",
   ),
   "process/terminate": request(
     "exec",
-    "Kills the process group (SIGKILL).",
-    object({ processId: string() }, { name: "TerminateParams" }),
+    "Kills the process group (SIGKILL; with graceMs, SIGTERM first).",
+    object({ processId: string(), graceMs: optional(unsigned()) }, { name: "TerminateParams" }),
     object({ running: boolean() }, { name: "TerminateResponse" }),
+    "control",
+  ),
+  "process/resize": request(
+    "exec",
+    "Extension processResize: sets a tty process's terminal size (the child gets SIGWINCH).",
+    object({ processId: string(), cols: U16, rows: U16 }, { name: "ResizeParams" }),
+    Empty,
     "control",
   ),
 
@@ -470,7 +574,7 @@ export const METHODS = {
     }, { name: "HttpRequestParams" }),
     object(
       {
-        status: unsigned("u16", { max: 65535n }),
+        status: U16,
         headers: array(ResponseHeader),
         bodyBase64: string(),
       },
@@ -528,6 +632,7 @@ export const METHODS = {
       seq: unsigned(),
       exitCode: signed("i32"),
       sandboxDenied: boolean(),
+      signal: defaulted(nullable(string())),
     }, { name: "ProcessExitedNotification" }),
   ),
   "process/closed": notification(

@@ -4,7 +4,7 @@
  * @module
  */
 
-import type { EnvironmentInfo } from "../protocol/methods.ts";
+import { type EnvironmentInfo, type ExtensionName, EXTENSIONS } from "../protocol/methods.ts";
 import { uriFromPath } from "./path_uri.ts";
 import { ptySupported } from "./pty.ts";
 
@@ -74,7 +74,30 @@ export function capabilities(): Record<string, boolean> {
     linuxRootWritePreservesDevices: false,
     linuxApprovedRootWritePreservesRestrictions: false,
     ptyProcesses: ptySupported(),
+    ...Object.fromEntries(supportedExtensions().map((name) => [name, true])),
   };
+}
+
+/**
+ * The extensions of {@linkcode EXTENSIONS} this server offers here (resizing
+ * needs pseudo-terminals). Each is announced as a capability flag.
+ */
+export function supportedExtensions(): ExtensionName[] {
+  const pty = ptySupported();
+  return (Object.keys(EXTENSIONS) as ExtensionName[]).filter((name) =>
+    name !== "processResize" || pty
+  );
+}
+
+/**
+ * The extensions granted to a client that asked for `requested` in
+ * `initialize`: the supported ones it named, in table order. Unknown names
+ * are ignored.
+ *
+ * @param requested The names the client sent.
+ */
+export function grantExtensions(requested: readonly string[]): ExtensionName[] {
+  return supportedExtensions().filter((name) => requested.includes(name));
 }
 
 /** Builds a fresh `environmentInfo` (cheap: a few env reads and one passwd read). */

@@ -8,7 +8,9 @@
 
 import { ErrorCode, invalidParams, RpcError } from "../protocol/errors.ts";
 import type { ClientRequestName, ParamsOf, ResultOf } from "../protocol/methods.ts";
-import { environmentInfo } from "./environment.ts";
+import { protocolJsonSchema } from "../protocol/json_schema.ts";
+import type { JsonSchema } from "../protocol/schema.ts";
+import { environmentInfo, grantExtensions, supportedExtensions, VERSION } from "./environment.ts";
 import * as fs from "./fs.ts";
 import type { FileHandleTable, MissingWatchTable } from "./fs.ts";
 import type { HttpRequestTable } from "./http_request.ts";
@@ -53,17 +55,37 @@ function unsupported(what: string, capability: string): never {
   );
 }
 
+let schema: JsonSchema | undefined;
+
+/** The protocol's JSON Schema, built on first use (it is derived from the whole method table). */
+function describedSchema(): JsonSchema {
+  schema ??= protocolJsonSchema();
+  return schema;
+}
+
 /** The handlers, keyed by wire name. */
 export const HANDLERS: Handlers = {
-  "initialize": (params, ctx) => ctx.initialize(params),
+  "initialize": (params, ctx) => {
+    const result = ctx.initialize(params);
+    // A client that does not ask for extensions gets none, and the reference's result shape.
+    const granted = params.extensions === undefined ? [] : grantExtensions(params.extensions);
+    ctx.session.processes.extensions = new Set(granted);
+    return params.extensions === undefined ? result : { ...result, extensions: granted };
+  },
   "environment/info": () => environmentInfo(),
   "environment/status": () => ({ status: "ready" }),
+  "protocol/describe": () => ({
+    version: VERSION,
+    extensions: supportedExtensions(),
+    schema: describedSchema(),
+  }),
 
   "process/start": (params, ctx) => ctx.session.processes.start(params),
   "process/read": (params, ctx) => ctx.session.processes.read(params),
   "process/write": (params, ctx) => ctx.session.processes.write(params),
   "process/signal": (params, ctx) => ctx.session.processes.signal(params),
   "process/terminate": (params, ctx) => ctx.session.processes.terminate(params),
+  "process/resize": (params, ctx) => ctx.session.processes.resize(params),
 
   "fs/readFile": (params) => (refuseSandbox("fs/readFile", params.sandbox), fs.readFile(params)),
   "fs/writeFile": (params) => (refuseSandbox("fs/writeFile", params.sandbox), fs.writeFile(params)),

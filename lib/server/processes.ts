@@ -18,7 +18,13 @@ import {
   invalidRequest,
   RpcError,
 } from "../protocol/errors.ts";
-import type { ParamsOf, ResultOf } from "../protocol/methods.ts";
+import {
+  type ExtensionName,
+  type ParamsOf,
+  PROCESS_SIGNALS,
+  type ResultOf,
+  type SignalName,
+} from "../protocol/methods.ts";
 import { childEnvironment } from "./env_policy.ts";
 import { osErrorMessage } from "./os_errors.ts";
 import { pathFromUri } from "./path_uri.ts";
@@ -33,6 +39,12 @@ export const RETAINED_OUTPUT_CHUNKS = 50_000;
 export const REMEMBERED_WRITE_IDS = 4096;
 /** Default time a closed process stays readable, in ms (the reference's ≈ 80 s). */
 export const DEFAULT_PROCESS_RETENTION_MS = 80_000;
+/**
+ * How many evicted chunks a process remembers the boundaries of, so that
+ * `evictedBytes` is exact for a read whose `afterSeq` is among them (older
+ * cursors get a lower bound).
+ */
+export const EVICTION_HISTORY_CHUNKS = RETAINED_OUTPUT_CHUNKS;
 
 /**
  * Where a process's notifications go. Returns a promise only when the
@@ -64,9 +76,16 @@ interface Backend {
   readonly tty: boolean;
   readonly stdin: boolean;
   write(bytes: Uint8Array): Promise<void>;
-  interrupt(): void;
+  /** Ends the input: closes the pipe after queued writes, or types EOF on a tty. */
+  closeStdin(): Promise<void>;
+  /** `interrupt` is Ctrl-C on a tty; every signal goes to the whole process group. */
+  signal(name: SignalName): void;
   kill(signal: Deno.Signal): void;
+  resize(rows: number, cols: number): void;
 }
+
+/** Which extensions the attached client opted in to (read when a message is built). */
+type ExtensionsOf = () => ReadonlySet<ExtensionName>;
 
 type ReadResponse = ResultOf<"process/read">;
 
@@ -78,6 +97,66 @@ function killGroup(pid: number, signal: Deno.Signal): void {
   }
 }
 
+/** Like {@linkcode killGroup}, but an OS failure other than "no such process" is an error. */
+function signalGroup(pid: number, signal: Deno.Signal): void {
+  try {
+    Deno.kill(-pid, signal);
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound || (err as { code?: string }).code === "ESRCH") return;
+    throw internalError(`failed to signal process: ${(err as Error).message}`);
+  }
+}
+
+/** The POSIX name of a signal number (`SIGTERM`), or `SIG<n>` for one Node does not name. */
+function signalNameOf(signal: number): string {
+  for (const [name, number] of Object.entries(osConstants.signals as Record<string, number>)) {
+    if (number === signal) return name;
+  }
+  return `SIG${signal}`;
+}
+
+/**
+ * Evicted chunk boundaries: for the latest evicted chunks, their seq and the
+ * number of output bytes produced up to and including them.
+ */
+class EvictionHistory {
+  #seqs: number[] = [];
+  #ends: number[] = [];
+  #head = 0;
+  /** Bytes produced before the oldest remembered boundary (0 while nothing was forgotten). */
+  #base = 0;
+
+  add(seq: number, end: number): void {
+    this.#seqs.push(seq);
+    this.#ends.push(end);
+    if (this.#seqs.length - this.#head > EVICTION_HISTORY_CHUNKS) {
+      this.#base = this.#ends[this.#head]!;
+      this.#head++;
+    }
+    if (this.#head > 1024 && this.#head * 2 > this.#seqs.length) {
+      this.#seqs = this.#seqs.slice(this.#head);
+      this.#ends = this.#ends.slice(this.#head);
+      this.#head = 0;
+    }
+  }
+
+  /**
+   * Output bytes produced up to and including `seq` (an evicted seq), or, for
+   * a seq older than the history, the most that can be (a lower bound for
+   * the bytes after it).
+   */
+  bytesThrough(seq: number): number {
+    let lo = this.#head;
+    let hi = this.#seqs.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (this.#seqs[mid]! <= seq) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo === this.#head ? this.#base : this.#ends[lo - 1]!;
+  }
+}
+
 class ManagedProcess {
   readonly id: string;
   readonly idJson: string;
@@ -86,20 +165,43 @@ class ManagedProcess {
   #head = 0;
   #sizes: number[] = [];
   #bytes = 0;
+  /** Output bytes produced through each retained chunk (parallel to the ring). */
+  #ends: number[] = [];
+  #produced = 0;
+  #evicted = 0;
+  #history = new EvictionHistory();
+  /** `output: "block"`: retained chunks are evicted only once a read has passed them. */
+  #block: boolean;
+  /** The highest `afterSeq` of any `process/read` (output up to it has been read). */
+  #readCursor = 0;
+  #roomWaiters: (() => void)[] = [];
   exitCode: number | null = null;
+  /** The POSIX name of the signal that ended the process (`null`: it exited, or is running). */
+  exitSignal: string | null = null;
   closed = false;
+  /** The client closed stdin (`closeStdin`): later writes get `stdinClosed`. */
+  stdinClosed = false;
   openStreams: number;
   #waiters = new Set<() => void>();
   #writeIds = new Set<string>();
   backend!: Backend;
   #sink: () => NotificationSink | undefined;
+  #extensions: ExtensionsOf;
   removalTimer: ReturnType<typeof setTimeout> | undefined;
+  killTimer: { timer: ReturnType<typeof setTimeout>; deadline: number } | undefined;
 
-  constructor(id: string, streams: number, sink: () => NotificationSink | undefined) {
+  constructor(
+    id: string,
+    streams: number,
+    sink: () => NotificationSink | undefined,
+    options: { extensions: ExtensionsOf; block: boolean },
+  ) {
     this.id = id;
     this.idJson = JSON.stringify(id);
     this.openStreams = streams;
     this.#sink = sink;
+    this.#extensions = options.extensions;
+    this.#block = options.block;
   }
 
   get exited(): boolean {
@@ -116,36 +218,83 @@ class ManagedProcess {
     for (const wake of waiters) wake();
   }
 
+  /**
+   * Records a chunk of output. Returns a promise when the reader of the
+   * child's output must wait before reading more: the connection is
+   * congested, or (`output: "block"`) the ring is full of unread output.
+   */
   output(stream: Stream, bytes: Uint8Array): Promise<void> | void {
     const seq = this.nextSeq++;
     const chunk = bytes.toBase64();
+    this.#produced += bytes.length;
     this.#ring.push({ seq, stream, chunk });
     this.#sizes.push(bytes.length);
+    this.#ends.push(this.#produced);
     this.#bytes += bytes.length;
-    while (
-      this.#ring.length - this.#head > RETAINED_OUTPUT_CHUNKS ||
-      (this.#bytes > RETAINED_OUTPUT_BYTES && this.#ring.length - this.#head > 1)
-    ) {
-      this.#bytes -= this.#sizes[this.#head]!;
+    this.#evict();
+    this.#wake();
+    const sent = this.#emit(
+      `{"method":"process/output","params":{"processId":${this.idJson},"seq":${seq},"stream":"${stream}","chunk":"${chunk}"}}`,
+    );
+    if (!this.#full()) return sent;
+    const room = new Promise<void>((resolve) => this.#roomWaiters.push(resolve));
+    return sent ? Promise.all([sent, room]).then(() => {}) : room;
+  }
+
+  /** Whether the ring holds more than its limits (more than one chunk, for the byte limit). */
+  #full(): boolean {
+    const count = this.#ring.length - this.#head;
+    return count > RETAINED_OUTPUT_CHUNKS || (this.#bytes > RETAINED_OUTPUT_BYTES && count > 1);
+  }
+
+  /** Evicts the oldest chunks while the ring is over its limits (in block mode: read ones only). */
+  #evict(): void {
+    while (this.#full() && (!this.#block || this.#ring[this.#head]!.seq <= this.#readCursor)) {
+      const size = this.#sizes[this.#head]!;
+      this.#bytes -= size;
+      this.#evicted += size;
+      this.#history.add(this.#ring[this.#head]!.seq, this.#ends[this.#head]!);
       this.#head++;
     }
     if (this.#head > 1024 && this.#head * 2 > this.#ring.length) {
       this.#ring = this.#ring.slice(this.#head);
       this.#sizes = this.#sizes.slice(this.#head);
+      this.#ends = this.#ends.slice(this.#head);
       this.#head = 0;
     }
-    this.#wake();
-    return this.#emit(
-      `{"method":"process/output","params":{"processId":${this.idJson},"seq":${seq},"stream":"${stream}","chunk":"${chunk}"}}`,
-    );
   }
 
-  exit(code: number): void {
+  /** A `process/read` with this `afterSeq` happened: output up to it may be evicted. */
+  readPast(afterSeq: number): void {
+    if (afterSeq <= this.#readCursor) return;
+    this.#readCursor = afterSeq;
+    if (!this.#block) return;
+    this.#evict();
+    if (!this.#full()) this.#releaseRoom();
+  }
+
+  /** Switches to drop-oldest (the session ends): a blocked reader resumes. */
+  unblock(): void {
+    this.#block = false;
+    this.#evict();
+    this.#releaseRoom();
+  }
+
+  #releaseRoom(): void {
+    for (const resume of this.#roomWaiters.splice(0)) resume();
+  }
+
+  exit(code: number, signal: string | null): void {
     if (this.exited) return;
     this.exitCode = code;
+    this.exitSignal = signal;
+    clearTimeout(this.killTimer?.timer);
     const seq = this.nextSeq++;
+    const extra = this.#extensions().has("processSignals")
+      ? `,"signal":${signal === null ? "null" : JSON.stringify(signal)}`
+      : "";
     this.#emit(
-      `{"method":"process/exited","params":{"processId":${this.idJson},"seq":${seq},"exitCode":${code},"sandboxDenied":false}}`,
+      `{"method":"process/exited","params":{"processId":${this.idJson},"seq":${seq},"exitCode":${code},"sandboxDenied":false${extra}}}`,
     );
     this.#wake();
     this.#maybeClose();
@@ -161,6 +310,7 @@ class ManagedProcess {
   #maybeClose(): void {
     if (this.closed || !this.exited || this.openStreams > 0) return;
     this.closed = true;
+    clearTimeout(this.killTimer?.timer);
     const seq = this.nextSeq++;
     this.#emit(`{"method":"process/closed","params":{"processId":${this.idJson},"seq":${seq}}}`);
     this.#wake();
@@ -199,7 +349,7 @@ class ManagedProcess {
       }
     }
     const last = chunks[chunks.length - 1];
-    return {
+    const response: ReadResponse = {
       chunks,
       nextSeq: maxBytes !== undefined && last ? last.seq + 1 : this.nextSeq,
       exited: this.exited,
@@ -208,6 +358,17 @@ class ManagedProcess {
       failure: null,
       sandboxDenied: false,
     };
+    const extensions = this.#extensions();
+    if (extensions.has("processLosslessOutput")) {
+      response.evictedBytes = Math.max(0, this.#evicted - this.#history.bytesThrough(afterSeq));
+    }
+    if (extensions.has("processSignals")) response.signal = this.exitSignal;
+    return response;
+  }
+
+  /** Returns true when the writeId was accepted before (and is still remembered). */
+  knowsWrite(writeId: string): boolean {
+    return this.#writeIds.has(writeId);
   }
 
   /** Returns true when the writeId is new (and remembers it). */
@@ -341,7 +502,7 @@ function startPipe(
     stream.on("error", end);
   }
   child.on("error", () => {});
-  child.on("exit", (code, signal) => proc.exit(code ?? signalExitCode(signal)));
+  child.on("exit", (code, signal) => proc.exit(code ?? signalExitCode(signal), signal ?? null));
   const stdin = child.stdin;
   stdin?.on("error", () => {});
   return {
@@ -360,17 +521,37 @@ function startPipe(
         );
       });
     },
-    interrupt: () => killGroup(pid, "SIGINT"),
+    closeStdin() {
+      return new Promise((resolve) => {
+        if (!stdin || stdin.destroyed || stdin.writableEnded) resolve();
+        else stdin.end(() => resolve());
+      });
+    },
+    signal: (name) => signalGroup(pid, PROCESS_SIGNALS[name]),
     kill: (signal) => killGroup(pid, signal),
+    resize() {
+      throw invalidRequest("only tty processes can be resized");
+    },
   };
 }
 
 function startTty(
   proc: ManagedProcess,
   argv: string[],
-  options: { cwd: string; env: Record<string, string>; arg0?: string },
+  options: {
+    cwd: string;
+    env: Record<string, string>;
+    arg0?: string;
+    size?: { rows: number; cols: number };
+  },
 ): Backend {
-  const pty = spawnPty(argv, { cwd: options.cwd, env: options.env, arg0: options.arg0 });
+  const pty = spawnPty(argv, {
+    cwd: options.cwd,
+    env: options.env,
+    arg0: options.arg0,
+    rows: options.size?.rows,
+    cols: options.size?.cols,
+  });
   (async () => {
     try {
       while (true) {
@@ -384,17 +565,43 @@ function startTty(
       proc.streamEnded();
     }
   })();
-  pty.status.then((status) => proc.exit(status.code));
+  pty.status.then((status) =>
+    proc.exit(status.code, status.signal === null ? null : signalNameOf(status.signal))
+  );
   const ctrlC = new Uint8Array([3]);
+  // Whether the terminal's current input line is empty, as far as our writes tell.
+  let atLineStart = true;
   return {
     pid: pty.pid,
     tty: true,
     stdin: true,
-    write: (bytes) => pty.write(bytes),
-    interrupt: () => {
-      pty.write(ctrlC).catch(() => {});
+    write(bytes) {
+      if (bytes.length > 0) {
+        const last = bytes[bytes.length - 1];
+        atLineStart = last === 0x0a || last === 0x0d;
+      }
+      return pty.write(bytes);
+    },
+    closeStdin() {
+      // ^D (VEOF) ends the input at the start of a line; after a partial line the first one
+      // only hands the line to the reader, so a second one is needed.
+      const eof = atLineStart ? new Uint8Array([4]) : new Uint8Array([4, 4]);
+      atLineStart = true;
+      return pty.write(eof);
+    },
+    signal(name) {
+      if (name === "interrupt") {
+        pty.write(ctrlC).catch(() => {});
+        return;
+      }
+      try {
+        pty.kill(PROCESS_SIGNALS[name]);
+      } catch (err) {
+        throw internalError(`failed to signal process: ${(err as Error).message}`);
+      }
     },
     kill: (signal) => pty.kill(signal),
+    resize: (rows, cols) => pty.resize(rows, cols),
   };
 }
 
@@ -406,6 +613,7 @@ export class ProcessTable {
   #processes = new Map<string, ManagedProcess>();
   #sink: NotificationSink | undefined;
   #retentionMs: number;
+  #extensions: ReadonlySet<ExtensionName> = new Set();
 
   /**
    * Creates an empty table.
@@ -419,6 +627,20 @@ export class ProcessTable {
   /** Sets where notifications go (`undefined` while the session is detached: they are dropped). */
   set sink(sink: NotificationSink | undefined) {
     this.#sink = sink;
+  }
+
+  /**
+   * The extensions the attached client opted in to (set at each `initialize`,
+   * so a resume by another client applies its own). Without them every
+   * reference request is answered exactly as the reference does.
+   */
+  set extensions(extensions: ReadonlySet<ExtensionName>) {
+    this.#extensions = extensions;
+  }
+
+  /** The extensions the attached client opted in to. */
+  get extensions(): ReadonlySet<ExtensionName> {
+    return this.#extensions;
   }
 
   /** Number of processes in the table (running or retained). */
@@ -461,12 +683,21 @@ export class ProcessTable {
     }
     const program = params.argv[0]!;
     if (program === "") throw spawnError("spawnFailed", "missing program for pipe spawn");
+    // Extension params are ignored, as the reference ignores unknown members, unless opted in to.
+    const size = this.#extensions.has("processResize") ? params.size : undefined;
+    if (size !== undefined && !params.tty) {
+      throw invalidParams("process/start size is only valid for tty processes (tty: true)");
+    }
+    const block = this.#extensions.has("processLosslessOutput") && params.output === "block";
     if (!params.tty) checkCwd(cwd);
-    const proc = new ManagedProcess(params.processId, 1, () => this.#sink);
+    const proc = new ManagedProcess(params.processId, 1, () => this.#sink, {
+      extensions: () => this.#extensions,
+      block,
+    });
     if (params.tty) {
       if (!env.SHELL) env.SHELL = Deno.env.get("SHELL") ?? "/bin/sh";
       requireRun(program);
-      proc.backend = startTty(proc, params.argv, { cwd, env, arg0: params.arg0 });
+      proc.backend = startTty(proc, params.argv, { cwd, env, arg0: params.arg0, size });
     } else {
       const resolved = resolveProgram(program, cwd, env.PATH ?? Deno.env.get("PATH"));
       proc.openStreams = 2;
@@ -492,6 +723,7 @@ export class ProcessTable {
   async read(params: ParamsOf<"process/read">): Promise<ReadResponse> {
     const proc = this.#get(params.processId);
     const afterSeq = params.afterSeq ?? 0;
+    proc.readPast(afterSeq);
     const waitMs = params.waitMs ?? 0;
     const deadline = Date.now() + waitMs;
     while (true) {
@@ -511,34 +743,97 @@ export class ProcessTable {
     }
   }
 
-  /** `process/write`: a repeated writeId is accepted without writing again. */
+  /**
+   * `process/write`: a repeated writeId is accepted without writing again.
+   * With `closeStdin` (extension `processStdinClose`) the input ends after
+   * the chunk; later writes with new writeIds get `stdinClosed`.
+   */
   write(params: ParamsOf<"process/write">): ResultOf<"process/write"> {
     if (params.writeId === "") throw invalidParams("writeId must not be empty");
     const proc = this.#processes.get(params.processId);
     if (!proc) return { status: "unknownProcess" };
     if (!proc.backend.stdin) return { status: "stdinClosed" };
+    if (proc.stdinClosed) {
+      return { status: proc.knowsWrite(params.writeId) ? "accepted" : "stdinClosed" };
+    }
     if (!proc.rememberWrite(params.writeId)) return { status: "accepted" };
     if (proc.closed && !proc.backend.tty) {
       throw internalError("failed to write to process stdin");
     }
     // Accepted means queued for the child, in request order; not consumed.
     if (params.chunk.length > 0) proc.backend.write(params.chunk).catch(() => {});
+    if (params.closeStdin === true && this.#extensions.has("processStdinClose")) {
+      proc.stdinClosed = true;
+      proc.backend.closeStdin().catch(() => {});
+    }
     return { status: "accepted" };
   }
 
-  /** `process/signal`: `interrupt` is SIGINT to the group (Ctrl-C on a tty). */
+  /**
+   * `process/signal`: the named signal to the process group (`interrupt` is
+   * Ctrl-C on a tty). Names other than `interrupt` need `processSignals`;
+   * without it they get the reference's error.
+   */
   signal(params: ParamsOf<"process/signal">): ResultOf<"process/signal"> {
+    if (params.signal !== "interrupt" && !this.#extensions.has("processSignals")) {
+      throw new RpcError(
+        ErrorCode.InvalidParams,
+        `unknown variant \`${params.signal}\`, expected \`interrupt\``,
+        { data: { field: "signal" } },
+      );
+    }
     const proc = this.#processes.get(params.processId);
-    if (proc && !proc.exited) proc.backend.interrupt();
+    if (proc && !proc.exited) proc.backend.signal(params.signal);
     return {};
   }
 
-  /** `process/terminate`: SIGKILL to the whole process group. */
+  /**
+   * `process/terminate`: SIGKILL to the whole process group; with `graceMs`
+   * (extension `processSignals`) SIGTERM first, and SIGKILL once the grace
+   * has passed and the process has not closed.
+   */
   terminate(params: ParamsOf<"process/terminate">): ResultOf<"process/terminate"> {
     const proc = this.#processes.get(params.processId);
     if (!proc || proc.exited) return { running: false };
-    proc.backend.kill("SIGKILL");
+    const graceMs = this.#extensions.has("processSignals") ? params.graceMs : undefined;
+    if (graceMs === undefined) {
+      proc.backend.kill("SIGKILL");
+      return { running: true };
+    }
+    const deadline = Date.now() + graceMs;
+    if (proc.killTimer && proc.killTimer.deadline <= deadline) {
+      proc.backend.kill("SIGTERM");
+      return { running: true };
+    }
+    clearTimeout(proc.killTimer?.timer);
+    const timer = setTimeout(() => {
+      proc.killTimer = undefined;
+      try {
+        if (!proc.closed) proc.backend.kill("SIGKILL");
+      } catch {
+        // The group is beyond reach; nothing more to do.
+      }
+    }, graceMs);
+    proc.killTimer = { timer, deadline };
+    proc.backend.kill("SIGTERM");
     return { running: true };
+  }
+
+  /** `process/resize` (extension `processResize`): sets a tty process's terminal size. */
+  resize(params: ParamsOf<"process/resize">): ResultOf<"process/resize"> {
+    const proc = this.#get(params.processId);
+    if (!proc.backend.tty) {
+      throw invalidRequest(
+        `process ${params.processId} is not a tty process: only tty processes can be resized`,
+      );
+    }
+    try {
+      proc.backend.resize(params.rows, params.cols);
+    } catch (err) {
+      // The terminal is already released once the process's output has ended.
+      if (!proc.exited) throw internalError(`failed to resize process: ${(err as Error).message}`);
+    }
+    return {};
   }
 
   /** Kills every process group of the table and forgets them (session end). */
@@ -546,6 +841,8 @@ export class ProcessTable {
     for (const proc of this.#processes.values()) {
       if (!proc.exited) proc.backend.kill("SIGKILL");
       clearTimeout(proc.removalTimer);
+      clearTimeout(proc.killTimer?.timer);
+      proc.unblock();
     }
     this.#processes.clear();
   }

@@ -1,0 +1,604 @@
+/**
+ * The `sandbox` member of `process/start` and the `fs/*` methods
+ * (`FileSystemSandboxContext`, SPEC §13): validation of the wire value, with
+ * the reference's error messages, and its resolution into a
+ * {@linkcode SandboxPlan}, the list of mounts that expresses it.
+ *
+ * Resolution follows the reference's Linux sandbox:
+ *
+ * - `root` read (or write) is the base; policies without full read access
+ *   (no `root` entry, `minimal`) are refused.
+ * - `project_roots` (alias `current_working_directory`) are the
+ *   `workspaceRoots`, or the sandbox `cwd` when there are none, plus the
+ *   entry's relative `subpath`; `tmpdir` is `TMPDIR` of the process's
+ *   environment (`temporaryDirectories` when the client sends them);
+ *   `slash_tmp` is `/tmp`.
+ * - Every writable root keeps `.git`, `.agents`, `.codex` and `.aws`
+ *   read-only, as if the client had sent those entries.
+ * - Paths are canonicalized. Of two entries for one path, `deny` beats
+ *   `write` and `write` beats `read`. A missing writable root is skipped; a
+ *   missing read-only or denied path inside a writable root is covered by an
+ *   empty read-only (or inaccessible) directory at its first missing
+ *   component, so the process cannot create it.
+ * - Read-only or denied paths that cross a symlink in a writable directory
+ *   cannot be enforced (the process could swap the link) and are refused.
+ *
+ * @module
+ */
+
+import { ErrorCode, invalidParams, RpcError } from "../protocol/errors.ts";
+import { pathFromUri } from "./path_uri.ts";
+
+/** Access of a path inside the sandbox. */
+export type SandboxAccess = "read" | "write" | "deny";
+
+/** Whether the process may use the network. */
+export type NetworkPolicy = "restricted" | "enabled";
+
+/**
+ * What the sandbox has to do:
+ * - `"none"`: the profile restricts nothing (`disabled`, or full access with
+ *   network `enabled`); the process runs as is.
+ * - `"network"`: only the network is restricted (full file system access).
+ * - `"filesystem"`: a read-only (or partly writable) file system in its own
+ *   mount, PID and IPC namespaces, plus the network policy.
+ */
+export type SandboxIsolation = "none" | "network" | "filesystem";
+
+/** One mount of a {@linkcode SandboxPlan}, layered over the root. */
+export interface SandboxMount {
+  /** Canonical absolute path. */
+  readonly path: string;
+  /** Access inside the sandbox to the path and everything below it. */
+  readonly access: SandboxAccess;
+  /**
+   * What is at the path on the host: `"missing"` marks a read-only or
+   * denied path that does not exist, covered by an empty directory created
+   * for the process's lifetime (a *synthetic* mount point).
+   */
+  readonly node: "directory" | "file" | "missing";
+}
+
+/** A resolved sandbox: what a `FileSystemSandboxContext` allows. */
+export interface SandboxPlan {
+  /** The `sandboxType` a sandboxed `process/start` reports. */
+  readonly type: "linuxSeccomp";
+  /** What has to be enforced. */
+  readonly isolation: SandboxIsolation;
+  /** The network policy. */
+  readonly network: NetworkPolicy;
+  /** Access to the whole file system, below the mounts. */
+  readonly rootAccess: "read" | "write";
+  /** Mounts over the root, parents before children. */
+  readonly mounts: readonly SandboxMount[];
+}
+
+/** Options for {@linkcode planSandbox}. */
+export interface PlanSandboxOptions {
+  /** Native absolute path used when the context has no `cwd`. */
+  cwd: string;
+  /** Environment whose `TMPDIR` resolves `tmpdir` entries (the child's for a process). */
+  env?: Record<string, string | undefined>;
+  /**
+   * Paths that exist only as synthetic mount points of running sandboxes;
+   * they are treated as missing.
+   */
+  synthetic?: ReadonlySet<string>;
+}
+
+/** The top-level names a writable root keeps read-only, as the reference. */
+export const PROTECTED_NAMES: readonly string[] = [".git", ".agents", ".codex", ".aws"];
+
+type PathSpec =
+  | { type: "path"; path: string }
+  | { type: "glob_pattern"; pattern: string }
+  | { type: "special"; kind: SpecialKind; subpath?: string };
+
+type SpecialKind =
+  | "root"
+  | "minimal"
+  | "project_roots"
+  | "tmpdir"
+  | "slash_tmp"
+  | "unknown";
+
+interface Entry {
+  path: PathSpec;
+  access: SandboxAccess;
+}
+
+interface Context {
+  permissions:
+    | { type: "disabled" }
+    | { type: "external"; network: NetworkPolicy }
+    | { type: "managed"; network: NetworkPolicy; entries: Entry[] | null };
+  cwd?: string;
+  workspaceRoots: string[];
+  temporaryDirectories?: string[];
+  useLegacyLandlock: boolean;
+}
+
+// ---------------------------------------------------------------------------
+// Wire validation (serde-style messages, as the reference's decoder).
+
+function describe(value: unknown): string {
+  if (value === null) return "null";
+  if (typeof value === "boolean") return `boolean \`${value}\``;
+  if (typeof value === "number") {
+    return Number.isInteger(value) ? `integer \`${value}\`` : `floating point \`${value}\``;
+  }
+  if (typeof value === "string") return `string ${JSON.stringify(value)}`;
+  if (Array.isArray(value)) return "sequence";
+  return "map";
+}
+
+function invalidType(value: unknown, expected: string): RpcError {
+  return invalidParams(`invalid type: ${describe(value)}, expected ${expected}`);
+}
+
+function missingField(name: string): RpcError {
+  return invalidParams(`missing field \`${name}\``);
+}
+
+function unknownVariant(value: string, variants: readonly string[]): RpcError {
+  const quoted = variants.map((v) => `\`${v}\``);
+  const expected = quoted.length === 1
+    ? quoted[0]
+    : quoted.length === 2
+    ? `${quoted[0]} or ${quoted[1]}`
+    : `one of ${quoted.join(", ")}`;
+  return invalidParams(`unknown variant \`${value}\`, expected ${expected}`);
+}
+
+function record(value: unknown, expected: string): Record<string, unknown> {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    throw invalidType(value, expected);
+  }
+  return value as Record<string, unknown>;
+}
+
+function variant<T extends string>(value: unknown, variants: readonly T[]): T {
+  if (typeof value !== "string") throw invalidType(value, "a string");
+  if (!(variants as readonly string[]).includes(value)) throw unknownVariant(value, variants);
+  return value as T;
+}
+
+function tag<T extends string>(object: Record<string, unknown>, field: string, variants: T[]): T {
+  if (!(field in object)) throw missingField(field);
+  return variant(object[field], variants);
+}
+
+function required(object: Record<string, unknown>, field: string): unknown {
+  if (object[field] === undefined) throw missingField(field);
+  return object[field];
+}
+
+function optionalBool(object: Record<string, unknown>, field: string): boolean {
+  const value = object[field];
+  if (value === undefined || value === null) return false;
+  if (typeof value !== "boolean") throw invalidType(value, "a boolean");
+  return value;
+}
+
+function uriList(value: unknown): string[] {
+  if (!Array.isArray(value)) throw invalidType(value, "a sequence");
+  return value.map((item) => {
+    if (typeof item !== "string") throw invalidType(item, "a string");
+    return pathFromUri(item);
+  });
+}
+
+const ACCESS = ["read", "write", "deny", "none"] as const;
+const KINDS = [
+  "root",
+  "minimal",
+  "current_working_directory",
+  "project_roots",
+  "tmpdir",
+  "slash_tmp",
+  "unknown",
+] as const;
+
+function parsePathSpec(value: unknown): PathSpec {
+  const object = record(value, "internally tagged enum FileSystemPath");
+  const type = tag(object, "type", ["path", "glob_pattern", "special"]);
+  if (type === "path") {
+    const path = required(object, "path");
+    if (typeof path !== "string") throw invalidType(path, "a string");
+    return { type, path: pathFromUri(path) };
+  }
+  if (type === "glob_pattern") {
+    const pattern = required(object, "pattern");
+    if (typeof pattern !== "string") throw invalidType(pattern, "a string");
+    return { type, pattern };
+  }
+  const special = record(required(object, "value"), "internally tagged enum FileSystemSpecialPath");
+  const kind = tag(special, "kind", [...KINDS]);
+  const subpath = special.subpath;
+  if (subpath !== undefined && subpath !== null && typeof subpath !== "string") {
+    throw invalidType(subpath, "a string");
+  }
+  const spec: PathSpec = {
+    type,
+    kind: kind === "current_working_directory" ? "project_roots" : kind,
+  };
+  if (typeof subpath === "string") spec.subpath = subpath;
+  if (kind === "unknown" && typeof required(special, "path") !== "string") {
+    throw invalidType(special.path, "a string");
+  }
+  return spec;
+}
+
+function parseEntry(value: unknown): Entry {
+  const object = record(value, "struct FileSystemSandboxEntry");
+  const path = parsePathSpec(required(object, "path"));
+  const access = variant(required(object, "access"), ACCESS);
+  const missing = object.missing_path_behavior;
+  if (missing !== undefined && missing !== null) variant(missing, ["skip"]);
+  return { path, access: access === "none" ? "deny" : access };
+}
+
+function parseContext(value: unknown): Context {
+  const object = record(value, "struct FileSystemSandboxContext");
+  const permissionsValue = record(required(object, "permissions"), "internally tagged enum");
+  const type = tag(permissionsValue, "type", ["managed", "disabled", "external"]);
+  const network = (): NetworkPolicy =>
+    variant(required(permissionsValue, "network"), ["restricted", "enabled"]);
+  let permissions: Context["permissions"];
+  if (type === "disabled") {
+    permissions = { type };
+  } else if (type === "external") {
+    permissions = { type, network: network() };
+  } else {
+    const fileSystem = record(required(permissionsValue, "file_system"), "internally tagged enum");
+    const fsType = tag(fileSystem, "type", ["restricted", "unrestricted"]);
+    let entries: Entry[] | null = null;
+    if (fsType === "restricted") {
+      const raw = fileSystem.entries ?? [];
+      if (!Array.isArray(raw)) throw invalidType(raw, "a sequence");
+      entries = raw.map(parseEntry);
+    }
+    permissions = { type, network: network(), entries };
+  }
+  variant(required(object, "windowsSandboxLevel"), ["disabled", "restricted-token", "elevated", "mxc"]);
+  optionalBool(object, "windowsSandboxPrivateDesktop");
+  const context: Context = {
+    permissions,
+    workspaceRoots: object.workspaceRoots === undefined ? [] : uriList(object.workspaceRoots),
+    useLegacyLandlock: optionalBool(object, "useLegacyLandlock"),
+  };
+  if (object.cwd !== undefined && object.cwd !== null) {
+    if (typeof object.cwd !== "string") throw invalidType(object.cwd, "a string");
+    context.cwd = pathFromUri(object.cwd);
+  }
+  const temporary = object.temporaryDirectories;
+  if (temporary !== undefined && temporary !== null) context.temporaryDirectories = uriList(temporary);
+  return context;
+}
+
+// ---------------------------------------------------------------------------
+// Resolution.
+
+function unsupported(what: string): RpcError {
+  return invalidParams(`${what} is not supported by this server's sandbox`);
+}
+
+function isUnder(path: string, root: string): boolean {
+  return path === root || root === "/" || path.startsWith(`${root}/`);
+}
+
+function depth(path: string): number {
+  return path === "/" ? 0 : path.split("/").length - 1;
+}
+
+function lstatOrNull(path: string): Deno.FileInfo | null {
+  try {
+    return Deno.lstatSync(path);
+  } catch {
+    return null;
+  }
+}
+
+/** The canonical form of a path that may not exist: realpath of its longest existing prefix plus the rest. */
+export function canonicalPath(path: string): { path: string; exists: boolean } {
+  const parts = path.split("/").filter((part) => part !== "");
+  for (let cut = parts.length; cut >= 0; cut--) {
+    const prefix = "/" + parts.slice(0, cut).join("/");
+    let real: string;
+    try {
+      real = Deno.realPathSync(prefix);
+    } catch {
+      continue;
+    }
+    const rest = parts.slice(cut);
+    if (rest.length === 0) return { path: real, exists: true };
+    return { path: real === "/" ? `/${rest.join("/")}` : `${real}/${rest.join("/")}`, exists: false };
+  }
+  return { path: "/" + parts.join("/"), exists: false };
+}
+
+function joinSubpath(root: string, subpath: string | undefined): string {
+  if (subpath === undefined || subpath === "" || subpath === ".") return root;
+  if (subpath.startsWith("/")) throw invalidParams(`project_roots subpath must be relative: "${subpath}"`);
+  const parts: string[] = [];
+  for (const part of subpath.split("/")) {
+    if (part === "" || part === ".") continue;
+    if (part === "..") {
+      if (parts.length === 0) {
+        throw invalidParams(`project_roots subpath must stay inside the root: "${subpath}"`);
+      }
+      parts.pop();
+    } else {
+      parts.push(part);
+    }
+  }
+  if (parts.length === 0) return root;
+  return root === "/" ? `/${parts.join("/")}` : `${root}/${parts.join("/")}`;
+}
+
+const PRECEDENCE: Record<SandboxAccess, number> = { read: 0, write: 1, deny: 2 };
+
+interface Candidate {
+  /** The path as the policy spells it (for the symlink check). */
+  spelled: string;
+  access: SandboxAccess;
+}
+
+function expand(context: Context, entries: Entry[], options: PlanSandboxOptions): {
+  root: SandboxAccess | undefined;
+  candidates: Candidate[];
+} {
+  const cwd = context.cwd ?? options.cwd;
+  const projectRoots = context.workspaceRoots.length > 0 ? context.workspaceRoots : [cwd];
+  const tmpdirs = context.temporaryDirectories ??
+    (options.env?.TMPDIR?.startsWith("/") ? [options.env.TMPDIR.replace(/(.)\/+$/, "$1")] : []);
+  let root: SandboxAccess | undefined;
+  let minimal = false;
+  const candidates: Candidate[] = [];
+  const add = (spelled: string, access: SandboxAccess) => {
+    if (spelled === "/") {
+      root = root === undefined || PRECEDENCE[access] > PRECEDENCE[root] ? access : root;
+    } else {
+      candidates.push({ spelled, access });
+    }
+  };
+  for (const entry of entries) {
+    const spec = entry.path;
+    if (spec.type === "path") {
+      add(spec.path, entry.access);
+    } else if (spec.type === "glob_pattern") {
+      // The reference only honours glob entries that deny; those we cannot express.
+      if (entry.access === "deny") throw unsupported("A `glob_pattern` deny entry");
+    } else if (spec.kind === "root") {
+      add("/", entry.access);
+    } else if (spec.kind === "minimal") {
+      minimal = true;
+    } else if (spec.kind === "project_roots") {
+      for (const projectRoot of projectRoots) add(joinSubpath(projectRoot, spec.subpath), entry.access);
+    } else if (spec.kind === "tmpdir") {
+      for (const tmpdir of tmpdirs) add(tmpdir, entry.access);
+    } else if (spec.kind === "slash_tmp") {
+      add("/tmp", entry.access);
+    } else if (entry.access !== "write") {
+      // A future special path this server does not know: ignoring a grant
+      // is safe, ignoring a restriction is not.
+      throw unsupported("A `unknown` special path that restricts access");
+    }
+  }
+  if (root === undefined || root === "deny") {
+    throw unsupported(
+      minimal
+        ? "Restricted read access (`minimal` without `root`)"
+        : "Restricted read access (no `root` read entry)",
+    );
+  }
+  return { root, candidates };
+}
+
+/**
+ * Validates a wire `sandbox` value and resolves it into a plan.
+ *
+ * @param sandbox The `sandbox` member as received (`undefined`/`null` for none).
+ * @param options Fallback `cwd`, the environment for `tmpdir`, synthetic mount points.
+ * @returns The plan, or `undefined` when the request carries no sandbox.
+ * @throws {RpcError} `-32602` for an invalid or unsupported value, `-32603`
+ * for a policy that cannot be enforced on this file system.
+ */
+export function planSandbox(
+  sandbox: unknown,
+  options: PlanSandboxOptions,
+): SandboxPlan | undefined {
+  if (sandbox === undefined || sandbox === null) return undefined;
+  const context = parseContext(sandbox);
+  const permissions = context.permissions;
+  const base = { type: "linuxSeccomp" as const, mounts: [] as SandboxMount[] };
+  if (permissions.type === "disabled") {
+    return { ...base, isolation: "none", network: "enabled", rootAccess: "write" };
+  }
+  if (permissions.type === "external" || permissions.entries === null) {
+    const network = permissions.network;
+    return {
+      ...base,
+      isolation: network === "restricted" ? "network" : "none",
+      network,
+      rootAccess: "write",
+    };
+  }
+  const { root, candidates } = expand(context, permissions.entries, options);
+  if (context.useLegacyLandlock) throw unsupported("`useLegacyLandlock`");
+  const rootAccess = root === "write" ? "write" : "read";
+  const mounts = resolveMounts(rootAccess, candidates, options.synthetic ?? new Set());
+  const network = permissions.network;
+  const isolation: SandboxIsolation = rootAccess === "read" || mounts.length > 0
+    ? "filesystem"
+    : network === "restricted"
+    ? "network"
+    : "none";
+  return { ...base, isolation, network, rootAccess, mounts };
+}
+
+interface Resolved {
+  path: string;
+  spelled: string;
+  access: SandboxAccess;
+  node: SandboxMount["node"];
+  implicit: boolean;
+}
+
+function nodeOf(path: string, exists: boolean, synthetic: ReadonlySet<string>): SandboxMount["node"] {
+  if (!exists || synthetic.has(path)) return "missing";
+  return lstatOrNull(path)?.isDirectory ? "directory" : "file";
+}
+
+function resolveMounts(
+  rootAccess: "read" | "write",
+  candidates: Candidate[],
+  synthetic: ReadonlySet<string>,
+): SandboxMount[] {
+  const byPath = new Map<string, Resolved>();
+  const put = (resolved: Resolved) => {
+    const existing = byPath.get(resolved.path);
+    if (
+      existing === undefined ||
+      PRECEDENCE[resolved.access] > PRECEDENCE[existing.access] ||
+      (existing.implicit && !resolved.implicit && resolved.access === existing.access)
+    ) {
+      byPath.set(resolved.path, resolved);
+    }
+  };
+  for (const candidate of candidates) {
+    const canonical = canonicalPath(candidate.spelled);
+    const node = nodeOf(canonical.path, canonical.exists, synthetic);
+    put({ path: canonical.path, spelled: candidate.spelled, access: candidate.access, node, implicit: false });
+  }
+  for (const resolved of [...byPath.values()]) {
+    if (resolved.access !== "write" || resolved.node !== "directory") continue;
+    for (const name of PROTECTED_NAMES) {
+      const path = `${resolved.path}/${name}`;
+      const node = nodeOf(path, lstatOrNull(path) !== null, synthetic);
+      put({ path, spelled: path, access: "read", node, implicit: true });
+    }
+  }
+
+  const sorted = [...byPath.values()].sort((a, b) => depth(a.path) - depth(b.path) || (a.path < b.path ? -1 : 1));
+  const mounts: SandboxMount[] = [];
+  const effective = (path: string): SandboxAccess => {
+    let best: SandboxMount | undefined;
+    for (const mount of mounts) {
+      if (isUnder(path, mount.path) && (best === undefined || mount.path.length > best.path.length)) {
+        best = mount;
+      }
+    }
+    return best?.access ?? rootAccess;
+  };
+  const restrictions: Resolved[] = [];
+  for (const entry of sorted) {
+    if (entry.access !== "write") restrictions.push(entry);
+    const parentAccess = effective(parentOf(entry.path));
+    if (entry.node !== "missing") {
+      // Same access as around it: nothing to mount. Inside a denied
+      // directory nothing is reachable: do not re-expose anything.
+      if (parentAccess === entry.access || parentAccess === "deny") continue;
+      mounts.push({ path: entry.path, access: entry.access, node: entry.node });
+      continue;
+    }
+    // Missing paths: grants cannot be mounted (less access, fine); protect
+    // restrictions inside writable directories at the first missing component.
+    if (entry.access === "write" || parentAccess !== "write") continue;
+    const cover = firstMissing(entry.path, synthetic);
+    const existing = mounts.find((mount) => mount.path === cover);
+    if (existing !== undefined) {
+      if (existing.node === "missing" && entry.access === "deny" && existing.access !== "deny") {
+        mounts[mounts.indexOf(existing)] = { ...existing, access: "deny" };
+      }
+    } else if (effective(cover) === "write") {
+      mounts.push({ path: cover, access: entry.access, node: "missing" });
+    }
+  }
+  for (const entry of restrictions) checkSymlinks(entry, mounts, rootAccess);
+  return mounts.sort((a, b) => depth(a.path) - depth(b.path) || (a.path < b.path ? -1 : 1));
+}
+
+function parentOf(path: string): string {
+  const cut = path.lastIndexOf("/");
+  return cut <= 0 ? "/" : path.slice(0, cut);
+}
+
+/** The first component of `path` that does not exist (synthetic mount points count as missing). */
+function firstMissing(path: string, synthetic: ReadonlySet<string>): string {
+  const parts = path.split("/").filter((part) => part !== "");
+  let current = "";
+  for (const part of parts) {
+    current = `${current}/${part}`;
+    if (synthetic.has(current) || lstatOrNull(current) === null) return current;
+  }
+  return path;
+}
+
+/**
+ * Refuses a read-only or denied path whose spelling goes through a symlink
+ * that lives in a writable directory: the process could replace the link
+ * and get a writable path under the protected name.
+ */
+function checkSymlinks(entry: Resolved, mounts: SandboxMount[], rootAccess: SandboxAccess): void {
+  const parts = entry.spelled.split("/").filter((part) => part !== "");
+  let current = "";
+  for (const part of parts) {
+    const parent = current === "" ? "/" : current;
+    current = `${current}/${part}`;
+    const info = lstatOrNull(current);
+    if (info === null) return;
+    if (!info.isSymlink) continue;
+    const where = canonicalPath(parent).path;
+    let best: SandboxMount | undefined;
+    for (const mount of mounts) {
+      if (isUnder(where, mount.path) && (best === undefined || mount.path.length > best.path.length)) {
+        best = mount;
+      }
+    }
+    if ((best?.access ?? rootAccess) === "write") {
+      const kind = entry.access === "deny" ? "denied" : "read-only";
+      throw new RpcError(
+        ErrorCode.InternalError,
+        `cannot enforce sandbox ${kind} path ${entry.spelled} because it crosses writable symlink ${current}`,
+      );
+    }
+  }
+}
+
+/**
+ * The access the plan gives to a canonical path: that of the deepest mount
+ * at or above it, else the root's.
+ *
+ * @param plan The plan.
+ * @param path A canonical absolute path.
+ */
+export function accessAt(plan: SandboxPlan, path: string): SandboxAccess {
+  return mountAt(plan, path)?.access ?? plan.rootAccess;
+}
+
+/**
+ * The deepest mount of the plan at or above a canonical path.
+ *
+ * @param plan The plan.
+ * @param path A canonical absolute path.
+ */
+export function mountAt(plan: SandboxPlan, path: string): SandboxMount | undefined {
+  let best: SandboxMount | undefined;
+  for (const mount of plan.mounts) {
+    if (isUnder(path, mount.path) && (best === undefined || mount.path.length > best.path.length)) {
+      best = mount;
+    }
+  }
+  return best;
+}
+
+/**
+ * Whether `path` is `root` or lies below it (component-wise).
+ *
+ * @param path An absolute path.
+ * @param root An absolute path.
+ */
+export function pathIsUnder(path: string, root: string): boolean {
+  return isUnder(path, root);
+}
