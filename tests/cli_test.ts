@@ -74,7 +74,10 @@ async function initialize(socket: WebSocket): Promise<Record<string, unknown>> {
 }
 
 /** Sends `init` then one request over stdio to a server started with `permissions`. */
-async function stdioExchange(permissions: string[], request: unknown): Promise<Record<string, unknown>> {
+async function stdioExchange(
+  permissions: string[],
+  request: unknown,
+): Promise<Record<string, unknown>> {
   const child = new Deno.Command(Deno.execPath(), {
     args: ["run", ...permissions, MAIN_TS, "--listen", "stdio"],
     stdin: "piped",
@@ -207,7 +210,12 @@ Deno.test("capability-token auth accepts the token's SHA-256 and the browser sub
   const digest = new Uint8Array(
     await crypto.subtle.digest("SHA-256", new TextEncoder().encode(token)),
   ).toHex();
-  await using server = await startWs(["--ws-auth", "capability-token", "--ws-token-sha256", digest]);
+  await using server = await startWs([
+    "--ws-auth",
+    "capability-token",
+    "--ws-token-sha256",
+    digest,
+  ]);
   const socket = await openSocket(server.url, {
     protocols: ["exec-server", `exec-server.bearer.${token}`],
   });
@@ -270,7 +278,10 @@ await client.close();`,
       stderr: "piped",
     }).output();
     assert.equal(out.code, 0, decoder.decode(out.stderr));
-    assert.equal(decoder.decode(out.stdout).trim(), Deno.build.os === "darwin" ? "macos" : Deno.build.os);
+    assert.equal(
+      decoder.decode(out.stdout).trim(),
+      Deno.build.os === "darwin" ? "macos" : Deno.build.os,
+    );
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
@@ -289,7 +300,13 @@ Deno.test("a process/start outside --allow-run gets a typed error naming the bin
     const denied = await stdioExchange(narrow, {
       id: 2,
       method: "process/start",
-      params: { processId: "p", argv: ["/bin/sh", "-c", "id"], cwd: `file://${dir}`, env: {}, tty: false },
+      params: {
+        processId: "p",
+        argv: ["/bin/sh", "-c", "id"],
+        cwd: `file://${dir}`,
+        env: {},
+        tty: false,
+      },
     });
     const error = denied.error as { code: number; message: string; data: Record<string, string> };
     assert.equal(error.code, -32600);
@@ -302,7 +319,13 @@ Deno.test("a process/start outside --allow-run gets a typed error naming the bin
     const allowed = await stdioExchange(narrow, {
       id: 2,
       method: "process/start",
-      params: { processId: "p", argv: ["/bin/echo", "hi"], cwd: `file://${dir}`, env: {}, tty: false },
+      params: {
+        processId: "p",
+        argv: ["/bin/echo", "hi"],
+        cwd: `file://${dir}`,
+        env: {},
+        tty: false,
+      },
     });
     assert.deepEqual(allowed.result, { processId: "p", sandboxType: "none" });
     const unreadable = await stdioExchange(narrow, {
