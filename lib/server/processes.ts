@@ -9,8 +9,6 @@
  * @module
  */
 
-import { spawn } from "node:child_process";
-import { constants as osConstants } from "node:os";
 import {
   ErrorCode,
   internalError,
@@ -29,7 +27,9 @@ import { childEnvironment } from "./env_policy.ts";
 import { osErrorMessage } from "./os_errors.ts";
 import { pathFromUri } from "./path_uri.ts";
 import { permissionDenied, requireRun } from "./policy.ts";
+import { OutputCoalescer } from "./output_coalescer.ts";
 import { spawnPty } from "./pty.ts";
+import { SIGNALS } from "./libc.ts";
 
 /** Most bytes of output retained per process (oldest whole chunks are evicted). */
 export const RETAINED_OUTPUT_BYTES = 1024 * 1024;
@@ -107,9 +107,9 @@ function signalGroup(pid: number, signal: Deno.Signal): void {
   }
 }
 
-/** The POSIX name of a signal number (`SIGTERM`), or `SIG<n>` for one Node does not name. */
+/** The POSIX name of a signal number (`SIGTERM`), or `SIG<n>` for an unnamed one. */
 function signalNameOf(signal: number): string {
-  for (const [name, number] of Object.entries(osConstants.signals as Record<string, number>)) {
+  for (const [name, number] of Object.entries(SIGNALS)) {
     if (number === signal) return name;
   }
   return `SIG${signal}`;
@@ -461,8 +461,21 @@ function checkCwd(cwd: string): void {
 
 function signalExitCode(signal: string | null): number {
   if (!signal) return 1;
-  const number = (osConstants.signals as Record<string, number>)[signal];
+  const number = SIGNALS[signal];
   return 128 + (number ?? 0);
+}
+
+type ChildProcessModule = typeof import("node:child_process");
+let childProcess: ChildProcessModule | undefined;
+
+/**
+ * Loads `node:child_process` on first use: Node compatibility costs about
+ * 10 ms of start-up, which a server that never starts a pipe process (or has
+ * not yet) should not pay before its first `initialize` answer.
+ */
+async function loadChildProcess(): Promise<ChildProcessModule> {
+  childProcess ??= await import("node:child_process");
+  return childProcess;
 }
 
 function startPipe(
@@ -471,7 +484,7 @@ function startPipe(
   argv: string[],
   options: { cwd: string; env: Record<string, string>; arg0?: string; pipeStdin: boolean },
 ): Backend {
-  const child = spawn(program, argv.slice(1), {
+  const child = childProcess!.spawn(program, argv.slice(1), {
     cwd: options.cwd,
     env: options.env,
     argv0: options.arg0 ?? argv[0],
@@ -485,18 +498,16 @@ function startPipe(
   const pid = child.pid;
   for (const [name, stream] of [["stdout", child.stdout!], ["stderr", child.stderr!]] as const) {
     let ended = false;
+    const merge = new OutputCoalescer((bytes) => proc.output(name, bytes), {
+      pause: () => stream.pause(),
+      resume: () => stream.resume(),
+    });
     const end = () => {
       if (ended) return;
       ended = true;
-      proc.streamEnded();
+      merge.end().then(() => proc.streamEnded());
     };
-    stream.on("data", (data: Uint8Array) => {
-      const pending = proc.output(name, data);
-      if (pending) {
-        stream.pause();
-        pending.then(() => stream.resume());
-      }
-    });
+    stream.on("data", (data: Uint8Array) => void merge.push(data));
     stream.on("end", end);
     stream.on("close", end);
     stream.on("error", end);
@@ -552,14 +563,16 @@ function startTty(
     rows: options.size?.rows,
     cols: options.size?.cols,
   });
+  const merge = new OutputCoalescer((bytes) => proc.output("pty", bytes), {});
   (async () => {
     try {
       while (true) {
         const bytes = await pty.read();
         if (bytes === null) break;
-        const pending = proc.output("pty", bytes);
+        const pending = merge.push(bytes);
         if (pending) await pending;
       }
+      await merge.end();
     } finally {
       pty.close();
       proc.streamEnded();
@@ -660,7 +673,9 @@ export class ProcessTable {
   }
 
   /** `process/start`. */
-  start(params: ParamsOf<"process/start">): ResultOf<"process/start"> {
+  async start(params: ParamsOf<"process/start">): Promise<ResultOf<"process/start">> {
+    // Before any check: nothing below awaits, so the id check and the insert stay atomic.
+    if (!params.tty) await loadChildProcess();
     if (params.argv.length === 0) throw invalidParams("argv must not be empty");
     if (params.sandbox !== undefined) {
       throw invalidParams("sandboxed process/start is not supported by this server");
