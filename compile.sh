@@ -49,6 +49,14 @@ for target in $targets; do
   out="dist/exec-server-${target}${suffix}"
   echo "compile.sh: building $out"
   deno compile --quiet --no-prompt "${PERMISSIONS[@]}" --target "$target" --output "$out" main.ts
+  if [ "$target" = "$(host_target 2>/dev/null || true)" ]; then
+    # A binary built for this machine must answer like `deno run main.ts --version`.
+    if ! "$out" --version 2>/dev/null | grep -q '^exec-server '; then
+      rm -f "$out"
+      echo "compile.sh: $out does not run exec-server (is DENORT_BIN a denort runtime, not the deno CLI?)" >&2
+      exit 1
+    fi
+  fi
   built+=("$(basename "$out")")
 done
 
