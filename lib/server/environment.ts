@@ -73,7 +73,7 @@ export function capabilities(): Record<string, boolean> {
     windowsMxc: false,
     linuxRootWritePreservesDevices: false,
     linuxApprovedRootWritePreservesRestrictions: false,
-    ptyProcesses: ptySupported(),
+    ptyProcesses: ptySupported({ probe: false }),
     ...Object.fromEntries(supportedExtensions().map((name) => [name, true])),
   };
 }
@@ -83,7 +83,7 @@ export function capabilities(): Record<string, boolean> {
  * needs pseudo-terminals). Each is announced as a capability flag.
  */
 export function supportedExtensions(): ExtensionName[] {
-  const pty = ptySupported();
+  const pty = ptySupported({ probe: false });
   return (Object.keys(EXTENSIONS) as ExtensionName[]).filter((name) =>
     name !== "processResize" || pty
   );

@@ -154,6 +154,11 @@ export function libcAvailable(): boolean {
   }
 }
 
+/** True once an attempt to open libc has failed (never opens it itself). */
+export function libcLoadFailed(): boolean {
+  return loadFailed;
+}
+
 /** Returns the calling thread's `errno`; call it right after the failing call. */
 export function errno(): number {
   const ptr = libc().__errno_location();

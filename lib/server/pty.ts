@@ -25,6 +25,7 @@ import {
   type Libc,
   libc,
   libcAvailable,
+  libcLoadFailed,
   osErrorMessage,
   SIGNALS,
   strerror,
@@ -118,15 +119,21 @@ export interface PtyProcess {
 /**
  * Returns whether pty processes can be spawned here: Linux, FFI permission granted and
  * `libc.so.6` loadable. Never prompts and never throws.
+ *
+ * With `{ probe: false }` libc is not opened (binding it costs several milliseconds, too
+ * much for the `initialize` answer of a freshly started server): the answer is then "yes"
+ * on Linux with the FFI permission unless an earlier attempt to open libc failed.
+ *
+ * @param options `probe: false` skips opening libc.
  */
-export function ptySupported(): boolean {
+export function ptySupported(options: { probe?: boolean } = {}): boolean {
   if (Deno.build.os !== "linux") return false;
   try {
     if (Deno.permissions.querySync({ name: "ffi" }).state !== "granted") return false;
   } catch {
     return false;
   }
-  return libcAvailable();
+  return options.probe === false ? !libcLoadFailed() : libcAvailable();
 }
 
 let liveCount = 0;
