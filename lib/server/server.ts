@@ -86,7 +86,7 @@ export function serveConnection(
     },
   };
 
-  function gate(method: string, family: string | undefined): void {
+  function gate(family: string | undefined): void {
     if (family === undefined) return;
     if (!session) {
       throw invalidRequest(`client must call initialize before using ${family} methods`);
@@ -97,7 +97,6 @@ export function serveConnection(
     if (!initializedNotified) {
       throw invalidRequest(`client must send initialized before using ${family} methods`);
     }
-    void method;
   }
 
   async function handleRequest(method: string, rawParams: unknown): Promise<unknown> {
@@ -119,7 +118,7 @@ export function serveConnection(
       }
       throw err;
     }
-    gate(method, spec.family);
+    gate(spec.family);
     const handler = HANDLERS[method as ClientRequestName] as (
       params: unknown,
       context: HandlerContext,
@@ -141,10 +140,8 @@ export function serveConnection(
       unmatched: fatal,
       schedule(method): Schedule {
         if (concurrency <= 1 || !initializedNotified) return "inline";
-        return lookupMethod(method)?.kind === "request" &&
-            (lookupMethod(method) as { lane: string }).lane === "control"
-          ? lanes.control
-          : lanes.ordinary;
+        const spec = lookupMethod(method);
+        return spec?.kind === "request" && spec.lane === "control" ? lanes.control : lanes.ordinary;
       },
     },
   });
