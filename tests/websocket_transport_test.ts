@@ -195,3 +195,15 @@ Deno.test("websocketTransport on a connecting client socket sends once it opens"
   ac.abort();
   await httpServer.finished;
 });
+
+Deno.test("websocketTransport closes a peer whose unprocessed messages exceed the inbound limit", async () => {
+  await using pair = await loopback({ maxQueuedBytes: 1000 });
+  const closed = new Promise((resolve) => pair.client.addEventListener("close", resolve));
+  // Nobody reads the server's readable: the messages pile up.
+  for (let i = 0; i < 50; i++) pair.client.send(JSON.stringify({ id: i, pad: "x".repeat(100) }));
+  await closed;
+  const reader = pair.server.readable.getReader();
+  let count = 0;
+  while (!(await reader.read()).done) count++;
+  assert.ok(count < 50, `all ${count} messages were kept`);
+});

@@ -21,6 +21,13 @@ export interface WebSocketTransportOptions {
    */
   maxMessageBytes?: number;
   /**
+   * Inbound bytes (UTF-16 units) that may wait unprocessed before the
+   * connection is closed with code 1008.
+   *
+   * @default {256 MiB}
+   */
+  maxQueuedBytes?: number;
+  /**
    * Outbound high-water mark in bytes: `send` waits while the socket buffers more.
    *
    * @default {8 MiB}
@@ -53,10 +60,19 @@ export function websocketTransport(
       socket.addEventListener("close", () => resolve(false), { once: true });
     });
   let done = false;
+  // Deno's WebSocket cannot pause reading, so a peer that sends faster than
+  // its requests are served is cut off once this much waits unprocessed.
+  const inboundLimit = options.maxQueuedBytes ?? 256 * 1024 * 1024;
   const readable = new ReadableStream<Inbound>({
     start(controller) {
       socket.addEventListener("message", (event) => {
         if (done) return;
+        if (controller.desiredSize !== null && -controller.desiredSize > inboundLimit) {
+          done = true;
+          controller.close();
+          socket.close(1008, "inbound queue limit exceeded");
+          return;
+        }
         const data = event.data;
         if (typeof data === "string") {
           // A UTF-16 unit is at most 3 UTF-8 bytes: count bytes only when it can matter.
@@ -87,7 +103,7 @@ export function websocketTransport(
     cancel() {
       done = true;
     },
-  });
+  }, { highWaterMark: 0, size: (item) => typeof item === "string" ? item.length : 1 });
   async function send(text: string): Promise<void> {
     if (socket.readyState !== WebSocket.OPEN && !(await opened)) return;
     if (socket.readyState !== WebSocket.OPEN) return;
