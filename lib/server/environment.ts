@@ -7,6 +7,7 @@
 import { type EnvironmentInfo, type ExtensionName, EXTENSIONS } from "../protocol/methods.ts";
 import { uriFromPath } from "./path_uri.ts";
 import { ptySupported } from "./pty.ts";
+import { sandboxCapability } from "./sandbox.ts";
 
 /** This server's version, reported as `executorVersion`. */
 export const VERSION = "0.1.0";
@@ -67,12 +68,13 @@ export function capabilities(): Record<string, boolean> {
     capabilityDiscoveryV2: false,
     environmentConfigRead: false,
     httpHeaderEnvVars: true,
-    sandboxedFileStreaming: false,
+    sandboxedFileStreaming: true,
     fileWriteStreaming: true,
     shellSnapshotV2: false,
     windowsMxc: false,
     linuxRootWritePreservesDevices: false,
     linuxApprovedRootWritePreservesRestrictions: false,
+    processSandbox: sandboxCapability(),
     ptyProcesses: ptySupported({ probe: false }),
     ...Object.fromEntries(supportedExtensions().map((name) => [name, true])),
   };

@@ -14,6 +14,7 @@ import { environmentInfo, grantExtensions, supportedExtensions, VERSION } from "
 import * as fs from "./fs.ts";
 import type { FileHandleTable, MissingWatchTable } from "./fs.ts";
 import type { HttpRequestTable } from "./http_request.ts";
+import { withFsSandbox } from "./sandbox.ts";
 import type { Session } from "./sessions.ts";
 
 /** What a handler can reach: its connection's state and its session. */
@@ -39,14 +40,6 @@ export type Handlers = {
     context: HandlerContext,
   ) => ResultOf<M> | Promise<ResultOf<M>>;
 };
-
-function refuseSandbox(method: string, sandbox: unknown): void {
-  if (sandbox !== undefined) {
-    throw invalidParams(
-      `${method} with a sandbox is not supported by this server (sandboxedFileStreaming is false)`,
-    );
-  }
-}
 
 function unsupported(what: string, capability: string): never {
   throw new RpcError(
@@ -87,24 +80,20 @@ export const HANDLERS: Handlers = {
   "process/terminate": (params, ctx) => ctx.session.processes.terminate(params),
   "process/resize": (params, ctx) => ctx.session.processes.resize(params),
 
-  "fs/readFile": (params) => (refuseSandbox("fs/readFile", params.sandbox), fs.readFile(params)),
-  "fs/writeFile": (params) => (refuseSandbox("fs/writeFile", params.sandbox), fs.writeFile(params)),
-  "fs/createDirectory": (params) => (
-    refuseSandbox("fs/createDirectory", params.sandbox), fs.createDirectory(params)
-  ),
-  "fs/getMetadata": (params) => (
-    refuseSandbox("fs/getMetadata", params.sandbox), fs.getMetadata(params)
-  ),
-  "fs/canonicalize": (params) => (
-    refuseSandbox("fs/canonicalize", params.sandbox), fs.canonicalize(params)
-  ),
-  "fs/readDirectory": (params) => (
-    refuseSandbox("fs/readDirectory", params.sandbox), fs.readDirectory(params)
-  ),
-  "fs/walk": (params) => (refuseSandbox("fs/walk", params.sandbox), fs.walk(params)),
-  "fs/remove": (params) => (refuseSandbox("fs/remove", params.sandbox), fs.remove(params)),
-  "fs/copy": (params) => (refuseSandbox("fs/copy", params.sandbox), fs.copy(params)),
-  "fs/open": (params, ctx) => (refuseSandbox("fs/open", params.sandbox), ctx.files.open(params)),
+  "fs/readFile": (params) => withFsSandbox("fs/readFile", params, () => fs.readFile(params)),
+  "fs/writeFile": (params) => withFsSandbox("fs/writeFile", params, () => fs.writeFile(params)),
+  "fs/createDirectory": (params) =>
+    withFsSandbox("fs/createDirectory", params, () => fs.createDirectory(params)),
+  "fs/getMetadata": (params) =>
+    withFsSandbox("fs/getMetadata", params, () => fs.getMetadata(params)),
+  "fs/canonicalize": (params) =>
+    withFsSandbox("fs/canonicalize", params, () => fs.canonicalize(params)),
+  "fs/readDirectory": (params) =>
+    withFsSandbox("fs/readDirectory", params, () => fs.readDirectory(params)),
+  "fs/walk": (params) => withFsSandbox("fs/walk", params, () => fs.walk(params)),
+  "fs/remove": (params) => withFsSandbox("fs/remove", params, () => fs.remove(params)),
+  "fs/copy": (params) => withFsSandbox("fs/copy", params, () => fs.copy(params)),
+  "fs/open": (params, ctx) => withFsSandbox("fs/open", params, () => ctx.files.open(params)),
   "fs/readBlock": (params, ctx) => ctx.files.readBlock(params),
   "fs/writeBlock": (params, ctx) => ctx.files.writeBlock(params),
   "fs/close": (params, ctx) => ctx.files.close(params),

@@ -29,6 +29,7 @@ import { pathFromUri } from "./path_uri.ts";
 import { permissionDenied, requireRun } from "./policy.ts";
 import { OutputCoalescer } from "./output_coalescer.ts";
 import { spawnPty } from "./pty.ts";
+import { launchSandboxed, looksSandboxDenied, OutputTail, planSandbox } from "./sandbox.ts";
 import { SIGNALS } from "./libc.ts";
 
 /** Most bytes of output retained per process (oldest whole chunks are evicted). */
@@ -224,6 +225,7 @@ class ManagedProcess {
    * congested, or (`output: "block"`) the ring is full of unread output.
    */
   output(stream: Stream, bytes: Uint8Array): Promise<void> | void {
+    this.tail?.push(bytes);
     const seq = this.nextSeq++;
     const chunk = bytes.toBase64();
     this.#produced += bytes.length;
@@ -284,8 +286,22 @@ class ManagedProcess {
     for (const resume of this.#roomWaiters.splice(0)) resume();
   }
 
+  /** Set for a sandboxed process: the end of its output, for `sandboxDenied`. */
+  tail: OutputTail | undefined;
+  sandboxDenied = false;
+  /** Removes what a sandbox left on the host; runs once the process has exited. */
+  release: () => void = () => {};
+  #pendingExit: [number, string | null] | undefined;
+
   exit(code: number, signal: string | null): void {
     if (this.exited) return;
+    this.release();
+    if (this.tail !== undefined && this.openStreams > 0) {
+      // Sandboxed: judge sandboxDenied on the whole output (the pipes close with the sandbox).
+      this.#pendingExit = [code, signal];
+      return;
+    }
+    this.sandboxDenied = this.tail !== undefined && looksSandboxDenied(code, this.tail.text());
     this.exitCode = code;
     this.exitSignal = signal;
     clearTimeout(this.killTimer?.timer);
@@ -294,7 +310,7 @@ class ManagedProcess {
       ? `,"signal":${signal === null ? "null" : JSON.stringify(signal)}`
       : "";
     this.#emit(
-      `{"method":"process/exited","params":{"processId":${this.idJson},"seq":${seq},"exitCode":${code},"sandboxDenied":false${extra}}}`,
+      `{"method":"process/exited","params":{"processId":${this.idJson},"seq":${seq},"exitCode":${code},"sandboxDenied":${this.sandboxDenied}${extra}}}`,
     );
     this.#wake();
     this.#maybeClose();
@@ -302,6 +318,12 @@ class ManagedProcess {
 
   streamEnded(): void {
     this.openStreams--;
+    if (this.#pendingExit !== undefined && this.openStreams === 0) {
+      const [code, signal] = this.#pendingExit;
+      this.#pendingExit = undefined;
+      this.exit(code, signal);
+      return;
+    }
     this.#maybeClose();
   }
 
@@ -356,7 +378,7 @@ class ManagedProcess {
       exitCode: this.exitCode,
       closed: this.closed,
       failure: null,
-      sandboxDenied: false,
+      sandboxDenied: this.sandboxDenied,
     };
     const extensions = this.#extensions();
     if (extensions.has("processLosslessOutput")) {
@@ -677,9 +699,6 @@ export class ProcessTable {
     // Before any check: nothing below awaits, so the id check and the insert stay atomic.
     if (!params.tty) await loadChildProcess();
     if (params.argv.length === 0) throw invalidParams("argv must not be empty");
-    if (params.sandbox !== undefined) {
-      throw invalidParams("sandboxed process/start is not supported by this server");
-    }
     if (params.networkProxy !== undefined || params.shellSnapshot !== undefined) {
       throw invalidParams("networkProxy and shellSnapshot are not supported by this server");
     }
@@ -696,6 +715,7 @@ export class ProcessTable {
     if (params.argv.some((arg) => arg.includes("\0")) || params.arg0?.includes("\0")) {
       throw spawnError("spawnFailed", "nul byte found in provided data");
     }
+    const sandbox = planSandbox(params.sandbox, { cwd, env });
     const program = params.argv[0]!;
     if (program === "") throw spawnError("spawnFailed", "missing program for pipe spawn");
     // Extension params are ignored, as the reference ignores unknown members, unless opted in to.
@@ -712,17 +732,34 @@ export class ProcessTable {
     if (params.tty) {
       if (!env.SHELL) env.SHELL = Deno.env.get("SHELL") ?? "/bin/sh";
       requireRun(program);
-      proc.backend = startTty(proc, params.argv, { cwd, env, arg0: params.arg0, size });
-    } else {
-      const resolved = resolveProgram(program, cwd, env.PATH ?? Deno.env.get("PATH"));
-      proc.openStreams = 2;
-      proc.backend = startPipe(proc, resolved, params.argv, {
-        cwd,
-        env,
-        arg0: params.arg0,
-        pipeStdin: params.pipeStdin ?? false,
-      });
     }
+    const resolved = params.tty
+      ? program
+      : resolveProgram(program, cwd, env.PATH ?? Deno.env.get("PATH"));
+    // Sandboxed: the command runs under bubblewrap (launch.argv), which applies arg0.
+    const launch = sandbox &&
+      launchSandboxed(sandbox, params.argv, { cwd, env, arg0: params.arg0 });
+    const wrapped = launch?.wrapped === true;
+    const argv = wrapped ? launch.argv : params.argv;
+    const arg0 = wrapped ? undefined : params.arg0;
+    if (sandbox) proc.tail = new OutputTail();
+    try {
+      if (params.tty) {
+        proc.backend = startTty(proc, argv, { cwd, env, arg0, size });
+      } else {
+        proc.openStreams = 2;
+        proc.backend = startPipe(proc, wrapped ? argv[0]! : resolved, argv, {
+          cwd,
+          env,
+          arg0,
+          pipeStdin: params.pipeStdin ?? false,
+        });
+      }
+    } catch (err) {
+      launch?.release();
+      throw err;
+    }
+    if (launch) proc.release = launch.release;
     proc.onClosed = () => {
       const timer = setTimeout(() => {
         if (this.#processes.get(proc.id) === proc) this.#processes.delete(proc.id);
@@ -731,7 +768,7 @@ export class ProcessTable {
       proc.removalTimer = timer;
     };
     this.#processes.set(params.processId, proc);
-    return { processId: params.processId, sandboxType: "none" };
+    return { processId: params.processId, sandboxType: sandbox?.type ?? "none" };
   }
 
   /** `process/read`, including the long poll. */

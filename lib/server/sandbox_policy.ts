@@ -82,8 +82,47 @@ export interface PlanSandboxOptions {
   /**
    * Paths that exist only as synthetic mount points of running sandboxes;
    * they are treated as missing.
+   *
+   * @default {the mount points acquired with {@linkcode acquireSyntheticMountPoints}}
    */
   synthetic?: ReadonlySet<string>;
+}
+
+/** Synthetic mount points of running sandboxes, with how many sandboxes use each. */
+const syntheticMountPoints = new Map<string, number>();
+
+/**
+ * Records that a sandbox is about to create (or share) these synthetic
+ * mount points; while recorded, plans treat them as missing paths.
+ *
+ * @param paths Canonical paths of `"missing"` mounts.
+ */
+export function acquireSyntheticMountPoints(paths: readonly string[]): void {
+  for (const path of paths) {
+    syntheticMountPoints.set(path, (syntheticMountPoints.get(path) ?? 0) + 1);
+  }
+}
+
+/**
+ * Releases synthetic mount points; the last user removes each empty
+ * directory that bubblewrap created for it.
+ *
+ * @param paths The paths given to {@linkcode acquireSyntheticMountPoints}.
+ */
+export function releaseSyntheticMountPoints(paths: readonly string[]): void {
+  for (const path of paths) {
+    const count = (syntheticMountPoints.get(path) ?? 1) - 1;
+    if (count > 0) {
+      syntheticMountPoints.set(path, count);
+      continue;
+    }
+    syntheticMountPoints.delete(path);
+    try {
+      if (Deno.lstatSync(path).isDirectory) Deno.removeSync(path);
+    } catch {
+      // Not created (the sandbox failed early), already gone, or no longer empty.
+    }
+  }
 }
 
 /** The top-level names a writable root keeps read-only, as the reference. */
@@ -260,7 +299,12 @@ function parseContext(value: unknown): Context {
     }
     permissions = { type, network: network(), entries };
   }
-  variant(required(object, "windowsSandboxLevel"), ["disabled", "restricted-token", "elevated", "mxc"]);
+  variant(required(object, "windowsSandboxLevel"), [
+    "disabled",
+    "restricted-token",
+    "elevated",
+    "mxc",
+  ]);
   optionalBool(object, "windowsSandboxPrivateDesktop");
   const context: Context = {
     permissions,
@@ -272,7 +316,9 @@ function parseContext(value: unknown): Context {
     context.cwd = pathFromUri(object.cwd);
   }
   const temporary = object.temporaryDirectories;
-  if (temporary !== undefined && temporary !== null) context.temporaryDirectories = uriList(temporary);
+  if (temporary !== undefined && temporary !== null) {
+    context.temporaryDirectories = uriList(temporary);
+  }
   return context;
 }
 
@@ -312,14 +358,19 @@ export function canonicalPath(path: string): { path: string; exists: boolean } {
     }
     const rest = parts.slice(cut);
     if (rest.length === 0) return { path: real, exists: true };
-    return { path: real === "/" ? `/${rest.join("/")}` : `${real}/${rest.join("/")}`, exists: false };
+    return {
+      path: real === "/" ? `/${rest.join("/")}` : `${real}/${rest.join("/")}`,
+      exists: false,
+    };
   }
   return { path: "/" + parts.join("/"), exists: false };
 }
 
 function joinSubpath(root: string, subpath: string | undefined): string {
   if (subpath === undefined || subpath === "" || subpath === ".") return root;
-  if (subpath.startsWith("/")) throw invalidParams(`project_roots subpath must be relative: "${subpath}"`);
+  if (subpath.startsWith("/")) {
+    throw invalidParams(`project_roots subpath must be relative: "${subpath}"`);
+  }
   const parts: string[] = [];
   for (const part of subpath.split("/")) {
     if (part === "" || part === ".") continue;
@@ -374,7 +425,9 @@ function expand(context: Context, entries: Entry[], options: PlanSandboxOptions)
     } else if (spec.kind === "minimal") {
       minimal = true;
     } else if (spec.kind === "project_roots") {
-      for (const projectRoot of projectRoots) add(joinSubpath(projectRoot, spec.subpath), entry.access);
+      for (const projectRoot of projectRoots) {
+        add(joinSubpath(projectRoot, spec.subpath), entry.access);
+      }
     } else if (spec.kind === "tmpdir") {
       for (const tmpdir of tmpdirs) add(tmpdir, entry.access);
     } else if (spec.kind === "slash_tmp") {
@@ -427,7 +480,8 @@ export function planSandbox(
   const { root, candidates } = expand(context, permissions.entries, options);
   if (context.useLegacyLandlock) throw unsupported("`useLegacyLandlock`");
   const rootAccess = root === "write" ? "write" : "read";
-  const mounts = resolveMounts(rootAccess, candidates, options.synthetic ?? new Set());
+  const synthetic = options.synthetic ?? new Set(syntheticMountPoints.keys());
+  const mounts = resolveMounts(rootAccess, candidates, synthetic);
   const network = permissions.network;
   const isolation: SandboxIsolation = rootAccess === "read" || mounts.length > 0
     ? "filesystem"
@@ -445,7 +499,11 @@ interface Resolved {
   implicit: boolean;
 }
 
-function nodeOf(path: string, exists: boolean, synthetic: ReadonlySet<string>): SandboxMount["node"] {
+function nodeOf(
+  path: string,
+  exists: boolean,
+  synthetic: ReadonlySet<string>,
+): SandboxMount["node"] {
   if (!exists || synthetic.has(path)) return "missing";
   return lstatOrNull(path)?.isDirectory ? "directory" : "file";
 }
@@ -469,7 +527,13 @@ function resolveMounts(
   for (const candidate of candidates) {
     const canonical = canonicalPath(candidate.spelled);
     const node = nodeOf(canonical.path, canonical.exists, synthetic);
-    put({ path: canonical.path, spelled: candidate.spelled, access: candidate.access, node, implicit: false });
+    put({
+      path: canonical.path,
+      spelled: candidate.spelled,
+      access: candidate.access,
+      node,
+      implicit: false,
+    });
   }
   for (const resolved of [...byPath.values()]) {
     if (resolved.access !== "write" || resolved.node !== "directory") continue;
@@ -480,12 +544,16 @@ function resolveMounts(
     }
   }
 
-  const sorted = [...byPath.values()].sort((a, b) => depth(a.path) - depth(b.path) || (a.path < b.path ? -1 : 1));
+  const sorted = [...byPath.values()].sort((a, b) =>
+    depth(a.path) - depth(b.path) || (a.path < b.path ? -1 : 1)
+  );
   const mounts: SandboxMount[] = [];
   const effective = (path: string): SandboxAccess => {
     let best: SandboxMount | undefined;
     for (const mount of mounts) {
-      if (isUnder(path, mount.path) && (best === undefined || mount.path.length > best.path.length)) {
+      if (
+        isUnder(path, mount.path) && (best === undefined || mount.path.length > best.path.length)
+      ) {
         best = mount;
       }
     }
@@ -552,7 +620,9 @@ function checkSymlinks(entry: Resolved, mounts: SandboxMount[], rootAccess: Sand
     const where = canonicalPath(parent).path;
     let best: SandboxMount | undefined;
     for (const mount of mounts) {
-      if (isUnder(where, mount.path) && (best === undefined || mount.path.length > best.path.length)) {
+      if (
+        isUnder(where, mount.path) && (best === undefined || mount.path.length > best.path.length)
+      ) {
         best = mount;
       }
     }

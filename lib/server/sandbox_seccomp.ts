@@ -48,7 +48,7 @@ interface ArchTable {
 }
 
 const ARCHES: Record<SeccompArch, ArchTable> = {
-  x86_64: {
+  "x86_64": {
     auditArch: 0xc000003e,
     x32Guard: true,
     nr: {
