@@ -349,7 +349,6 @@ Deno.test({
   name: "background jobs of a process whose leader already exited do not outlive the session",
   // BUG (reported): ProcessTable.killAll() and process/terminate skip processes whose leader
   // has exited, so the rest of the process group (still holding the output pipe) survives.
-  ignore: Deno.env.get("EXEC_SERVER_KNOWN_BUGS") !== "1",
   fn: async (t) => {
     await t.step("process/terminate", async () => {
       await using server = await startScopedServer({ listen: "stdio" });

@@ -846,7 +846,12 @@ export class ProcessTable {
    */
   terminate(params: ParamsOf<"process/terminate">): ResultOf<"process/terminate"> {
     const proc = this.#processes.get(params.processId);
-    if (!proc || proc.exited) return { running: false };
+    if (!proc) return { running: false };
+    if (proc.exited) {
+      // The leader is gone, but background jobs of its group may still hold its output open.
+      if (!proc.closed) proc.backend.kill("SIGKILL");
+      return { running: false };
+    }
     const graceMs = this.#extensions.has("processSignals") ? params.graceMs : undefined;
     if (graceMs === undefined) {
       proc.backend.kill("SIGKILL");
@@ -891,7 +896,8 @@ export class ProcessTable {
   /** Kills every process group of the table and forgets them (session end). */
   killAll(): void {
     for (const proc of this.#processes.values()) {
-      if (!proc.exited) proc.backend.kill("SIGKILL");
+      // Also after the leader exited: its background jobs may live on in the group.
+      if (!proc.closed) proc.backend.kill("SIGKILL");
       clearTimeout(proc.removalTimer);
       clearTimeout(proc.killTimer?.timer);
       proc.unblock();
