@@ -7,7 +7,7 @@
 import { invalidRequest } from "../protocol/errors.ts";
 import { fsError } from "./os_errors.ts";
 import { joinPath, pathFromUri, uriFromPath } from "./path_uri.ts";
-import { requireRead } from "./policy.ts";
+import { mayRead, requireRead } from "./policy.ts";
 
 /** Largest accepted `maxDepth`. */
 const MAX_DEPTH = 64;
@@ -146,6 +146,7 @@ export async function walk(params: WalkParams): Promise<WalkResult> {
         if (next.depth >= maxDepth || (prune && name.startsWith("."))) continue;
         const real = await canonicalOf(path, name, link, canonical.get(next.path));
         if (real === undefined || visited.has(real)) continue;
+        if (!mayRead(real)) continue; // A link out of the server's read scope is listed, not entered.
         visited.add(real);
         canonical.set(path, real);
         queue.push({ path, depth: next.depth + 1 });

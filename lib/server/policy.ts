@@ -75,23 +75,60 @@ function check(
 }
 
 /**
- * Throws unless the server may read `path`.
+ * The path with its symlinks resolved as far as it exists (the missing rest
+ * appended), or `undefined` when it cannot be resolved (a loop, or no read
+ * permission to resolve it).
+ */
+function resolvedPath(path: string): string | undefined {
+  const rest: string[] = [];
+  let current = path;
+  for (;;) {
+    try {
+      const real = Deno.realPathSync(current);
+      if (rest.length === 0) return real;
+      return `${real === "/" ? "" : real}/${rest.reverse().join("/")}`;
+    } catch (err) {
+      if (!(err instanceof Deno.errors.NotFound) || current === "/") return undefined;
+      const slash = current.lastIndexOf("/");
+      rest.push(current.slice(slash + 1));
+      current = slash <= 0 ? "/" : current.slice(0, slash);
+    }
+  }
+}
+
+/**
+ * Checks a path permission on the path as given and, when the permission is
+ * scoped, on the path with its symlinks resolved: Deno checks paths
+ * lexically, so a link inside the scope would otherwise lead out of it.
+ * (A check-then-use race with a concurrent link swap remains.)
+ */
+function checkPath(permission: "read" | "write", path: string): void {
+  check({ name: permission, path }, permission, path);
+  if (Deno.permissions.querySync({ name: permission }).state === "granted") return;
+  const real = resolvedPath(path);
+  if (real !== undefined && real !== path) {
+    check({ name: permission, path: real }, permission, real);
+  }
+}
+
+/**
+ * Throws unless the server may read `path` (and the file its symlinks lead to).
  *
  * @param path An absolute native path.
  * @throws {RpcError} `-32600` with {@linkcode PermissionDeniedData}.
  */
 export function requireRead(path: string): void {
-  check({ name: "read", path }, "read", path);
+  checkPath("read", path);
 }
 
 /**
- * Throws unless the server may write `path`.
+ * Throws unless the server may write `path` (and the file its symlinks lead to).
  *
  * @param path An absolute native path.
  * @throws {RpcError} `-32600` with {@linkcode PermissionDeniedData}.
  */
 export function requireWrite(path: string): void {
-  check({ name: "write", path }, "write", path);
+  checkPath("write", path);
 }
 
 /**
@@ -115,6 +152,32 @@ export function requireNet(host: string, port: number): void {
  */
 export function requireRun(program: string): void {
   check({ name: "run", command: program }, "run", program);
+}
+
+/**
+ * Throws when the child environment holds dynamic-loader variables
+ * (`LD_*`, `DYLD_*`) while the run permission is scoped: they would let a
+ * child run code outside `--allow-run` (Deno refuses them the same way).
+ *
+ * @param env The child's environment.
+ * @throws {RpcError} `-32600` with {@linkcode PermissionDeniedData}.
+ */
+export function requireSafeLoaderEnv(env: Record<string, string>): void {
+  if (Deno.permissions.querySync({ name: "run" }).state === "granted") return;
+  const name = Object.keys(env).find((key) => /^(LD|DYLD)_/.test(key));
+  if (name === undefined) return;
+  const data: PermissionDeniedData = {
+    kind: "permissionDenied",
+    permission: "run",
+    resource: name,
+    flag: "--allow-run",
+  };
+  throw new RpcError(
+    ErrorCode.InvalidRequest,
+    `environment variable "${name}" is refused while the server's --allow-run is scoped; ` +
+      "start it with an unscoped --allow-run to pass dynamic-loader variables",
+    { data },
+  );
 }
 
 /**

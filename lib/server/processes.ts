@@ -26,7 +26,7 @@ import {
 import { childEnvironment } from "./env_policy.ts";
 import { osErrorMessage } from "./os_errors.ts";
 import { pathFromUri } from "./path_uri.ts";
-import { permissionDenied, requireRun } from "./policy.ts";
+import { permissionDenied, requireRun, requireSafeLoaderEnv } from "./policy.ts";
 import { OutputCoalescer } from "./output_coalescer.ts";
 import { spawnPty } from "./pty.ts";
 import { launchSandboxed, looksSandboxDenied, OutputTail, planSandbox } from "./sandbox.ts";
@@ -729,10 +729,8 @@ export class ProcessTable {
       extensions: () => this.#extensions,
       block,
     });
-    if (params.tty) {
-      if (!env.SHELL) env.SHELL = Deno.env.get("SHELL") ?? "/bin/sh";
-      requireRun(program);
-    }
+    requireSafeLoaderEnv(env);
+    if (params.tty && !env.SHELL) env.SHELL = Deno.env.get("SHELL") ?? "/bin/sh";
     const resolved = params.tty
       ? program
       : resolveProgram(program, cwd, env.PATH ?? Deno.env.get("PATH"));

@@ -13,6 +13,7 @@
  * @module
  */
 
+import { requireRun } from "./policy.ts";
 import { ErrorCode, RpcError } from "../protocol/errors.ts";
 import {
   C,
@@ -186,6 +187,8 @@ export function spawnPty(argv: readonly string[], options: PtySpawnOptions): Pty
   }
   const cwd = effectiveCwd(options.cwd, options.env);
   const path = resolveProgram(program, cwd, options.env);
+  // The run permission covers what is executed, after the PATH lookup (FFI spawns bypass Deno).
+  requireRun(path);
   const childArgv = [options.arg0 ?? program, ...argv.slice(1)];
   const { master, pid } = openAndSpawn(path, childArgv, envEntries, cwd, {
     rows: options.rows ?? DEFAULT_PTY_SIZE.rows,
