@@ -7,6 +7,7 @@
 
 import type { AuthResult } from "./auth.ts";
 import { stdioTransport } from "../rpc/stdio_transport.ts";
+import { DEFAULT_MAX_MESSAGE_BYTES } from "../rpc/transport.ts";
 import { websocketTransport } from "../rpc/websocket_transport.ts";
 import { log } from "./log.ts";
 import { serveConnection } from "./server.ts";
@@ -126,9 +127,12 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
     const auth = options.authorize ? await options.authorize(request) : { ok: true as const };
     if (!auth.ok) return auth.response;
     const { socket, response } = Deno.upgradeWebSocket(request, { protocol: auth.protocol });
+    const maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
     const transport = websocketTransport(socket, {
       label: `exec-server websocket ${peer}`,
-      maxMessageBytes: options.maxMessageBytes,
+      maxMessageBytes,
+      // Two messages of the largest size may wait; beyond that the flooding peer is cut off.
+      maxQueuedBytes: 2 * maxMessageBytes,
     });
     const served = serveConnection(transport, {
       sessions,
