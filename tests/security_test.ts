@@ -12,7 +12,7 @@
  *   segments in `argv[0]`, `LD_*` variables, and the PTY spawner.
  *
  * Every refusal must leave the outside world unchanged and return no byte of
- * a secret. Known bugs are marked and run with `EXEC_SERVER_KNOWN_BUGS=1`.
+ * a secret.
  *
  * @module
  */
@@ -25,7 +25,6 @@ import {
   startScopedServer,
 } from "./helpers/reliability_server.ts";
 
-const KNOWN_BUGS = Deno.env.get("EXEC_SERVER_KNOWN_BUGS") === "1";
 let nextId = 1;
 
 // ---------------------------------------------------------------------------
@@ -449,12 +448,8 @@ Deno.test({
 });
 
 Deno.test({
-  name: "a write-only scope does not write through a symlink to outside it" +
-    (KNOWN_BUGS ? "" : " (skipped: known limitation, see README; set EXEC_SERVER_KNOWN_BUGS=1)"),
-  // Known limitation (README, Permissions): with write but no read permission the server cannot
-  // resolve symlinks (resolving needs read access), so fs/writeFile writes the requested path
-  // directly and follows a link leading outside the scope. Run with EXEC_SERVER_KNOWN_BUGS=1.
-  ignore: !KNOWN_BUGS,
+  name: "a write-only scope does not write through a symlink to outside it",
+  // Without read access symlinks cannot be resolved; fs/writeFile replaces the path itself.
   fn: async () => {
     const l = await layout();
     const before = await snapshot(l.outside);

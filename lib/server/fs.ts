@@ -15,7 +15,7 @@ import { basename, dirname, resolve } from "node:path";
 import { invalidRequest } from "../protocol/errors.ts";
 import { fsError, osError, osErrorCode } from "./os_errors.ts";
 import { joinPath, pathFromUri, uriFromPath } from "./path_uri.ts";
-import { mayRead, mayWrite, requireRead, requireWrite } from "./policy.ts";
+import { mayRead, mayWrite, permissionDenied, requireRead, requireWrite } from "./policy.ts";
 
 export { walk } from "./fs_walk.ts";
 export type { WalkEntry, WalkError, WalkOptions, WalkParams, WalkResult } from "./fs_walk.ts";
@@ -137,8 +137,12 @@ export async function writeFile(params: WriteFileParams): Promise<EmptyResult> {
   requireWrite(requested);
   try {
     if (!mayRead(requested)) {
-      await Deno.writeFile(requested, data);
-      return {};
+      // Without read access symlinks cannot be resolved, so a link here must not be followed:
+      // the path itself is replaced (a link is replaced by the new file, its target untouched).
+      if (mayWrite(dirname(requested)) && await replaceAtomically(requested, data, undefined)) {
+        return {};
+      }
+      throw permissionDenied("read", requested);
     }
     const target = await resolveSymlinks(requested);
     if (target !== requested) requireWrite(target);
