@@ -5,10 +5,10 @@
  * @module
  */
 
-import { type AuthResult, capabilityTokenAuth, tokenFileDigest } from "./lib/server/auth.ts";
-import { VERSION } from "./lib/server/environment.ts";
-import { type LogLevel, setLogLevel } from "./lib/server/log.ts";
-import { type RunningServer, serveStdio, serveWebSocket } from "./lib/server/listen.ts";
+import { type AuthResult, capabilityTokenAuth, tokenFileDigest } from "./lib/server/listen/auth.ts";
+import { VERSION } from "./lib/server/session/environment.ts";
+import { type LogLevel, setLogLevel } from "./lib/server/host/log.ts";
+import { type RunningServer, serveStdio, serveWebSocket } from "./lib/server/listen/listen.ts";
 
 const HELP =
   `exec-server ${VERSION}: run processes, files and HTTP for a remote client (Codex exec-server protocol)

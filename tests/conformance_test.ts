@@ -873,19 +873,6 @@ function checkSeqInvariants(ours: Json[], processId: string, label: string): voi
 // ---------------------------------------------------------------------------
 // The cases
 
-const FS_READY = await exists(new URL("../lib/server/fs.ts", import.meta.url));
-
-async function exists(url: URL): Promise<boolean> {
-  try {
-    await Deno.stat(url);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-const NEEDS_FS = FS_READY ? undefined : "lib/server/fs.ts does not exist yet";
-
 interface Case {
   file: string;
   options?: ReplayOptions;
@@ -942,17 +929,8 @@ const CASES: Case[] = [
   },
 ];
 
-const USES_FS = new Set([
-  "13_fs_basic.jsonl",
-  "14_fs_walk.jsonl",
-  "15_fs_file_handles.jsonl",
-  "16_fs_watch_missing.jsonl",
-  "19_ws_session_resume.jsonl",
-  "21_concurrency_concurrent_requests_4.jsonl",
-]);
-
 for (const { file, options, ignore } of CASES) {
-  const reason = ignore ?? (USES_FS.has(file) ? NEEDS_FS : undefined);
+  const reason = ignore;
   Deno.test({
     name: `conformance: ${file.replace(/\.jsonl$/, "")} replays like the reference${
       reason ? ` (ignored: ${reason})` : ""

@@ -18,8 +18,8 @@ import {
   walk,
   type WalkOptions,
   writeFile,
-} from "../lib/server/fs.ts";
-import { uriFromPath } from "../lib/server/path_uri.ts";
+} from "../lib/server/fs/operations.ts";
+import { uriFromPath } from "../lib/server/host/path_uri.ts";
 
 const uri = uriFromPath;
 

@@ -8,7 +8,7 @@ import {
   type HttpResponseResult,
   MAX_BUFFERED_BODY_BYTES,
   MAX_DELTA_BYTES,
-} from "../lib/server/http_request.ts";
+} from "../lib/server/http/request.ts";
 
 // Two kinds of local test servers: `Deno.serve` where its behaviour is enough, and a raw
 // `Deno.listen` HTTP/1.1 responder where the test pins wire details `Deno.serve` hides (it merges

@@ -1,6 +1,6 @@
 import { deepStrictEqual as assertEquals, throws as assertThrows } from "node:assert/strict";
 import { RpcError } from "../lib/protocol/errors.ts";
-import { joinPath, pathFromUri, uriFromPath } from "../lib/server/path_uri.ts";
+import { joinPath, pathFromUri, uriFromPath } from "../lib/server/host/path_uri.ts";
 
 function errorOf(uri: string): { code: number; message: string } {
   try {

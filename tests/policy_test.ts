@@ -1,7 +1,7 @@
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { RpcError } from "../lib/protocol/errors.ts";
-import { fsError } from "../lib/server/os_errors.ts";
-import { permissionDenied, permissionDeniedFromDeno } from "../lib/server/policy.ts";
+import { fsError } from "../lib/server/host/os_errors.ts";
+import { permissionDenied, permissionDeniedFromDeno } from "../lib/server/host/permissions.ts";
 
 const LIB = new URL("../lib/server/", import.meta.url).href;
 
@@ -15,8 +15,8 @@ async function runWithFlags(flags: string[], body: string): Promise<unknown[]> {
     const script = `${dir}/child.ts`;
     await Deno.writeTextFile(
       script,
-      `import * as fs from "${LIB}fs.ts";
-import * as policy from "${LIB}policy.ts";
+      `import * as fs from "${LIB}fs/operations.ts";
+import * as policy from "${LIB}host/permissions.ts";
 const results: unknown[] = [];
 async function report(run: () => unknown): Promise<void> {
   try {

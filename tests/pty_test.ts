@@ -6,7 +6,7 @@ import {
   type PtySpawnOptions,
   ptySupported,
   spawnPty,
-} from "../lib/server/pty.ts";
+} from "../lib/server/process/pty.ts";
 
 const ENV = { PATH: "/usr/bin:/bin" };
 const decoder = new TextDecoder();

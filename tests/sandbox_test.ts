@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { ErrorCode, RpcError } from "../lib/protocol/errors.ts";
-import * as fs from "../lib/server/fs.ts";
-import { pathFromUri, uriFromPath } from "../lib/server/path_uri.ts";
-import { ptySupported, spawnPty } from "../lib/server/pty.ts";
+import * as fs from "../lib/server/fs/operations.ts";
+import { pathFromUri, uriFromPath } from "../lib/server/host/path_uri.ts";
+import { ptySupported, spawnPty } from "../lib/server/process/pty.ts";
 import {
   bwrapArgs,
   type FsSandboxMethod,
@@ -16,8 +16,8 @@ import {
   type SandboxPlan,
   seccompProgram,
   withFsSandbox,
-} from "../lib/server/sandbox.ts";
-import { capabilities } from "../lib/server/environment.ts";
+} from "../lib/server/sandbox/bubblewrap.ts";
+import { capabilities } from "../lib/server/session/environment.ts";
 import {
   eventually,
   handshake,

@@ -5,8 +5,8 @@
  * @module
  */
 
-import { ErrorCode, invalidRequest, RpcError } from "../protocol/errors.ts";
-import { type NotificationSink, ProcessTable } from "./processes.ts";
+import { ErrorCode, invalidRequest, RpcError } from "../../protocol/errors.ts";
+import { type NotificationSink, ProcessTable } from "../process/table.ts";
 
 /** Default time a detached session waits for a resume, in ms (the reference's ≈ 80 s). */
 export const DEFAULT_SESSION_TTL_MS = 80_000;

@@ -24,8 +24,8 @@
  * @module
  */
 
-import { osError } from "./os_errors.ts";
-import { pathFromUri, uriFromPath } from "./path_uri.ts";
+import { osError } from "../host/os_errors.ts";
+import { pathFromUri, uriFromPath } from "../host/path_uri.ts";
 import {
   accessAt,
   canonicalPath,
@@ -34,7 +34,7 @@ import {
   planSandbox,
   type SandboxAccess,
   type SandboxPlan,
-} from "./sandbox_policy.ts";
+} from "./policy.ts";
 
 /** The `fs/*` methods that take a `sandbox`. */
 export type FsSandboxMethod =

@@ -13,8 +13,8 @@
  * @module
  */
 
-import { requireRun } from "./policy.ts";
-import { ErrorCode, RpcError } from "../protocol/errors.ts";
+import { requireRun } from "../host/permissions.ts";
+import { ErrorCode, RpcError } from "../../protocol/errors.ts";
 import {
   C,
   cString,
@@ -30,7 +30,7 @@ import {
   osErrorMessage,
   SIGNALS,
   strerror,
-} from "./libc.ts";
+} from "../host/libc.ts";
 
 /**
  * The most pty processes alive at once (spawned and not yet both reaped and closed).

@@ -4,10 +4,10 @@
  * @module
  */
 
-import { ErrorCode, invalidRequest, RpcError } from "../protocol/errors.ts";
-import { fsError, osError, osErrorCode } from "./os_errors.ts";
-import { pathFromUri } from "./path_uri.ts";
-import { requireRead, requireWrite } from "./policy.ts";
+import { ErrorCode, invalidRequest, RpcError } from "../../protocol/errors.ts";
+import { fsError, osError, osErrorCode } from "../host/os_errors.ts";
+import { pathFromUri } from "../host/path_uri.ts";
+import { requireRead, requireWrite } from "../host/permissions.ts";
 
 /** Most open handles per connection. */
 const MAX_HANDLES = 128;
@@ -79,7 +79,7 @@ interface Handle {
  *
  * @example Read a file in blocks
  * ```ts
- * import { FileHandleTable } from "./fs_handles.ts";
+ * import { FileHandleTable } from "./handles.ts";
  * const table = new FileHandleTable();
  * await table.open({ handleId: "h", path: "file:///etc/hostname" });
  * console.log(await table.readBlock({ handleId: "h", offset: 0, len: 4096 }));

@@ -4,7 +4,7 @@
  * @module
  */
 
-import { ErrorCode, invalidParams, RpcError } from "../protocol/errors.ts";
+import { ErrorCode, invalidParams, RpcError } from "../../protocol/errors.ts";
 
 const SCHEME = /^[A-Za-z][A-Za-z0-9+\-.]*:/;
 const SPECIAL_SCHEMES = new Set(["http", "https", "ws", "wss", "ftp"]);

@@ -5,9 +5,9 @@
  */
 
 import { dirname } from "node:path";
-import { fsError, osErrorCode } from "./os_errors.ts";
-import { pathFromUri } from "./path_uri.ts";
-import { requireRead } from "./policy.ts";
+import { fsError, osErrorCode } from "../host/os_errors.ts";
+import { pathFromUri } from "../host/path_uri.ts";
+import { requireRead } from "../host/permissions.ts";
 
 /** Params of `fs/watchMissing`. */
 export interface WatchMissingParams {
@@ -39,7 +39,7 @@ interface Watch {
  *
  * @example Wait for a file
  * ```ts
- * import { MissingWatchTable } from "./fs_watch.ts";
+ * import { MissingWatchTable } from "./watch.ts";
  * const table = new MissingWatchTable();
  * const dir = await Deno.makeTempDir();
  * const fired = Promise.withResolvers<number>();

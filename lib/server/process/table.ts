@@ -15,22 +15,27 @@ import {
   invalidParams,
   invalidRequest,
   RpcError,
-} from "../protocol/errors.ts";
+} from "../../protocol/errors.ts";
 import {
   type ExtensionName,
   type ParamsOf,
   PROCESS_SIGNALS,
   type ResultOf,
   type SignalName,
-} from "../protocol/methods.ts";
+} from "../../protocol/methods.ts";
 import { childEnvironment } from "./env_policy.ts";
-import { osErrorMessage } from "./os_errors.ts";
-import { pathFromUri } from "./path_uri.ts";
-import { permissionDenied, requireRun, requireSafeLoaderEnv } from "./policy.ts";
+import { osErrorMessage } from "../host/os_errors.ts";
+import { pathFromUri } from "../host/path_uri.ts";
+import { permissionDenied, requireRun, requireSafeLoaderEnv } from "../host/permissions.ts";
 import { OutputCoalescer } from "./output_coalescer.ts";
 import { spawnPty } from "./pty.ts";
-import { launchSandboxed, looksSandboxDenied, OutputTail, planSandbox } from "./sandbox.ts";
-import { SIGNALS } from "./libc.ts";
+import {
+  launchSandboxed,
+  looksSandboxDenied,
+  OutputTail,
+  planSandbox,
+} from "../sandbox/bubblewrap.ts";
+import { SIGNALS } from "../host/libc.ts";
 
 /** Most bytes of output retained per process (oldest whole chunks are evicted). */
 export const RETAINED_OUTPUT_BYTES = 1024 * 1024;

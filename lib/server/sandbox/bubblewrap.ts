@@ -32,14 +32,14 @@
  * @module
  */
 
-import { ErrorCode, invalidParams, RpcError } from "../protocol/errors.ts";
+import { ErrorCode, invalidParams, RpcError } from "../../protocol/errors.ts";
 import {
   accessAt,
   acquireSyntheticMountPoints,
   releaseSyntheticMountPoints,
   type SandboxPlan,
-} from "./sandbox_policy.ts";
-import { seccompArch, type SeccompMode, seccompProgram } from "./sandbox_seccomp.ts";
+} from "./policy.ts";
+import { seccompArch, type SeccompMode, seccompProgram } from "./seccomp.ts";
 
 export {
   accessAt,
@@ -52,16 +52,16 @@ export {
   type SandboxIsolation,
   type SandboxMount,
   type SandboxPlan,
-} from "./sandbox_policy.ts";
-export { seccompProgram } from "./sandbox_seccomp.ts";
-export type { SeccompArch, SeccompMode } from "./sandbox_seccomp.ts";
+} from "./policy.ts";
+export { seccompProgram } from "./seccomp.ts";
+export type { SeccompArch, SeccompMode } from "./seccomp.ts";
 export {
   checkFsRead,
   checkFsWrite,
   type FsSandboxMethod,
   type FsSandboxParams,
   withFsSandbox,
-} from "./sandbox_fs.ts";
+} from "./fs_guard.ts";
 
 /** The shell snippet that opens the filter (`$0`) as fd 3 and executes the rest. */
 export const SECCOMP_SHIM = 'exec "$@" 3<"$0"';
@@ -541,7 +541,7 @@ const SIGSYS_EXIT_CODE = 128 + 31;
  *
  * @example Classify a failed write
  * ```ts
- * import { looksSandboxDenied } from "./sandbox.ts";
+ * import { looksSandboxDenied } from "./bubblewrap.ts";
  * console.log(looksSandboxDenied(1, "bash: /etc/x: Read-only file system\n")); // true
  * console.log(looksSandboxDenied(3, "hello\n")); // false
  * ```
@@ -559,7 +559,7 @@ export function looksSandboxDenied(exitCode: number, output: string): boolean {
  *
  * @example Keep the end of the output
  * ```ts
- * import { OutputTail } from "./sandbox.ts";
+ * import { OutputTail } from "./bubblewrap.ts";
  * const tail = new OutputTail(4);
  * tail.push(new TextEncoder().encode("abcdef"));
  * console.log(tail.text()); // "cdef"

@@ -6,17 +6,17 @@
  * @module
  */
 
-import { ErrorCode, invalidRequest, RpcError } from "../protocol/errors.ts";
-import { type ClientRequestName, lookupMethod, type ParamsOf } from "../protocol/methods.ts";
-import { parseParams, SchemaError } from "../protocol/schema.ts";
-import { Connection, type Schedule } from "../rpc/connection.ts";
-import { Semaphore } from "../rpc/semaphore.ts";
-import type { Transport } from "../rpc/transport.ts";
+import { ErrorCode, invalidRequest, RpcError } from "../../protocol/errors.ts";
+import { type ClientRequestName, lookupMethod, type ParamsOf } from "../../protocol/methods.ts";
+import { parseParams, SchemaError } from "../../protocol/schema.ts";
+import { Connection, type Schedule } from "../../rpc/connection.ts";
+import { Semaphore } from "../../rpc/semaphore.ts";
+import type { Transport } from "../../rpc/transport.ts";
 import { environmentInfo } from "./environment.ts";
-import { FileHandleTable, MissingWatchTable } from "./fs.ts";
+import { FileHandleTable, MissingWatchTable } from "../fs/operations.ts";
 import { type HandlerContext, HANDLERS } from "./handlers.ts";
-import { HttpRequestTable } from "./http_request.ts";
-import type { Session, SessionRegistry } from "./sessions.ts";
+import { HttpRequestTable } from "../http/request.ts";
+import type { Session, SessionRegistry } from "./registry.ts";
 
 /** Options for {@linkcode serveConnection}. */
 export interface ServeConnectionOptions {

@@ -6,12 +6,12 @@
  */
 
 import type { AuthResult } from "./auth.ts";
-import { stdioTransport } from "../rpc/stdio_transport.ts";
-import { DEFAULT_MAX_MESSAGE_BYTES } from "../rpc/transport.ts";
-import { websocketTransport } from "../rpc/websocket_transport.ts";
-import { log } from "./log.ts";
-import { serveConnection } from "./server.ts";
-import { SessionRegistry, type SessionRegistryOptions } from "./sessions.ts";
+import { stdioTransport } from "../../rpc/stdio_transport.ts";
+import { DEFAULT_MAX_MESSAGE_BYTES } from "../../rpc/transport.ts";
+import { websocketTransport } from "../../rpc/websocket_transport.ts";
+import { log } from "../host/log.ts";
+import { serveConnection } from "../session/serve_connection.ts";
+import { SessionRegistry, type SessionRegistryOptions } from "../session/registry.ts";
 
 /** Options shared by both listeners. */
 export interface ListenOptions extends SessionRegistryOptions {

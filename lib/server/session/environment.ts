@@ -4,10 +4,10 @@
  * @module
  */
 
-import { type EnvironmentInfo, type ExtensionName, EXTENSIONS } from "../protocol/methods.ts";
-import { uriFromPath } from "./path_uri.ts";
-import { ptySupported } from "./pty.ts";
-import { sandboxCapability } from "./sandbox.ts";
+import { type EnvironmentInfo, type ExtensionName, EXTENSIONS } from "../../protocol/methods.ts";
+import { uriFromPath } from "../host/path_uri.ts";
+import { ptySupported } from "../process/pty.ts";
+import { sandboxCapability } from "../sandbox/bubblewrap.ts";
 
 /** This server's version, reported as `executorVersion`. */
 export const VERSION = "0.1.0";

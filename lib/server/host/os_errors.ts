@@ -7,8 +7,8 @@
  * @module
  */
 
-import { ErrorCode, RpcError } from "../protocol/errors.ts";
-import { permissionDeniedFromDeno } from "./policy.ts";
+import { ErrorCode, RpcError } from "../../protocol/errors.ts";
+import { permissionDeniedFromDeno } from "./permissions.ts";
 
 /**
  * errno number and `strerror` text for the error codes Deno reports. The

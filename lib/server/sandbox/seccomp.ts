@@ -153,7 +153,7 @@ export function seccompArch(): SeccompArch | undefined {
  *
  * @example Build the filter for a network-restricted sandbox
  * ```ts
- * import { seccompProgram } from "./sandbox_seccomp.ts";
+ * import { seccompProgram } from "./seccomp.ts";
  * const program = seccompProgram("restricted", "x86_64");
  * console.log(program.length % 8); // 0
  * ```

@@ -9,7 +9,7 @@
  * @module
  */
 
-import { ErrorCode, RpcError } from "../protocol/errors.ts";
+import { ErrorCode, RpcError } from "../../protocol/errors.ts";
 
 /** The Deno permissions the server checks. */
 export type PermissionName = "read" | "write" | "net" | "run";

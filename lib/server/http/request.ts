@@ -16,8 +16,8 @@
  * @module
  */
 
-import { ErrorCode, RpcError } from "../protocol/errors.ts";
-import { requireNet } from "./policy.ts";
+import { ErrorCode, RpcError } from "../../protocol/errors.ts";
+import { requireNet } from "../host/permissions.ts";
 import {
   type BodyFraming,
   bodyFraming,
@@ -26,7 +26,7 @@ import {
   type ResponseHead,
   ResponseReader,
   writeAll,
-} from "./http_wire.ts";
+} from "./wire.ts";
 
 /** One request header; `value` is prefixed to the executor's environment variable `valueEnvVar` when set. */
 export interface HttpHeader {

@@ -26,8 +26,8 @@
  * @module
  */
 
-import { ErrorCode, invalidParams, RpcError } from "../protocol/errors.ts";
-import { pathFromUri } from "./path_uri.ts";
+import { ErrorCode, invalidParams, RpcError } from "../../protocol/errors.ts";
+import { pathFromUri } from "../host/path_uri.ts";
 
 /** Access of a path inside the sandbox. */
 export type SandboxAccess = "read" | "write" | "deny";

@@ -4,10 +4,10 @@
  * @module
  */
 
-import { invalidRequest } from "../protocol/errors.ts";
-import { fsError } from "./os_errors.ts";
-import { joinPath, pathFromUri, uriFromPath } from "./path_uri.ts";
-import { mayRead, requireRead } from "./policy.ts";
+import { invalidRequest } from "../../protocol/errors.ts";
+import { fsError } from "../host/os_errors.ts";
+import { joinPath, pathFromUri, uriFromPath } from "../host/path_uri.ts";
+import { mayRead, requireRead } from "../host/permissions.ts";
 
 /** Largest accepted `maxDepth`. */
 const MAX_DEPTH = 64;

@@ -10,16 +10,22 @@
  * @module
  */
 
-import { decodeBase64 } from "../protocol/base64.ts";
+import { decodeBase64 } from "../../protocol/base64.ts";
 import { basename, dirname, resolve } from "node:path";
-import { invalidRequest } from "../protocol/errors.ts";
-import { fsError, osError, osErrorCode } from "./os_errors.ts";
-import { joinPath, pathFromUri, uriFromPath } from "./path_uri.ts";
-import { mayRead, mayWrite, permissionDenied, requireRead, requireWrite } from "./policy.ts";
+import { invalidRequest } from "../../protocol/errors.ts";
+import { fsError, osError, osErrorCode } from "../host/os_errors.ts";
+import { joinPath, pathFromUri, uriFromPath } from "../host/path_uri.ts";
+import {
+  mayRead,
+  mayWrite,
+  permissionDenied,
+  requireRead,
+  requireWrite,
+} from "../host/permissions.ts";
 
-export { walk } from "./fs_walk.ts";
-export type { WalkEntry, WalkError, WalkOptions, WalkParams, WalkResult } from "./fs_walk.ts";
-export { FileHandleTable } from "./fs_handles.ts";
+export { walk } from "./walk.ts";
+export type { WalkEntry, WalkError, WalkOptions, WalkParams, WalkResult } from "./walk.ts";
+export { FileHandleTable } from "./handles.ts";
 export type {
   CloseParams,
   OpenParams,
@@ -27,9 +33,9 @@ export type {
   ReadBlockParams,
   ReadBlockResult,
   WriteBlockParams,
-} from "./fs_handles.ts";
-export { MissingWatchTable } from "./fs_watch.ts";
-export type { WatchMissingParams, WatchMissingResult } from "./fs_watch.ts";
+} from "./handles.ts";
+export { MissingWatchTable } from "./watch.ts";
+export type { WatchMissingParams, WatchMissingResult } from "./watch.ts";
 
 /** The empty result object `{}` most fs methods return. */
 export type EmptyResult = Record<string, never>;

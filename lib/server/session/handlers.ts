@@ -6,16 +6,16 @@
  * @module
  */
 
-import { ErrorCode, invalidParams, RpcError } from "../protocol/errors.ts";
-import type { ClientRequestName, ParamsOf, ResultOf } from "../protocol/methods.ts";
-import { protocolJsonSchema } from "../protocol/json_schema.ts";
-import type { JsonSchema } from "../protocol/schema.ts";
+import { ErrorCode, invalidParams, RpcError } from "../../protocol/errors.ts";
+import type { ClientRequestName, ParamsOf, ResultOf } from "../../protocol/methods.ts";
+import { protocolJsonSchema } from "../../protocol/json_schema.ts";
+import type { JsonSchema } from "../../protocol/schema.ts";
 import { environmentInfo, grantExtensions, supportedExtensions, VERSION } from "./environment.ts";
-import * as fs from "./fs.ts";
-import type { FileHandleTable, MissingWatchTable } from "./fs.ts";
-import type { HttpRequestTable } from "./http_request.ts";
-import { withFsSandbox } from "./sandbox.ts";
-import type { Session } from "./sessions.ts";
+import * as fs from "../fs/operations.ts";
+import type { FileHandleTable, MissingWatchTable } from "../fs/operations.ts";
+import type { HttpRequestTable } from "../http/request.ts";
+import { withFsSandbox } from "../sandbox/bubblewrap.ts";
+import type { Session } from "./registry.ts";
 
 /** What a handler can reach: its connection's state and its session. */
 export interface HandlerContext {
