@@ -10,6 +10,7 @@ import { stdioTransport } from "../../rpc/stdio_transport.ts";
 import { DEFAULT_MAX_MESSAGE_BYTES } from "../../rpc/transport.ts";
 import { websocketTransport } from "../../rpc/websocket_transport.ts";
 import { log } from "../host/log.ts";
+import { originGate } from "./origin.ts";
 import { serveConnection } from "../session/serve_connection.ts";
 import { SessionRegistry, type SessionRegistryOptions } from "../session/registry.ts";
 
@@ -95,11 +96,19 @@ export interface WebSocketListenOptions extends ListenOptions {
   authorize?: (request: Request) => Promise<AuthResult>;
   /** TLS certificate and key (PEM) to serve `wss://`. */
   tls?: { cert: string; key: string };
+  /**
+   * Origins whose requests are served; any other request carrying an
+   * `Origin` header gets 403 (`--allow-origin`).
+   *
+   * @default {[]}
+   */
+  allowedOrigins?: readonly string[];
 }
 
 /**
  * Serves the protocol over WebSocket: `GET /` upgrades, `GET /readyz` is a
- * health probe, anything else is 404 (spec §1.2).
+ * health probe, anything else is 404 (spec §1.2). A request carrying an
+ * `Origin` header that is not allowed gets 403 first.
  *
  * @param options Address, limits and authorization.
  */
@@ -108,10 +117,13 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
   const controller = new AbortController();
   const open = new Set<{ close(): void }>();
   const { promise: listening, resolve: onListen } = Promise.withResolvers<Deno.NetAddr>();
+  const crossOrigin = originGate(options.allowedOrigins);
   const handler = async (
     request: Request,
     info: Deno.ServeHandlerInfo<Deno.NetAddr>,
   ): Promise<Response> => {
+    const refused = crossOrigin(request.headers);
+    if (refused) return refused;
     const url = new URL(request.url);
     if (url.pathname === "/readyz" && request.method === "GET") return new Response(null);
     if (url.pathname !== "/" || request.method !== "GET") {
