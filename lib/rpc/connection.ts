@@ -85,7 +85,11 @@ export class RemoteError extends Error {
 export const MAX_IN_FLIGHT_CALLS = 1024;
 /** Extra in-flight slots kept for cleanup calls (e.g. `process/terminate`, `fs/close`). */
 export const RESERVED_CLEANUP_CALLS = 1;
-/** Messages read ahead of processing before the transport stops being read. */
+/**
+ * Messages read ahead of processing before the transport stops being read.
+ * Requests handed to a semaphore count until they are answered, so the bound
+ * holds at every concurrency.
+ */
 export const INBOUND_QUEUE_LIMIT = 128;
 
 /** How an incoming request runs: inline (reading waits for its answer) or under a semaphore. */
@@ -179,6 +183,8 @@ export class Connection {
   #maxInFlight: number;
   #nextId = 1;
   #queue: Queued[] = [];
+  /** Requests taken off the queue to run concurrently and not yet answered. */
+  #admitted = 0;
   #wake: (() => void) | undefined;
   #space: (() => void) | undefined;
   #closed = false;
@@ -313,11 +319,11 @@ export class Connection {
     try {
       for await (const item of this.#transport.readable) {
         if (this.#closed) break;
-        if (this.#queue.length >= INBOUND_QUEUE_LIMIT) {
+        while (!this.#closed && this.#queue.length + this.#admitted >= INBOUND_QUEUE_LIMIT) {
           await new Promise<void>((resolve) => (this.#space = resolve));
           this.#space = undefined;
-          if (this.#closed) break;
         }
+        if (this.#closed) break;
         this.#queue.push(typeof item === "string" ? decodeOrFault(item) : item);
         this.#wake?.();
       }
@@ -361,10 +367,18 @@ export class Connection {
     switch (item.kind) {
       case "request": {
         const schedule = this.#handlers.schedule?.(item.method);
-        if (schedule === "inline") await this.#run(item);
-        else if (schedule) {
-          schedule.acquire().then((release) => this.#run(item).finally(release));
-        } else this.#run(item);
+        if (schedule === "inline") {
+          await this.#run(item);
+          return;
+        }
+        this.#admitted++;
+        const running = schedule
+          ? schedule.acquire().then((release) => this.#run(item).finally(release))
+          : this.#run(item);
+        running.finally(() => {
+          this.#admitted--;
+          this.#space?.();
+        });
         return;
       }
       case "notification":
