@@ -7,7 +7,8 @@
 
 import { type AuthResult, capabilityTokenAuth, tokenFileDigest } from "./lib/server/listen/auth.ts";
 import { VERSION } from "./lib/server/session/environment.ts";
-import { type LogLevel, setLogLevel } from "./lib/server/host/log.ts";
+import { log, type LogLevel, setLogLevel } from "./lib/server/host/log.ts";
+import { raiseFileLimit } from "./lib/server/host/file_limit.ts";
 import { type RunningServer, serveStdio, serveWebSocket } from "./lib/server/listen/listen.ts";
 
 const HELP =
@@ -160,6 +161,8 @@ async function main(args: string[]): Promise<void> {
     fail(`--log-level must be error, warn, info or debug, got "${flags["log-level"]}"`);
   }
   setLogLevel(flags["log-level"] as LogLevel);
+  const fileLimit = raiseFileLimit();
+  log("debug", `open file limit: ${fileLimit ? fileLimit.soft : "unchanged (libc unavailable)"}`);
   const authorize = await authFromFlags(flags);
   if (
     listen.kind === "ws" && !isLoopback(listen.host) && !authorize && !flags["insecure-no-auth"]

@@ -126,6 +126,14 @@ export interface ConnectionOptions {
    */
   maxIncoming?: number;
   /**
+   * Inbound text (UTF-16 units) that may be held unanswered, queued or
+   * waiting for a concurrency permit, before the transport stops being read.
+   * One message is always admitted, whatever its size.
+   *
+   * @default {Infinity}
+   */
+  maxHeldUnits?: number;
+  /**
    * Most regular outgoing calls in flight.
    *
    * @default {1024}
@@ -182,9 +190,12 @@ export class Connection {
   #cleanupInFlight = 0;
   #maxInFlight: number;
   #nextId = 1;
-  #queue: Queued[] = [];
+  #queue: { item: Queued; units: number }[] = [];
   /** Requests taken off the queue to run concurrently and not yet answered. */
   #admitted = 0;
+  /** Text units of queued and admitted messages. */
+  #heldUnits = 0;
+  #maxHeldUnits: number;
   #wake: (() => void) | undefined;
   #space: (() => void) | undefined;
   #closed = false;
@@ -206,6 +217,7 @@ export class Connection {
     this.#trackIds = options.trackIncomingIds ?? false;
     this.#maxIncoming = options.maxIncoming ?? 64;
     this.#maxInFlight = options.maxInFlight ?? MAX_IN_FLIGHT_CALLS;
+    this.#maxHeldUnits = options.maxHeldUnits ?? Infinity;
     this.#closedPromise = new Promise((resolve) => (this.#resolveClosed = resolve));
     this.#read();
     this.#process();
@@ -319,19 +331,21 @@ export class Connection {
     try {
       for await (const item of this.#transport.readable) {
         if (this.#closed) break;
-        while (!this.#closed && this.#queue.length + this.#admitted >= INBOUND_QUEUE_LIMIT) {
+        while (!this.#closed && this.#full()) {
           await new Promise<void>((resolve) => (this.#space = resolve));
           this.#space = undefined;
         }
         if (this.#closed) break;
-        this.#queue.push(typeof item === "string" ? decodeOrFault(item) : item);
+        const units = typeof item === "string" ? item.length : 0;
+        this.#heldUnits += units;
+        this.#queue.push({ item: typeof item === "string" ? decodeOrFault(item) : item, units });
         this.#wake?.();
       }
     } catch {
       // A transport error ends the connection like EOF.
     }
     // The peer is gone: deliver responses already read, drop queued requests.
-    for (const item of this.#queue) {
+    for (const { item } of this.#queue) {
       if ("kind" in item && (item.kind === "response" || item.kind === "error")) {
         this.#onResponse(item);
       }
@@ -339,20 +353,31 @@ export class Connection {
     this.close();
   }
 
+  #full(): boolean {
+    const held = this.#queue.length + this.#admitted;
+    return held >= INBOUND_QUEUE_LIMIT || (held > 0 && this.#heldUnits >= this.#maxHeldUnits);
+  }
+
+  #release(units: number): void {
+    this.#heldUnits -= units;
+    this.#space?.();
+  }
+
   async #process(): Promise<void> {
     while (!this.#closed) {
-      const item = this.#queue.shift();
-      if (item === undefined) {
+      const entry = this.#queue.shift();
+      if (entry === undefined) {
         await new Promise<void>((resolve) => (this.#wake = resolve));
         this.#wake = undefined;
         continue;
       }
       this.#space?.();
-      await this.#handle(item);
+      if (!(await this.#handle(entry.item, entry.units))) this.#release(entry.units);
     }
   }
 
-  async #handle(item: Queued): Promise<void> {
+  /** Handles one message; true when it was admitted to run later (its units are released then). */
+  async #handle(item: Queued, units: number): Promise<boolean> {
     if ("fault" in item) {
       await this.#reply({
         kind: "error",
@@ -362,14 +387,14 @@ export class Connection {
           message: `${this.#transport.parseErrorPrefix}: ${item.fault}`,
         },
       });
-      return;
+      return false;
     }
     switch (item.kind) {
       case "request": {
         const schedule = this.#handlers.schedule?.(item.method);
         if (schedule === "inline") {
           await this.#run(item);
-          return;
+          return false;
         }
         this.#admitted++;
         const running = schedule
@@ -377,15 +402,16 @@ export class Connection {
           : this.#run(item);
         running.finally(() => {
           this.#admitted--;
-          this.#space?.();
+          this.#release(units);
         });
-        return;
+        return true;
       }
       case "notification":
         this.#handlers.notification?.(item.method, item.params);
-        return;
+        return false;
       default:
         this.#onResponse(item);
+        return false;
     }
   }
 
