@@ -6,7 +6,7 @@
  */
 
 import { parseArgs } from "node:util";
-import { dirname } from "node:path";
+import { dirname, relative } from "node:path";
 import { fileURLToPath as fromFileUrl } from "node:url";
 import { type MetricContext, type MetricDef, METRICS } from "./metrics.ts";
 import { RpcClient } from "./rpc_client.ts";
@@ -376,7 +376,7 @@ async function main(): Promise<void> {
   };
   await Deno.mkdir(dirname(args.out!), { recursive: true });
   await Deno.writeTextFile(args.out!, JSON.stringify(out, null, 2) + "\n");
-  console.log(`\nresults written to ${args.out}`);
+  console.log(`\nresults written to ${relative(Deno.cwd(), args.out!)}`);
 }
 
 if (import.meta.main) {
