@@ -12,9 +12,14 @@
  */
 
 import assert from "node:assert/strict";
-import { handshake, type Json, type ProtocolClient } from "./helpers/server_harness.ts";
+import {
+  handshake,
+  type Json,
+  type ProtocolClient,
+  ServerProcess,
+} from "./helpers/server_harness.ts";
 import { rssKib, sleep, waitUntil } from "./helpers/reliability_proc.ts";
-import { RawWebSocket, startScopedServer } from "./helpers/reliability_server.ts";
+import { RawWebSocket } from "./helpers/reliability_server.ts";
 
 const ENV = { PATH: "/usr/bin:/bin" };
 /**
@@ -66,7 +71,7 @@ function paddedRequest(id: number): string {
 const FLOOD_STREAM = "yes 0123456789abcdef0123456789abcdef0123456789abcdef";
 
 Deno.test("a WebSocket client that stops reading process output leaves memory bounded and others served", async () => {
-  await using server = await startScopedServer({ listen: "ws" });
+  await using server = await ServerProcess.start({ listen: "ws" });
   const other = await server.connect();
   await handshake(other);
   const idle = rssKib(server.pid);
@@ -118,7 +123,7 @@ Deno.test({
   // the bound with a small limit in-process).
   ignore: !LONG,
   fn: async () => {
-    await using server = await startScopedServer({ listen: "ws" });
+    await using server = await ServerProcess.start({ listen: "ws" });
     const other = await server.connect();
     await handshake(other);
     const idle = rssKib(server.pid);
@@ -185,7 +190,7 @@ class LineCounter {
 }
 
 Deno.test("a stdio client that stops reading is throttled: the server stops reading and stays bounded", async () => {
-  await using server = await startScopedServer({ listen: "stdio", manualStdout: true });
+  await using server = await ServerProcess.start({ listen: "stdio", manualStdout: true });
   const writer = server.child.stdin.getWriter();
   const encoder = new TextEncoder();
   const stdout = new LineCounter(server.child.stdout);
@@ -237,7 +242,7 @@ Deno.test("a stdio client that stops reading is throttled: the server stops read
 });
 
 Deno.test("a stdio client that stops reading process output blocks the child, not the server's memory", async () => {
-  await using server = await startScopedServer({ listen: "stdio", manualStdout: true });
+  await using server = await ServerProcess.start({ listen: "stdio", manualStdout: true });
   const writer = server.child.stdin.getWriter();
   const encoder = new TextEncoder();
   const stdout = new LineCounter(server.child.stdout);
@@ -268,7 +273,7 @@ Deno.test("a stdio client that stops reading process output blocks the child, no
 });
 
 Deno.test("a child that closes stdout and stderr but keeps running is neither exited nor closed until it ends", async () => {
-  await using server = await startScopedServer({ listen: "stdio" });
+  await using server = await ServerProcess.start({ listen: "stdio" });
   const client = server.stdio!;
   await handshake(client);
   await call(client, "process/start", startParams("quiet", "echo before; exec >&- 2>&-; sleep 30"));
@@ -303,7 +308,7 @@ Deno.test("a child that closes stdout and stderr but keeps running is neither ex
 });
 
 Deno.test("a child that exits while a grandchild holds stdout gets exited first and closed after the last output", async () => {
-  await using server = await startScopedServer({ listen: "stdio" });
+  await using server = await ServerProcess.start({ listen: "stdio" });
   const client = server.stdio!;
   await handshake(client);
   await call(
@@ -374,7 +379,7 @@ Deno.test({
     throw new Error(`cannot mount a 64 KiB tmpfs: ${refusal}`);
   }
   try {
-    await using server = await startScopedServer({ listen: "stdio" });
+    await using server = await ServerProcess.start({ listen: "stdio" });
     const client = server.stdio!;
     await handshake(client);
     const file = `${dir}/config.json`;

@@ -18,12 +18,13 @@
  */
 
 import assert from "node:assert/strict";
-import { handshake, type Json, type ProtocolClient } from "./helpers/server_harness.ts";
 import {
-  RawWebSocket,
-  type ScopedServer,
-  startScopedServer,
-} from "./helpers/reliability_server.ts";
+  handshake,
+  type Json,
+  type ProtocolClient,
+  ServerProcess,
+} from "./helpers/server_harness.ts";
+import { RawWebSocket } from "./helpers/reliability_server.ts";
 
 let nextId = 1;
 
@@ -31,7 +32,7 @@ let nextId = 1;
 // WebSocket authentication
 
 async function upgradeStatus(
-  server: ScopedServer,
+  server: ServerProcess,
   options: { path?: string; headers?: Record<string, string>; noUpgrade?: boolean },
 ): Promise<{ status: number; body: string; protocol?: string; ms: number }> {
   const started = performance.now();
@@ -49,7 +50,7 @@ Deno.test("WebSocket auth refuses every upgrade without the exact bearer token",
   const dir = await Deno.makeTempDir({ prefix: "es-auth-" });
   const token = crypto.getRandomValues(new Uint8Array(32)).toHex();
   await Deno.writeTextFile(`${dir}/token`, `${token}\n`);
-  await using server = await startScopedServer({
+  await using server = await ServerProcess.start({
     listen: "ws",
     args: ["--ws-auth", "capability-token", "--ws-token-file", `${dir}/token`],
   });
@@ -263,8 +264,8 @@ async function assertRefused(
   assert.equal(error.data?.kind, "permissionDenied", `${what}: ${text}`);
 }
 
-async function scopedFsServer(l: Layout, permissions: string[]): Promise<ScopedServer> {
-  return await startScopedServer({
+async function scopedFsServer(l: Layout, permissions: string[]): Promise<ServerProcess> {
+  return await ServerProcess.start({
     listen: "stdio",
     permissions: [...permissions, "--allow-env", "--allow-sys"],
     cwd: l.scope,
@@ -522,7 +523,7 @@ async function tryStart(client: ProtocolClient, params: Json): Promise<StartOutc
 Deno.test("--allow-run scopes cannot be escaped through argv[0], arg0, PATH or LD_ variables", async (t) => {
   const r = await runSetup();
   try {
-    await using server = await startScopedServer({
+    await using server = await ServerProcess.start({
       listen: "stdio",
       permissions: [
         "--allow-run=/bin/sh",
@@ -622,7 +623,7 @@ Deno.test({
   fn: async (t) => {
     const r = await runSetup();
     try {
-      await using server = await startScopedServer({
+      await using server = await ServerProcess.start({
         listen: "stdio",
         permissions: [
           "--allow-run=sh,/bin/sh",
