@@ -20,6 +20,7 @@ import {
 } from "./helpers/server_harness.ts";
 import { rssKib, sleep, waitUntil } from "./helpers/reliability_proc.ts";
 import { RawWebSocket } from "./helpers/reliability_server.ts";
+import { call, nextRequestId } from "./helpers/rpc.ts";
 
 const ENV = { PATH: "/usr/bin:/bin" };
 /**
@@ -36,14 +37,6 @@ const WS_QUEUE_BOUND_KIB = (2 * 256 + 64) * 1024;
 const LONG = Deno.env.get("EXEC_SERVER_LONG_TESTS") === "1";
 /** Requests a non-reading stdio client offers (about 1 KiB each). */
 const STDIO_FLOOD_REQUESTS = 40_000;
-
-let nextId = 1;
-
-async function call(client: ProtocolClient, method: string, params?: unknown): Promise<Json> {
-  const response = await client.request(nextId++, method, params);
-  assert.ok(response.result, `${method} failed: ${JSON.stringify(response)}`);
-  return response.result as Json;
-}
 
 function startParams(processId: string, script: string): Json {
   return {
@@ -396,7 +389,7 @@ Deno.test({
     ] as const;
     for (const [name, data] of cases) {
       await t.step(name, async () => {
-        const response = await client.request(nextId++, "fs/writeFile", {
+        const response = await client.request(nextRequestId(), "fs/writeFile", {
           path: uri,
           dataBase64: data.toBase64(),
         });

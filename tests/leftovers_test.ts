@@ -38,6 +38,7 @@ import {
 } from "./helpers/reliability_proc.ts";
 import { collectGarbage, freePort } from "./helpers/reliability_server.ts";
 import { STREAM_SCRIPT, TREE_SCRIPT } from "./helpers/reliability_client.ts";
+import { call, nextRequestId } from "./helpers/rpc.ts";
 
 const LONG = Deno.env.get("EXEC_SERVER_LONG_TESTS") === "1";
 /** Rounds after the warm-up. */
@@ -55,14 +56,6 @@ const WARM_UP_TREES = 30;
 const PROCS_PER_TREE = 5;
 const CLIENT_TS = new URL("./helpers/reliability_client.ts", import.meta.url).pathname;
 const ENV = { PATH: "/usr/bin:/bin" };
-
-let nextId = 1;
-
-async function call(client: ProtocolClient, method: string, params?: unknown): Promise<Json> {
-  const response = await client.request(nextId++, method, params);
-  assert.ok(response.result, `${method} failed: ${JSON.stringify(response)}`);
-  return response.result as Json;
-}
 
 async function startTrees(client: ProtocolClient, prefix: string, n: number): Promise<string[]> {
   const ids: string[] = [];
@@ -226,7 +219,7 @@ Deno.test("session expiry kills every process of the detached session and frees 
     // Detached, the processes keep running until the TTL (1 s) expires.
     await assertAllDead(procs, `session expiry (round ${r})`, 20_000);
     const late = await server.connect();
-    const response = await late.request(nextId++, "initialize", {
+    const response = await late.request(nextRequestId(), "initialize", {
       clientName: "late",
       resumeSessionId: sessionId,
     });

@@ -25,8 +25,7 @@ import {
   ServerProcess,
 } from "./helpers/server_harness.ts";
 import { RawWebSocket } from "./helpers/reliability_server.ts";
-
-let nextId = 1;
+import { nextRequestId } from "./helpers/rpc.ts";
 
 // ---------------------------------------------------------------------------
 // WebSocket authentication
@@ -251,7 +250,7 @@ async function assertRefused(
   params: Json,
   what: string,
 ): Promise<void> {
-  const response = await client.request(nextId++, method, params);
+  const response = await client.request(nextRequestId(), method, params);
   const text = JSON.stringify(response);
   const secret64 = b64(SECRET).slice(0, 12);
   assert.ok(
@@ -274,7 +273,7 @@ async function assertHidden(
   params: Json,
   what: string,
 ): Promise<void> {
-  const response = await client.request(nextId++, method, params);
+  const response = await client.request(nextRequestId(), method, params);
   assert.deepEqual(response.error, MISSING, `${what}: ${JSON.stringify(response)}`);
 }
 
@@ -313,7 +312,7 @@ Deno.test("path traversal out of --allow-read/--allow-write scopes is refused", 
       await assertRefused(
         client,
         "fs/open",
-        { handleId: `h${nextId}`, path: target },
+        { handleId: `h${nextRequestId()}`, path: target },
         `open ${path}`,
       );
       await assertRefused(
@@ -446,7 +445,7 @@ Deno.test({
         });
       }
       await t.step("walk of the scope does not descend into linked directories", async () => {
-        const response = await client.request(nextId++, "fs/walk", {
+        const response = await client.request(nextRequestId(), "fs/walk", {
           path: uri(s),
           options: {
             maxDepth: 3,
@@ -481,7 +480,9 @@ Deno.test("metadata lookups outside --allow-read answer like a missing path, rev
     for (const method of ["fs/getMetadata", "fs/canonicalize"]) {
       for (const path of paths) await assertHidden(client, method, { path: uri(path) }, path);
       // Inside the scope nothing changes: a real lookup, and the same error for a missing path.
-      const own = await client.request(nextId++, method, { path: uri(`${l.scope}/own.txt`) });
+      const own = await client.request(nextRequestId(), method, {
+        path: uri(`${l.scope}/own.txt`),
+      });
       assert.ok(own.result, JSON.stringify(own));
       await assertHidden(client, method, { path: uri(`${l.scope}/absent`) }, "absent in scope");
     }
@@ -551,8 +552,8 @@ interface StartOutcome {
 }
 
 async function tryStart(client: ProtocolClient, params: Json): Promise<StartOutcome> {
-  const processId = `p${nextId}`;
-  const response = await client.request(nextId++, "process/start", {
+  const processId = `p${nextRequestId()}`;
+  const response = await client.request(nextRequestId(), "process/start", {
     processId,
     cwd: "file:///tmp",
     tty: false,
