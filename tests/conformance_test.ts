@@ -1,7 +1,7 @@
 /**
  * Replays the reference server's recorded conversations
- * (`/work/shared/protocol/transcripts`) against our server and compares
- * normalized results.
+ * (`tests/fixtures/transcripts/`, re-recorded by `deno task fixtures:record`)
+ * against our server and compares normalized results.
  *
  * Replay: each `send` line is written as recorded (raw text when `raw`).
  * Before a `send` or `event` line the replay waits until our server has
@@ -39,9 +39,8 @@ import {
   WsClient,
 } from "./helpers/server_harness.ts";
 
-/** The reference transcripts live in the shared folder beside the repository (`../shared`). */
-const TRANSCRIPTS = Deno.env.get("EXEC_SERVER_TRANSCRIPTS") ??
-  new URL("../../shared/protocol/transcripts", import.meta.url).pathname;
+/** The reference transcripts, recorded into the repository (`deno task fixtures:record`). */
+const TRANSCRIPTS = new URL("./fixtures/transcripts", import.meta.url).pathname;
 const FIXTURE_SCRIPT = `${TRANSCRIPTS}/fixture.sh`;
 const SERVER_ENV = {
   PATH: "/usr/local/bin:/usr/bin:/bin",

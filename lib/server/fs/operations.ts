@@ -20,6 +20,7 @@ import {
   mayWrite,
   permissionDenied,
   requireRead,
+  requireReadOrMissing,
   requireWrite,
 } from "../host/permissions.ts";
 
@@ -298,7 +299,7 @@ export interface MetadataResult {
  */
 export function getMetadata(params: PathParams): MetadataResult {
   const path = pathFromUri(params.path);
-  requireRead(path);
+  requireReadOrMissing(path);
   try {
     const info = Deno.statSync(path);
     const link = Deno.lstatSync(path);
@@ -329,7 +330,7 @@ export interface CanonicalizeResult {
  */
 export function canonicalize(params: PathParams): CanonicalizeResult {
   const path = pathFromUri(params.path);
-  requireRead(path);
+  requireReadOrMissing(path);
   try {
     return { path: uriFromPath(Deno.realPathSync(path)) };
   } catch (err) {
