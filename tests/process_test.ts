@@ -645,6 +645,7 @@ Deno.test("process/start rejects bad requests with the reference's errors", asyn
     await start(client, "dup", ["/bin/sleep", "30"]);
     assert.deepEqual(await startError("dup", ["/bin/true"]), {
       code: -32600,
+      data: { kind: "processExists" },
       message: "process dup already exists",
     });
     await call(client, "process/terminate", { processId: "dup" });
