@@ -590,6 +590,25 @@ Deno.test("FileHandleTable reads blocks with exact eof semantics", async () => {
   assertEquals(await failure(read(0, 5)), { code: -32004, message: "unknown file handle `h1`" });
 });
 
+Deno.test("an open read handle keeps the file it opened when fs/writeFile replaces the path", async () => {
+  // Deliberate difference: the reference writes in place, so its handle would read "new!".
+  await using fx = await fixture();
+  const table = new FileHandleTable();
+  await table.open({ handleId: "h", path: fx.at("a.txt") });
+  await writeFile({ path: fx.at("a.txt"), dataBase64: btoa("new!") });
+  assertEquals(await table.readBlock({ handleId: "h", offset: 0, len: 100 }), {
+    chunk: btoa("hello world\n"),
+    eof: true,
+  });
+  await table.open({ handleId: "h2", path: fx.at("a.txt") });
+  assertEquals(await table.readBlock({ handleId: "h2", offset: 0, len: 100 }), {
+    chunk: btoa("new!"),
+    eof: true,
+  });
+  await table.close({ handleId: "h" });
+  await table.close({ handleId: "h2" });
+});
+
 Deno.test("FileHandleTable writes blocks positionally, zero-filling gaps", async () => {
   await using fx = await fixture();
   const table = new FileHandleTable();

@@ -16,9 +16,10 @@ import { pathFromUri } from "../host/path_uri.ts";
  * - `listing`: a walk of the tree (refused below a denied path; denied subtrees are left
  *   out of the result);
  * - `tree`: all of it when it is a directory (a copy's source: refused when a denied path
- *   lies inside).
+ *   lies inside);
+ * - `existence`: whether it exists (a watch; such requests take no sandbox).
  */
-export type ReadKind = "content" | "metadata" | "listing" | "tree";
+export type ReadKind = "content" | "metadata" | "listing" | "tree" | "existence";
 
 /**
  * What a write does at a path:

@@ -4,7 +4,9 @@
  * runs it. {@linkcode runFsOperation} is the one place a request's paths are
  * resolved and checked: the request's `sandbox` (when it has one), then the
  * server's Deno permissions, both derived from the access rules, and only
- * then the operation, which receives the checked paths.
+ * then the operation, which receives the checked paths. A metadata read
+ * outside the server's read scope answers like a missing path; every other
+ * access outside it gets a `permissionDenied` error.
  *
  * The table is typed from the method table: a `fs/*` request without an
  * entry does not compile, and neither does an entry whose method takes a
@@ -14,7 +16,7 @@
  */
 
 import type { ClientRequestName, ParamsOf, ResultOf } from "../../protocol/methods.ts";
-import { requireRead, requireWrite } from "../host/permissions.ts";
+import { requireRead, requireReadOrMissing, requireWrite } from "../host/permissions.ts";
 import { checkFsAccess, planFsSandbox, restrictListing } from "../sandbox/fs_guard.ts";
 import { copiesTo, type PathAccess, reads, removes, writes } from "./access.ts";
 import { copy } from "./copy.ts";
@@ -129,7 +131,7 @@ export const FS_OPERATIONS: { readonly [M in FsMethod]: FsOperation<M> } = {
     run: (params, _paths, context) => context.files.close(params),
   }),
   "fs/watchMissing": operation("fs/watchMissing", {
-    access: (params) => params.missing.map((uri) => reads(uri, "metadata")),
+    access: (params) => params.missing.map((uri) => reads(uri, "existence")),
     run: (params, paths, context) =>
       context.watches.watchMissing(
         params.watchId,
@@ -182,8 +184,9 @@ export function runFsOperation<M extends FsMethod>(
     return {} as ResultOf<M>;
   }
   for (const path of paths) {
-    if (path.access === "read") requireRead(path.path);
-    else requireWrite(path.path);
+    if (path.access === "write") requireWrite(path.path);
+    else if (path.kind === "metadata") requireReadOrMissing(path.path);
+    else requireRead(path.path);
   }
   const result = entry.run(params, paths, context);
   const listing = confined ? paths.find((path) => path.kind === "listing") : undefined;
