@@ -594,13 +594,13 @@ Deno.test("an open read handle keeps the file it opened when fs/writeFile replac
   // Deliberate difference: the reference writes in place, so its handle would read "new!".
   await using fx = await fixture();
   const table = new FileHandleTable();
-  await table.open({ handleId: "h", path: fx.at("a.txt") });
+  await open(table, { handleId: "h", path: fx.at("a.txt") });
   await writeFile({ path: fx.at("a.txt"), dataBase64: btoa("new!") });
   assertEquals(await table.readBlock({ handleId: "h", offset: 0, len: 100 }), {
     chunk: btoa("hello world\n"),
     eof: true,
   });
-  await table.open({ handleId: "h2", path: fx.at("a.txt") });
+  await open(table, { handleId: "h2", path: fx.at("a.txt") });
   assertEquals(await table.readBlock({ handleId: "h2", offset: 0, len: 100 }), {
     chunk: btoa("new!"),
     eof: true,
