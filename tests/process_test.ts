@@ -13,6 +13,7 @@ import {
   callError,
   nextRequestId,
   PROCESS_ENV,
+  startParams,
   startProcess as start,
 } from "./helpers/rpc.ts";
 
@@ -575,14 +576,7 @@ Deno.test("process/start rejects bad requests with the reference's errors", asyn
   await using server = await inProcessSession();
   const client = server.stdio;
   const startError = (processId: string, argv: string[], extra: Json = {}) =>
-    callError(client, "process/start", {
-      processId,
-      argv,
-      cwd: "file:///tmp",
-      env: PROCESS_ENV,
-      tty: false,
-      ...extra,
-    });
+    callError(client, "process/start", startParams(processId, argv, extra));
   await t.step("empty argv", async () => {
     assert.deepEqual(await startError("a", []), {
       code: -32602,
