@@ -20,7 +20,7 @@ import {
 } from "./helpers/server_harness.ts";
 import { rssKib, sleep, waitUntil } from "./helpers/reliability_proc.ts";
 import { RawWebSocket } from "./helpers/reliability_server.ts";
-import { call, nextRequestId, startParams } from "./helpers/rpc.ts";
+import { call, nextRequestId, sh, startParams } from "./helpers/rpc.ts";
 
 /**
  * How much a server may grow while a client is not reading: its own buffers
@@ -39,7 +39,7 @@ const STDIO_FLOOD_REQUESTS = 40_000;
 
 /** The params of `/bin/sh -c script` as a pipe process. */
 function shParams(processId: string, script: string): Json {
-  return startParams(processId, ["/bin/sh", "-c", script]);
+  return startParams(processId, sh(script));
 }
 
 /** Checks that a connection answers and can run a process to completion. */

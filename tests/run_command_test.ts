@@ -28,6 +28,11 @@ async function run(args: string[], input?: Uint8Array): Promise<RunResult> {
 
 const text = (bytes: Uint8Array): string => new TextDecoder().decode(bytes);
 
+/** `exec-server run` arguments: the server, `flags`, then `/bin/sh -c script`. */
+function remoteSh(url: string, script: string, ...flags: string[]): string[] {
+  return ["--url", url, ...flags, "--", "/bin/sh", "-c", script];
+}
+
 /** A child's stdout, read as text up to a marker or to its end. */
 class Output {
   readonly #reader: ReadableStreamDefaultReader<Uint8Array>;
@@ -81,14 +86,7 @@ function spawnInTerminal(lines: string[]): { child: Deno.ChildProcess; output: O
 
 Deno.test("exec-server run exits with the remote exit code and splits stdout from stderr", async () => {
   await using server = await InProcessServer.websocket();
-  const result = await run([
-    "--url",
-    server.url,
-    "--",
-    "/bin/sh",
-    "-c",
-    "echo out; echo err >&2; exit 7",
-  ]);
+  const result = await run(remoteSh(server.url, "echo out; echo err >&2; exit 7"));
   assert.equal(result.code, 7);
   assert.equal(text(result.stdout), "out\n");
   assert.equal(result.stderr, "err\n");
@@ -127,14 +125,12 @@ Deno.test("exec-server run closes the remote stdin when local stdin ends", async
 
 Deno.test("exec-server run forwards SIGTERM to the remote command, which decides", async () => {
   await using server = await InProcessServer.websocket();
-  const { child, output } = spawnRun([
-    "--url",
-    server.url,
-    "--",
-    "/bin/sh",
-    "-c",
-    "trap 'echo got-term; exit 7' TERM; echo ready; while :; do sleep 0.05; done",
-  ]);
+  const { child, output } = spawnRun(
+    remoteSh(
+      server.url,
+      "trap 'echo got-term; exit 7' TERM; echo ready; while :; do sleep 0.05; done",
+    ),
+  );
   await output.until("ready\n");
   child.kill("SIGTERM");
   assert.equal(await output.end(), "ready\ngot-term\n");
@@ -144,40 +140,31 @@ Deno.test("exec-server run forwards SIGTERM to the remote command, which decides
 
 Deno.test("exec-server run passes --env and --cwd to the remote command", async () => {
   await using server = await InProcessServer.websocket();
-  const result = await run([
-    "--url",
-    server.url,
-    "-n",
-    "--env",
-    "GREETING=hello there",
-    "--cwd",
-    "/usr",
-    "--",
-    "/bin/sh",
-    "-c",
-    'echo "$GREETING"; pwd',
-  ]);
+  const result = await run(
+    remoteSh(
+      server.url,
+      'echo "$GREETING"; pwd',
+      "-n",
+      "--env",
+      "GREETING=hello there",
+      "--cwd",
+      "/usr",
+    ),
+  );
   assert.equal(result.code, 0);
   assert.equal(text(result.stdout), "hello there\n/usr\n");
 });
 
 Deno.test("exec-server run --tty runs the command on a pseudo-terminal", async () => {
   await using server = await InProcessServer.websocket();
-  const result = await run(["--url", server.url, "--tty", "--", "/bin/sh", "-c", "tty; exit 3"]);
+  const result = await run(remoteSh(server.url, "tty; exit 3", "--tty"));
   assert.equal(result.code, 3);
   assert.match(text(result.stdout), /^\/dev\/pts\/\d+\r\n$/);
 });
 
 Deno.test("exec-server run forwards Ctrl-C as an interrupt", async () => {
   await using server = await InProcessServer.websocket();
-  const { child, output } = spawnRun([
-    "--url",
-    server.url,
-    "--",
-    "/bin/sh",
-    "-c",
-    "echo ready; exec sleep 30",
-  ]);
+  const { child, output } = spawnRun(remoteSh(server.url, "echo ready; exec sleep 30"));
   await output.until("ready\n");
   child.kill("SIGINT");
   await output.end();
@@ -215,16 +202,9 @@ Deno.test("exec-server run with a refused token prints one line and exits non-ze
     assert.equal(refused.code, 255);
     assert.equal(refused.stderr.trimEnd().split("\n").length, 1);
     assert.match(refused.stderr, /refused the token \(HTTP 401\)/);
-    const accepted = await run([
-      "--url",
-      server.url,
-      "--token-file",
-      `${dir}/server-token`,
-      "--",
-      "/bin/sh",
-      "-c",
-      "exit 0",
-    ]);
+    const accepted = await run(
+      remoteSh(server.url, "exit 0", "--token-file", `${dir}/server-token`),
+    );
     assert.equal(accepted.code, 0);
   } finally {
     await Deno.remove(dir, { recursive: true });

@@ -27,7 +27,7 @@ import {
   type ProtocolClient,
   ServerProcess,
 } from "./helpers/server_harness.ts";
-import { startParams } from "./helpers/rpc.ts";
+import { sh, startParams } from "./helpers/rpc.ts";
 import { descendants, fdCount, rssKib, sleep, waitUntil } from "./helpers/reliability_proc.ts";
 import { collectGarbage, freePort } from "./helpers/reliability_server.ts";
 
@@ -60,7 +60,7 @@ async function call(client: ProtocolClient, method: string, params?: unknown): P
 
 async function startProcess(client: ProtocolClient, processId: string, script: string) {
   processes++;
-  await call(client, "process/start", startParams(processId, ["/bin/sh", "-c", script]));
+  await call(client, "process/start", startParams(processId, sh(script)));
 }
 
 /** One round of one worker. */

@@ -68,6 +68,11 @@ export async function callError(
 /** The environment {@linkcode startProcess} gives a process unless told otherwise. */
 export const PROCESS_ENV: Record<string, string> = { PATH: "/usr/local/bin:/usr/bin:/bin" };
 
+/** The argv of `/bin/sh -c script`. */
+export function sh(script: string): string[] {
+  return ["/bin/sh", "-c", script];
+}
+
 /**
  * The params of a pipe process in `/tmp` with {@linkcode PROCESS_ENV};
  * `extra` overrides or adds members.
