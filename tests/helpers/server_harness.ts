@@ -68,6 +68,11 @@ export interface StartServerOptions {
   /** Extra command-line flags, e.g. `["--concurrent-requests", "4"]`. */
   args?: string[];
   /**
+   * The program and its leading arguments, instead of `deno run <permissions> main.ts`; e.g.
+   * `[codexBin, "exec-server"]` to run the reference. `--listen …` and `args` follow.
+   */
+  command?: readonly string[];
+  /**
    * Environment of the server. Replaces the environment entirely.
    *
    * @default {the test runner's PATH, HOME and LANG}
@@ -312,11 +317,15 @@ export class ServerProcess implements AsyncDisposable {
       HOME: Deno.env.get("HOME") ?? "/root",
       LANG: "C.UTF-8",
     };
-    const child = new Deno.Command(Deno.execPath(), {
+    const [program, ...leading] = options.command ?? [
+      Deno.execPath(),
+      "run",
+      ...SERVER_PERMISSIONS,
+      MAIN_TS,
+    ];
+    const child = new Deno.Command(program!, {
       args: [
-        "run",
-        ...SERVER_PERMISSIONS,
-        MAIN_TS,
+        ...leading,
         "--listen",
         listen === "stdio" ? "stdio" : "ws://127.0.0.1:0",
         ...(options.args ?? []),
