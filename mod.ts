@@ -51,6 +51,7 @@ export type {
   TokenSource,
 } from "./lib/client/dial.ts";
 export type { SessionLinkOptions } from "./lib/client/session_link.ts";
+export { tokenFromEnv, tokenFromFile } from "./lib/client/token_source.ts";
 export type {
   OutputChunk,
   OutputGap,
