@@ -20,9 +20,9 @@ import {
   matrixFlags,
   mint,
 } from "./helpers/jwt_matrix.ts";
-import { RawWebSocket, startScopedServer } from "./helpers/reliability_server.ts";
+import { RawWebSocket } from "./helpers/reliability_server.ts";
 import { LineSplitStream } from "../lib/rpc/stdio_transport.ts";
-import { MAIN_TS, SERVER_PERMISSIONS } from "./helpers/server_harness.ts";
+import { MAIN_TS, SERVER_PERMISSIONS, ServerProcess } from "./helpers/server_harness.ts";
 import { verifySignedBearer } from "../lib/server/listen/signed_bearer.ts";
 import { connect, tokenFromEnv, tokenFromFile } from "../mod.ts";
 
@@ -51,7 +51,7 @@ async function ask(port: number, rows: MatrixCase[], answers: Answers): Promise<
 async function askOurs(rows: MatrixCase[], dir: string): Promise<Answers> {
   const answers: Answers = new Map();
   for (const config of Object.keys(MATRIX_CONFIGS) as MatrixConfig[]) {
-    await using server = await startScopedServer({
+    await using server = await ServerProcess.start({
       listen: "ws",
       args: matrixFlags(config, `${dir}/secret`),
     });
@@ -182,7 +182,7 @@ Deno.test("signed-bearer-token: exp and nbf are honoured up to exactly the clock
 Deno.test("signed-bearer-token: browsers present the JWT as a subprotocol, never echoed", async () => {
   const dir = await secretDir();
   try {
-    await using server = await startScopedServer({
+    await using server = await ServerProcess.start({
       listen: "ws",
       args: matrixFlags("strict", `${dir}/secret`),
     });
@@ -219,7 +219,7 @@ Deno.test("signed-bearer-token: browsers present the JWT as a subprotocol, never
 Deno.test("signed-bearer-token: the secret is read once at start-up and never logged", async () => {
   const dir = await secretDir();
   try {
-    const server = await startScopedServer({
+    const server = await ServerProcess.start({
       listen: "ws",
       args: [...matrixFlags("open", `${dir}/secret`), "--log-level", "debug"],
     });
@@ -313,7 +313,7 @@ Deno.test("signed-bearer-token: a bad secret file or flag is one line on stderr 
       assert.ok(!stderr.includes(MATRIX_SECRET) && !stderr.includes("s".repeat(31)));
     }
     // Exactly 32 bytes is enough, and a blank issuer or audience is not checked.
-    await using server = await startScopedServer({
+    await using server = await ServerProcess.start({
       listen: "ws",
       args: [
         ...signed,
@@ -351,7 +351,7 @@ async function runCli(args: string[], env: Record<string, string> = {}) {
 Deno.test("exec-server run takes a signed bearer token from a file or an environment variable", async () => {
   const dir = await secretDir();
   try {
-    await using server = await startScopedServer({
+    await using server = await ServerProcess.start({
       listen: "ws",
       args: matrixFlags("open", `${dir}/secret`),
     });
@@ -404,7 +404,7 @@ Deno.test("client tokenFromFile and tokenFromEnv work for both auth modes, the f
   try {
     const later = Math.floor(Date.now() / 1000) + 600;
     await Deno.writeTextFile(`${dir}/jwt`, await mint(`{"exp":${later}}`));
-    await using signed = await startScopedServer({
+    await using signed = await ServerProcess.start({
       listen: "ws",
       args: matrixFlags("open", `${dir}/secret`),
     });
@@ -412,7 +412,7 @@ Deno.test("client tokenFromFile and tokenFromEnv work for both auth modes, the f
       await using client = await connect(signed.url, { token: await tokenFromFile(`${dir}/jwt`) });
       assert.ok(client.sessionId);
     }
-    await using capability = await startScopedServer({
+    await using capability = await ServerProcess.start({
       listen: "ws",
       args: ["--ws-auth", "capability-token", "--ws-token-file", `${dir}/secret`],
     });
