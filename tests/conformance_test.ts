@@ -68,10 +68,12 @@ function normalizeResponse(msg: Json): Json {
       .replace(/ at line \d+ column \d+$/, " at line <L> column <C>")
       .replace(/exec-server websocket \S+?:\d+:/, "exec-server websocket <PEER_ADDR>:")
       .replace(/exec-server websocket <PEER_ADDR>:/, "exec-server websocket <PEER_ADDR>:");
-    if (error.code === -32602 && error.data && typeof error.data === "object") {
-      // Our documented extension: `data.field` names the offending member.
+    if (error.data && typeof error.data === "object") {
+      // Our documented extensions: `data.field` names the offending member of invalid params,
+      // and `data.kind` tells conditions apart where the reference has only a message.
       const data = { ...(error.data as Json) };
-      delete data.field;
+      if (error.code === -32602) delete data.field;
+      if (data.kind === "unknownSession" || data.kind === "processExists") delete data.kind;
       if (Object.keys(data).length === 0) delete error.data;
       else error.data = data;
     }
@@ -398,6 +400,14 @@ Deno.test("conformance normalization only hides what the spec allows", () => {
     }),
     { error: { code: -32603, data: { kind: "spawnNotFound" }, message: "m" }, id: 1 },
     "data.kind of spawn errors is compared",
+  );
+  assert.deepEqual(
+    normalizeResponse({
+      error: { code: -32600, data: { kind: "unknownSession" }, message: "unknown session id x" },
+      id: 1,
+    }),
+    { error: { code: -32600, message: "unknown session id x" }, id: 1 },
+    "our data.kind extension is not compared",
   );
   assert.deepEqual(
     normalizeRead(

@@ -14,6 +14,7 @@ import {
   internalError,
   invalidParams,
   invalidRequest,
+  kindError,
   RpcError,
 } from "../../protocol/errors.ts";
 import {
@@ -709,7 +710,7 @@ export class ProcessTable {
     }
     const cwd = cwdPathFromUri(params.cwd);
     if (this.#processes.has(params.processId)) {
-      throw invalidRequest(`process ${params.processId} already exists`);
+      throw kindError("processExists", `process ${params.processId} already exists`);
     }
     const env = childEnvironment(params.env, params.envPolicy);
     for (const [key, value] of Object.entries(env)) {
