@@ -6,6 +6,7 @@
  */
 
 import { type AuthResult, capabilityTokenAuth, tokenFileDigest } from "./lib/server/listen/auth.ts";
+import { readSharedSecret, signedBearerAuth } from "./lib/server/listen/signed_bearer.ts";
 import { VERSION } from "./lib/server/session/environment.ts";
 import { FlagError } from "./lib/cli/flags.ts";
 import { parseServerFlags, type ServerFlags, serverHelp } from "./lib/cli/server_flags.ts";
@@ -24,22 +25,59 @@ function isLoopback(host: string): boolean {
   return host === "localhost" || host === "::1" || /^127\.\d+\.\d+\.\d+$/.test(host);
 }
 
+/** The flags that belong to one `--ws-auth` mode. */
+const MODE_FLAGS = {
+  "capability-token": ["ws-token-file", "ws-token-sha256"],
+  "signed-bearer-token": [
+    "ws-shared-secret-file",
+    "ws-issuer",
+    "ws-audience",
+    "ws-max-clock-skew-seconds",
+  ],
+} as const;
+
+/** An issuer or audience flag, trimmed; empty means not configured (as the reference). */
+function claimFlag(value: string | undefined): string | undefined {
+  const trimmed = value?.trim();
+  return trimmed === "" ? undefined : trimmed;
+}
+
 async function authFromFlags(
-  flags: Pick<ServerFlags, "ws-auth" | "ws-token-file" | "ws-token-sha256">,
+  flags: ServerFlags,
 ): Promise<((request: Request) => Promise<AuthResult>) | undefined> {
   const mode = flags["ws-auth"];
-  if (mode === undefined) {
-    if (flags["ws-token-file"] || flags["ws-token-sha256"]) {
-      fail("--ws-token-file and --ws-token-sha256 need --ws-auth capability-token");
+  for (const [owner, names] of Object.entries(MODE_FLAGS)) {
+    const given = names.filter((name) => flags[name] !== undefined);
+    if (given.length > 0 && mode !== owner) {
+      fail(
+        `${given.map((name) => `--${name}`).join(", ")} ${
+          given.length === 1 ? "needs" : "need"
+        } --ws-auth ${owner}`,
+      );
     }
-    return undefined;
-  }
-  if (Boolean(flags["ws-token-file"]) === Boolean(flags["ws-token-sha256"])) {
-    fail("--ws-auth capability-token needs exactly one of --ws-token-file and --ws-token-sha256");
   }
   try {
-    const digest = flags["ws-token-sha256"] ?? await tokenFileDigest(flags["ws-token-file"]!);
-    return capabilityTokenAuth(digest);
+    if (mode === "signed-bearer-token") {
+      const path = flags["ws-shared-secret-file"];
+      if (path === undefined) fail("--ws-auth signed-bearer-token needs --ws-shared-secret-file");
+      return signedBearerAuth({
+        secret: await readSharedSecret(path),
+        issuer: claimFlag(flags["ws-issuer"]),
+        audience: claimFlag(flags["ws-audience"]),
+        maxClockSkewSeconds: flags["ws-max-clock-skew-seconds"],
+      });
+    }
+    if (mode === "capability-token") {
+      if (Boolean(flags["ws-token-file"]) === Boolean(flags["ws-token-sha256"])) {
+        fail(
+          "--ws-auth capability-token needs exactly one of --ws-token-file and --ws-token-sha256",
+        );
+      }
+      return capabilityTokenAuth(
+        flags["ws-token-sha256"] ?? await tokenFileDigest(flags["ws-token-file"]!),
+      );
+    }
+    return undefined;
   } catch (err) {
     fail((err as Error).message);
   }

@@ -69,6 +69,11 @@ Deno.test("WebSocket auth refuses every upgrade without the exact bearer token",
     await t.step("missing or malformed Authorization", async () => {
       const missing = await refused("no header", {});
       assert.equal(missing.body, "missing websocket bearer token");
+      // As the reference: the scheme in any case, then the token with surrounding spaces trimmed.
+      for (const value of [`bearer ${token}`, `Bearer  ${token}`, `BEARER ${token}  `]) {
+        const accepted = await upgradeStatus(server, { headers: { Authorization: value } });
+        assert.equal(accepted.status, 101, JSON.stringify(value));
+      }
       for (
         const value of [
           "",
@@ -77,7 +82,7 @@ Deno.test("WebSocket auth refuses every upgrade without the exact bearer token",
           `Basic ${btoa(`user:${token}`)}`,
           `Token ${token}`,
           `${token}`,
-          `Bearer  ${token}`,
+          `Bearer\t${token}`,
           `Bearer ${token} ${token}`,
           `Bearer "${token}"`,
           `Bearer ${token.toUpperCase()}`,

@@ -37,6 +37,28 @@ export function parseListen(value: string): ListenAddress {
   return { kind: "ws", host: match[1]!.replace(/^\[|\]$/g, ""), port: Number(match[2]) };
 }
 
+/**
+ * Parses a `--ws-max-clock-skew-seconds` value: a non-negative integer of at
+ * most 2^63 - 1, as the reference accepts.
+ *
+ * @example
+ * ```ts
+ * import { parseClockSkew } from "./server_flags.ts";
+ * console.log(parseClockSkew("45", "ws-max-clock-skew-seconds")); // 45n
+ * ```
+ *
+ * @param value The flag's value.
+ * @param flag The flag's name.
+ * @returns The skew in seconds.
+ * @throws {FlagError} For anything else.
+ */
+export function parseClockSkew(value: string, flag: string): bigint {
+  if (!/^\d+$/.test(value) || BigInt(value) >= 1n << 63n) {
+    throw new FlagError(`--${flag} must be an integer from 0 to 2^63 - 1, got "${value}"`);
+  }
+  return BigInt(value);
+}
+
 /** Every flag of `exec-server` (the server; `exec-server run` has its own). */
 export const SERVER_FLAGS = defineFlags({
   listen: {
@@ -77,8 +99,9 @@ export const SERVER_FLAGS = defineFlags({
   "ws-auth": {
     kind: "enum",
     value: "MODE",
-    choices: ["capability-token"],
-    help: 'require "Authorization: Bearer <token>" on the upgrade',
+    choices: ["capability-token", "signed-bearer-token"],
+    help: 'require "Authorization: Bearer <token>" on the upgrade: a fixed token\n' +
+      "or a JWT signed with HMAC-SHA-256 (HS256)",
   },
   "ws-token-file": {
     kind: "string",
@@ -89,6 +112,27 @@ export const SERVER_FLAGS = defineFlags({
     kind: "string",
     value: "HEX",
     help: "the token's SHA-256 instead of the token itself",
+  },
+  "ws-shared-secret-file": {
+    kind: "string",
+    value: "FILE",
+    help: "signed-bearer-token: the HMAC secret (file content, trimmed, at least 32 bytes)",
+  },
+  "ws-issuer": {
+    kind: "string",
+    value: "ISSUER",
+    help: "signed-bearer-token: the iss a token must carry",
+  },
+  "ws-audience": {
+    kind: "string",
+    value: "AUDIENCE",
+    help: "signed-bearer-token: the aud a token must carry (or list)",
+  },
+  "ws-max-clock-skew-seconds": {
+    kind: "string",
+    value: "SECONDS",
+    parse: parseClockSkew,
+    help: "signed-bearer-token: leeway for exp and nbf (default 30)",
   },
   "insecure-no-auth": {
     kind: "boolean",

@@ -24,6 +24,8 @@
  * @module
  */
 
+import type { ResultOf } from "../../protocol/methods.ts";
+import type { PathAccess } from "../fs/access.ts";
 import { osError } from "../host/os_errors.ts";
 import { pathFromUri, uriFromPath } from "../host/path_uri.ts";
 import {
@@ -35,35 +37,6 @@ import {
   type SandboxAccess,
   type SandboxPlan,
 } from "./policy.ts";
-
-/** The `fs/*` methods that take a `sandbox`. */
-export type FsSandboxMethod =
-  | "fs/readFile"
-  | "fs/writeFile"
-  | "fs/createDirectory"
-  | "fs/getMetadata"
-  | "fs/canonicalize"
-  | "fs/readDirectory"
-  | "fs/walk"
-  | "fs/remove"
-  | "fs/copy"
-  | "fs/open";
-
-/** The params members {@linkcode withFsSandbox} reads. */
-export interface FsSandboxParams {
-  /** The wire `sandbox` value. */
-  sandbox?: unknown;
-  /** `file:` URI of the path (all methods but `fs/copy`). */
-  path?: string;
-  /** `fs/copy` source. */
-  sourcePath?: string;
-  /** `fs/copy` destination. */
-  destinationPath?: string;
-  /** `fs/createDirectory`, `fs/remove`, `fs/copy`. */
-  recursive?: boolean | null;
-  /** `fs/open`: `"replace"` opens for writing. */
-  mode?: string | null;
-}
 
 const MAX_SYMLINK_HOPS = 40;
 
@@ -300,8 +273,15 @@ export function checkFsRead(
   }
 }
 
-/** Planning options for an fs request: the server's cwd and `TMPDIR`. */
-function planFor(sandbox: unknown): SandboxPlan | undefined {
+/**
+ * The plan of an fs request's `sandbox`, planned against the server's cwd
+ * and `TMPDIR`; `undefined` without one.
+ *
+ * @param sandbox The wire `sandbox` value.
+ * @throws {RpcError} `-32602` for an invalid `sandbox`.
+ */
+export function planFsSandbox(sandbox: unknown): SandboxPlan | undefined {
+  if (sandbox === undefined || sandbox === null) return undefined;
   const tmpdir = envGet("TMPDIR");
   return planSandbox(sandbox, {
     cwd: serverCwd(),
@@ -309,14 +289,48 @@ function planFor(sandbox: unknown): SandboxPlan | undefined {
   });
 }
 
-interface WalkLike {
-  entries: { path: string; kind: string }[];
-  errors: { path: string; message: string }[];
+/**
+ * Checks an fs request's accesses against its plan, in order (see the module
+ * documentation). Returns `"run"` when the operation may proceed (it may
+ * still fail on its own), `"done"` when it already succeeds inside the
+ * sandbox without touching the disk (`mkdir -p` of a directory that exists
+ * there).
+ *
+ * @param plan The request's plan.
+ * @param accesses Every path the request reads or writes, from the fs operations table.
+ * @throws {RpcError} The error the sandboxed operation would get.
+ */
+export function checkFsAccess(plan: SandboxPlan, accesses: readonly PathAccess[]): "run" | "done" {
+  let verdict: "run" | "done" = "run";
+  for (const access of accesses) {
+    if (access.access === "read") {
+      const subtree = access.kind === "tree" && lstatOrNull(access.path)?.isDirectory === true;
+      checkFsRead(plan, access.path, subtree, access.kind === "metadata");
+    } else if (access.kind === "copy") {
+      const source = lstatOrNull(access.from);
+      if (source !== null) checkFsWrite(plan, source.isFile ? "file" : "entry", access.path);
+    } else if (access.kind === "remove") {
+      checkFsWrite(plan, "remove", access.path, access.recursive);
+    } else if (checkFsWrite(plan, access.kind, access.path) === "done") {
+      verdict = "done";
+    }
+  }
+  return verdict;
 }
 
-/** Drops walk entries inside denied directories and reports those directories as errors. */
-function restrictWalk<R>(plan: SandboxPlan, root: string, result: R): R {
-  const walk = result as unknown as WalkLike;
+/**
+ * Drops the entries of a walk's result that lie inside denied directories,
+ * and reports each such directory as an error, as the sandboxed walk sees them.
+ *
+ * @param plan The request's plan.
+ * @param root Native path of the walk's root, as requested.
+ * @param result The unrestricted walk.
+ */
+export function restrictListing(
+  plan: SandboxPlan,
+  root: string,
+  result: ResultOf<"fs/walk">,
+): ResultOf<"fs/walk"> {
   const canonicalRoot = canonicalPath(root).path;
   const denied = plan.mounts.filter((mount) =>
     mount.access === "deny" && mount.path !== canonicalRoot &&
@@ -324,83 +338,16 @@ function restrictWalk<R>(plan: SandboxPlan, root: string, result: R): R {
   ).map((mount) => root + mount.path.slice(canonicalRoot === "/" ? 0 : canonicalRoot.length));
   if (denied.length === 0) return result;
   const message = osError("EACCES").message;
-  const entries = walk.entries.filter((entry) => {
+  const entries = result.entries.filter((entry) => {
     const path = pathFromUri(entry.path);
     return !denied.some((dir) => path !== dir && pathIsUnder(path, dir));
   });
-  const errors = [...walk.errors];
+  const errors = [...result.errors];
   for (const dir of denied) {
-    const listed = walk.entries.some((entry) =>
+    const listed = result.entries.some((entry) =>
       pathFromUri(entry.path) === dir && entry.kind === "directory"
     );
     if (listed) errors.push({ path: uriFromPath(dir), message });
   }
-  return { ...walk, entries, errors } as unknown as R;
-}
-
-/**
- * Runs an `fs/*` handler under the request's `sandbox`: checks the request
- * against the plan (see the module documentation), then runs it, or
- * answers `{}` when the sandboxed operation succeeds without touching the
- * disk. Without a `sandbox` (or with one that restricts nothing) it just runs.
- *
- * @param method The wire method.
- * @param params The request params (`sandbox`, paths, `recursive`, `mode`).
- * @param run Performs the operation.
- * @returns The handler's result.
- * @throws {RpcError} `-32602` for an invalid `sandbox`, else the error the
- * sandboxed operation would get.
- */
-export async function withFsSandbox<R>(
-  method: FsSandboxMethod,
-  params: FsSandboxParams,
-  run: () => R | Promise<R>,
-): Promise<R> {
-  const plan = planFor(params.sandbox);
-  if (plan === undefined || plan.isolation !== "filesystem") return await run();
-  const path = (uri: string | undefined) => pathFromUri(uri ?? "");
-  const done = {} as R;
-  switch (method) {
-    case "fs/readFile":
-    case "fs/readDirectory":
-      checkFsRead(plan, path(params.path));
-      break;
-    case "fs/getMetadata":
-    case "fs/canonicalize":
-      checkFsRead(plan, path(params.path), false, true);
-      break;
-    case "fs/walk": {
-      const root = path(params.path);
-      checkFsRead(plan, root);
-      return restrictWalk(plan, root, await run());
-    }
-    case "fs/open":
-      if (params.mode === "replace") checkFsWrite(plan, "file", path(params.path));
-      else checkFsRead(plan, path(params.path));
-      break;
-    case "fs/writeFile":
-      checkFsWrite(plan, "file", path(params.path));
-      break;
-    case "fs/createDirectory": {
-      const recursive = params.recursive ?? true;
-      if (checkFsWrite(plan, recursive ? "directories" : "entry", path(params.path)) === "done") {
-        return done;
-      }
-      break;
-    }
-    case "fs/remove":
-      checkFsWrite(plan, "remove", path(params.path), params.recursive ?? true);
-      break;
-    case "fs/copy": {
-      const source = path(params.sourcePath);
-      const destination = path(params.destinationPath);
-      const info = lstatOrNull(source);
-      checkFsRead(plan, source, info?.isDirectory === true);
-      if (info !== null) {
-        checkFsWrite(plan, info.isFile ? "file" : "entry", destination);
-      }
-      break;
-    }
-  }
-  return await run();
+  return { ...result, entries, errors };
 }
