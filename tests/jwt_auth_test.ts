@@ -20,9 +20,9 @@ import {
   matrixFlags,
   mint,
 } from "./helpers/jwt_matrix.ts";
-import { RawWebSocket, startScopedServer } from "./helpers/reliability_server.ts";
+import { RawWebSocket } from "./helpers/reliability_server.ts";
 import { LineSplitStream } from "../lib/rpc/stdio_transport.ts";
-import { MAIN_TS, SERVER_PERMISSIONS } from "./helpers/server_harness.ts";
+import { MAIN_TS, SERVER_PERMISSIONS, ServerProcess } from "./helpers/server_harness.ts";
 import { verifySignedBearer } from "../lib/server/listen/signed_bearer.ts";
 
 const CODEX_BIN = Deno.env.get("CODEX_BIN");
@@ -50,7 +50,7 @@ async function ask(port: number, rows: MatrixCase[], answers: Answers): Promise<
 async function askOurs(rows: MatrixCase[], dir: string): Promise<Answers> {
   const answers: Answers = new Map();
   for (const config of Object.keys(MATRIX_CONFIGS) as MatrixConfig[]) {
-    await using server = await startScopedServer({
+    await using server = await ServerProcess.start({
       listen: "ws",
       args: matrixFlags(config, `${dir}/secret`),
     });
@@ -181,7 +181,7 @@ Deno.test("signed-bearer-token: exp and nbf are honoured up to exactly the clock
 Deno.test("signed-bearer-token: browsers present the JWT as a subprotocol, never echoed", async () => {
   const dir = await secretDir();
   try {
-    await using server = await startScopedServer({
+    await using server = await ServerProcess.start({
       listen: "ws",
       args: matrixFlags("strict", `${dir}/secret`),
     });
@@ -218,7 +218,7 @@ Deno.test("signed-bearer-token: browsers present the JWT as a subprotocol, never
 Deno.test("signed-bearer-token: the secret is read once at start-up and never logged", async () => {
   const dir = await secretDir();
   try {
-    const server = await startScopedServer({
+    const server = await ServerProcess.start({
       listen: "ws",
       args: [...matrixFlags("open", `${dir}/secret`), "--log-level", "debug"],
     });
@@ -312,7 +312,7 @@ Deno.test("signed-bearer-token: a bad secret file or flag is one line on stderr 
       assert.ok(!stderr.includes(MATRIX_SECRET) && !stderr.includes("s".repeat(31)));
     }
     // Exactly 32 bytes is enough.
-    await using server = await startScopedServer({
+    await using server = await ServerProcess.start({
       listen: "ws",
       args: [...signed, "--ws-shared-secret-file", `${dir}/exact`],
     });
