@@ -67,6 +67,7 @@ export {
   INHERIT_SERVER_ENVIRONMENT,
 } from "./lib/client/environment.ts";
 export { fromPathUri, type RemotePath, toPathUri } from "./lib/client/paths.ts";
+export { tokenFromEnv, tokenFromFile } from "./lib/client/token_source.ts";
 export type {
   OutputChunk,
   OutputGap,
