@@ -32,9 +32,17 @@ import {
   mountAt,
   pathIsUnder,
   planSandbox,
+  type PlanSandboxOptions,
   type SandboxAccess,
   type SandboxPlan,
 } from "./policy.ts";
+import {
+  activeServerSandbox,
+  ceilingPlan,
+  confines,
+  effectivePlan,
+  sandboxPermissionDenied,
+} from "./server_policy.ts";
 
 /** The `fs/*` methods that take a `sandbox`. */
 export type FsSandboxMethod =
@@ -118,9 +126,17 @@ function isMountPoint(plan: SandboxPlan, path: string): boolean {
   return plan.mounts.some((mount) => mount.path === path);
 }
 
-function refuse(access: SandboxAccess): never {
+/**
+ * How a refusal is reported: `access` is what the plan gives the path.
+ * For a client's sandbox, the error the sandboxed operation would get;
+ * for the server's own sandbox, the typed permission error.
+ */
+export type FsRefusal = (access: SandboxAccess, path: string) => never;
+
+/** The errors a sandboxed operation gets from the kernel (the reference's). */
+const kernelRefusal: FsRefusal = (access) => {
   throw osError(access === "deny" ? "EACCES" : "EROFS");
-}
+};
 
 /** What a path is inside the sandbox, resolved like the kernel would. */
 interface Located {
@@ -173,13 +189,13 @@ function locate(plan: SandboxPlan, path: string, follow: boolean): Located {
 }
 
 /** Refuses a write at a location (a new entry, or an existing non-directory). */
-function requireWritable(plan: SandboxPlan, path: string): void {
+function requireWritable(plan: SandboxPlan, path: string, refuse: FsRefusal): void {
   const mount = mountAt(plan, path);
   const access = mount?.access ?? plan.rootAccess;
   if (access === "write") return;
   // A denied file is an empty, unreadable, read-only file in the sandbox.
-  if (mount?.path === path && mount.node === "file") refuse("read");
-  refuse(access);
+  if (mount?.path === path && mount.node === "file") refuse("read", path);
+  refuse(access, path);
 }
 
 /**
@@ -194,6 +210,7 @@ function requireWritable(plan: SandboxPlan, path: string): void {
  * copied symlink or tree), `directories` (`mkdir -p`), `remove`.
  * @param path Native absolute path as requested.
  * @param recursive For `remove`: the subtree goes too.
+ * @param refuse How a refusal is thrown (default: the sandboxed operation's error).
  * @throws {RpcError} The error the sandboxed operation would get.
  */
 export function checkFsWrite(
@@ -201,21 +218,22 @@ export function checkFsWrite(
   operation: "file" | "entry" | "directories" | "remove",
   path: string,
   recursive = false,
+  refuse: FsRefusal = kernelRefusal,
 ): "run" | "done" {
   if (plan.isolation !== "filesystem") return "run";
-  if (operation === "directories") return checkMkdirAll(plan, path);
-  if (operation === "remove") return checkRemove(plan, path, recursive);
+  if (operation === "directories") return checkMkdirAll(plan, path, refuse);
+  if (operation === "remove") return checkRemove(plan, path, recursive, refuse);
   const located = locate(plan, path, operation === "file");
   if (operation === "file") {
     if (located.kind === "directory") throw osError("EISDIR");
   } else if (located.kind !== "missing") {
     throw osError("EEXIST");
   }
-  requireWritable(plan, located.path);
+  requireWritable(plan, located.path, refuse);
   return "run";
 }
 
-function checkMkdirAll(plan: SandboxPlan, path: string): "run" | "done" {
+function checkMkdirAll(plan: SandboxPlan, path: string, refuse: FsRefusal): "run" | "done" {
   let current = "/";
   for (const part of path.split("/").filter((p) => p !== "")) {
     const next = join(current, part);
@@ -226,7 +244,7 @@ function checkMkdirAll(plan: SandboxPlan, path: string): "run" | "done" {
     const info = lstatOrNull(next);
     if (info === null) {
       // The first directory to create decides.
-      requireWritable(plan, next);
+      requireWritable(plan, next, refuse);
       return "run";
     }
     if (info.isSymlink) {
@@ -243,7 +261,12 @@ function checkMkdirAll(plan: SandboxPlan, path: string): "run" | "done" {
   return "done";
 }
 
-function checkRemove(plan: SandboxPlan, path: string, recursive: boolean): "run" | "done" {
+function checkRemove(
+  plan: SandboxPlan,
+  path: string,
+  recursive: boolean,
+  refuse: FsRefusal,
+): "run" | "done" {
   let located: Located;
   try {
     located = locate(plan, path, false);
@@ -259,16 +282,17 @@ function checkRemove(plan: SandboxPlan, path: string, recursive: boolean): "run"
     if (
       recursive && located.kind === "directory" && access !== "write" && hasEntries(located.path)
     ) {
-      refuse(access);
+      refuse(access, located.path);
     }
     throw osError("EBUSY");
   }
-  requireWritable(plan, located.path);
+  requireWritable(plan, located.path, refuse);
   if (recursive && located.kind === "directory") {
     const inside = plan.mounts.filter((mount) =>
       mount.path !== located.path && pathIsUnder(mount.path, located.path)
     );
-    if (inside.some((mount) => mount.access !== "write")) throw osError("EROFS");
+    const fixed = inside.find((mount) => mount.access !== "write");
+    if (fixed !== undefined) refuse("read", fixed.path);
     if (inside.length > 0) throw osError("EBUSY");
   }
   return "run";
@@ -282,6 +306,7 @@ function checkRemove(plan: SandboxPlan, path: string, recursive: boolean): "run"
  * @param path Native absolute path as requested.
  * @param subtree The whole tree below `path` is read (a recursive copy).
  * @param metadataOnly Only `stat`/`realpath` (the denied path itself is visible).
+ * @param refuse How a refusal is thrown (default: the sandboxed operation's error).
  * @throws {RpcError} `-32600 Permission denied (os error 13)`.
  */
 export function checkFsRead(
@@ -289,24 +314,24 @@ export function checkFsRead(
   path: string,
   subtree = false,
   metadataOnly = false,
+  refuse: FsRefusal = kernelRefusal,
 ): void {
   if (plan.isolation !== "filesystem") return;
   const canonical = canonicalPath(path).path;
   for (const mount of plan.mounts) {
     if (mount.access !== "deny") continue;
     const exactlyIt = mount.path === canonical;
-    if (pathIsUnder(canonical, mount.path) && !(exactlyIt && metadataOnly)) refuse("deny");
-    if (subtree && pathIsUnder(mount.path, canonical)) refuse("deny");
+    if (pathIsUnder(canonical, mount.path) && !(exactlyIt && metadataOnly)) {
+      refuse("deny", canonical);
+    }
+    if (subtree && pathIsUnder(mount.path, canonical)) refuse("deny", mount.path);
   }
 }
 
 /** Planning options for an fs request: the server's cwd and `TMPDIR`. */
-function planFor(sandbox: unknown): SandboxPlan | undefined {
+function planOptions(): PlanSandboxOptions {
   const tmpdir = envGet("TMPDIR");
-  return planSandbox(sandbox, {
-    cwd: serverCwd(),
-    env: tmpdir === undefined ? {} : { TMPDIR: tmpdir },
-  });
+  return { cwd: serverCwd(), env: tmpdir === undefined ? {} : { TMPDIR: tmpdir } };
 }
 
 interface WalkLike {
@@ -338,69 +363,121 @@ function restrictWalk<R>(plan: SandboxPlan, root: string, result: R): R {
   return { ...walk, entries, errors } as unknown as R;
 }
 
+/** A plan to check a request against, and how its refusals are reported. */
+interface FsCheck {
+  plan: SandboxPlan;
+  refuseRead: FsRefusal;
+  refuseWrite: FsRefusal;
+}
+
+/** The refusals of the server's own sandbox: the typed permission error. */
+function ceilingCheck(plan: SandboxPlan): FsCheck {
+  return {
+    plan,
+    refuseRead: (_, path) => {
+      throw sandboxPermissionDenied("read", path);
+    },
+    refuseWrite: (_, path) => {
+      throw sandboxPermissionDenied("write", path);
+    },
+  };
+}
+
 /**
- * Runs an `fs/*` handler under the request's `sandbox`: checks the request
- * against the plan (see the module documentation), then runs it, or
- * answers `{}` when the sandboxed operation succeeds without touching the
- * disk. Without a `sandbox` (or with one that restricts nothing) it just runs.
+ * The plans an fs request is checked against: the client's `sandbox` (the
+ * reference's errors; without a server ceiling it also hides the server's
+ * secret files) and the server's `--sandbox` ceiling (the typed permission
+ * error).
+ */
+function checksFor(sandbox: unknown): FsCheck[] {
+  const options = planOptions();
+  const server = activeServerSandbox();
+  const confined = confines(server);
+  const checks: FsCheck[] = [];
+  const client = confined ? planSandbox(sandbox, options) : effectivePlan(sandbox, options, server);
+  if (client?.isolation === "filesystem") {
+    checks.push({ plan: client, refuseRead: kernelRefusal, refuseWrite: kernelRefusal });
+  }
+  const ceiling = confined ? ceilingPlan(server, options) : undefined;
+  if (ceiling !== undefined) checks.push(ceilingCheck(ceiling));
+  return checks;
+}
+
+/** Checks one request against one plan; `"done"` when it succeeds without touching the disk. */
+function checkRequest(
+  method: FsSandboxMethod,
+  params: FsSandboxParams,
+  check: FsCheck,
+): "run" | "done" {
+  const { plan, refuseRead, refuseWrite } = check;
+  const path = (uri: string | undefined) => pathFromUri(uri ?? "");
+  switch (method) {
+    case "fs/readFile":
+    case "fs/readDirectory":
+    case "fs/walk":
+      checkFsRead(plan, path(params.path), false, false, refuseRead);
+      return "run";
+    case "fs/getMetadata":
+    case "fs/canonicalize":
+      checkFsRead(plan, path(params.path), false, true, refuseRead);
+      return "run";
+    case "fs/open":
+      if (params.mode === "replace") {
+        return checkFsWrite(plan, "file", path(params.path), false, refuseWrite);
+      }
+      checkFsRead(plan, path(params.path), false, false, refuseRead);
+      return "run";
+    case "fs/writeFile":
+      return checkFsWrite(plan, "file", path(params.path), false, refuseWrite);
+    case "fs/createDirectory": {
+      const recursive = params.recursive ?? true;
+      const operation = recursive ? "directories" : "entry";
+      return checkFsWrite(plan, operation, path(params.path), false, refuseWrite);
+    }
+    case "fs/remove":
+      return checkFsWrite(plan, "remove", path(params.path), params.recursive ?? true, refuseWrite);
+    case "fs/copy": {
+      const source = path(params.sourcePath);
+      const info = lstatOrNull(source);
+      checkFsRead(plan, source, info?.isDirectory === true, false, refuseRead);
+      if (info === null) return "run";
+      const operation = info.isFile ? "file" : "entry";
+      return checkFsWrite(plan, operation, path(params.destinationPath), false, refuseWrite);
+    }
+  }
+}
+
+/**
+ * Runs an `fs/*` handler under the request's `sandbox` and the server's own
+ * `--sandbox`: checks the request against both plans (see the module
+ * documentation), then runs it, or answers `{}` when the sandboxed
+ * operation succeeds without touching the disk. Without either (or with
+ * plans that restrict nothing) it just runs.
  *
  * @param method The wire method.
  * @param params The request params (`sandbox`, paths, `recursive`, `mode`).
  * @param run Performs the operation.
  * @returns The handler's result.
- * @throws {RpcError} `-32602` for an invalid `sandbox`, else the error the
- * sandboxed operation would get.
+ * @throws {RpcError} `-32602` for an invalid `sandbox`, the error the
+ * sandboxed operation would get for a refusal of the client's sandbox, and
+ * `-32600` with `data.kind: "permissionDenied"` for a refusal of the
+ * server's sandbox.
  */
 export async function withFsSandbox<R>(
   method: FsSandboxMethod,
   params: FsSandboxParams,
   run: () => R | Promise<R>,
 ): Promise<R> {
-  const plan = planFor(params.sandbox);
-  if (plan === undefined || plan.isolation !== "filesystem") return await run();
-  const path = (uri: string | undefined) => pathFromUri(uri ?? "");
-  const done = {} as R;
-  switch (method) {
-    case "fs/readFile":
-    case "fs/readDirectory":
-      checkFsRead(plan, path(params.path));
-      break;
-    case "fs/getMetadata":
-    case "fs/canonicalize":
-      checkFsRead(plan, path(params.path), false, true);
-      break;
-    case "fs/walk": {
-      const root = path(params.path);
-      checkFsRead(plan, root);
-      return restrictWalk(plan, root, await run());
-    }
-    case "fs/open":
-      if (params.mode === "replace") checkFsWrite(plan, "file", path(params.path));
-      else checkFsRead(plan, path(params.path));
-      break;
-    case "fs/writeFile":
-      checkFsWrite(plan, "file", path(params.path));
-      break;
-    case "fs/createDirectory": {
-      const recursive = params.recursive ?? true;
-      if (checkFsWrite(plan, recursive ? "directories" : "entry", path(params.path)) === "done") {
-        return done;
-      }
-      break;
-    }
-    case "fs/remove":
-      checkFsWrite(plan, "remove", path(params.path), params.recursive ?? true);
-      break;
-    case "fs/copy": {
-      const source = path(params.sourcePath);
-      const destination = path(params.destinationPath);
-      const info = lstatOrNull(source);
-      checkFsRead(plan, source, info?.isDirectory === true);
-      if (info !== null) {
-        checkFsWrite(plan, info.isFile ? "file" : "entry", destination);
-      }
-      break;
-    }
+  const checks = checksFor(params.sandbox);
+  if (checks.length === 0) return await run();
+  let done = false;
+  for (const check of checks) {
+    if (checkRequest(method, params, check) === "done") done = true;
   }
-  return await run();
+  if (done) return {} as R;
+  if (method !== "fs/walk") return await run();
+  const root = pathFromUri(params.path ?? "");
+  let result = await run();
+  for (const check of checks) result = restrictWalk(check.plan, root, result);
+  return result;
 }

@@ -15,6 +15,8 @@ import * as fs from "../fs/operations.ts";
 import type { FileHandleTable, MissingWatchTable } from "../fs/operations.ts";
 import type { HttpRequestTable } from "../http/request.ts";
 import { withFsSandbox } from "../sandbox/bubblewrap.ts";
+import { describeServerSandbox } from "../sandbox/server_policy.ts";
+import { uriFromPath } from "../host/path_uri.ts";
 import type { Session } from "./registry.ts";
 
 /** What a handler can reach: its connection's state and its session. */
@@ -67,11 +69,19 @@ export const HANDLERS: Handlers = {
   },
   "environment/info": () => environmentInfo(),
   "environment/status": () => ({ status: "ready" }),
-  "protocol/describe": () => ({
-    version: VERSION,
-    extensions: supportedExtensions(),
-    schema: describedSchema(),
-  }),
+  "protocol/describe": () => {
+    const sandbox = describeServerSandbox();
+    return {
+      version: VERSION,
+      extensions: supportedExtensions(),
+      schema: describedSchema(),
+      sandbox: {
+        ...sandbox,
+        writableRoots: sandbox.writableRoots.map(uriFromPath),
+        denyRead: sandbox.denyRead.map(uriFromPath),
+      },
+    };
+  },
 
   "process/start": (params, ctx) => ctx.session.processes.start(params),
   "process/read": (params, ctx) => ctx.session.processes.read(params),
