@@ -1,7 +1,7 @@
 /**
  * Replays the reference server's recorded conversations
- * (`/work/shared/protocol/transcripts`) against our server and compares
- * normalized results.
+ * (`tests/fixtures/transcripts/`, re-recorded by `deno task fixtures:record`)
+ * against our server and compares normalized results.
  *
  * Replay: each `send` line is written as recorded (raw text when `raw`).
  * Before a `send` or `event` line the replay waits until our server has
@@ -39,9 +39,8 @@ import {
   WsClient,
 } from "./helpers/server_harness.ts";
 
-/** The reference transcripts live in the shared folder beside the repository (`../shared`). */
-const TRANSCRIPTS = Deno.env.get("EXEC_SERVER_TRANSCRIPTS") ??
-  new URL("../../shared/protocol/transcripts", import.meta.url).pathname;
+/** The reference transcripts, recorded into the repository (`deno task fixtures:record`). */
+const TRANSCRIPTS = new URL("./fixtures/transcripts", import.meta.url).pathname;
 const FIXTURE_SCRIPT = `${TRANSCRIPTS}/fixture.sh`;
 const SERVER_ENV = {
   PATH: "/usr/local/bin:/usr/bin:/bin",
@@ -444,10 +443,12 @@ function normalizeResponse(msg: Json): Json {
       .replace(/ at line \d+ column \d+$/, " at line <L> column <C>")
       .replace(/exec-server websocket \S+?:\d+:/, "exec-server websocket <PEER_ADDR>:")
       .replace(/exec-server websocket <PEER_ADDR>:/, "exec-server websocket <PEER_ADDR>:");
-    if (error.code === -32602 && error.data && typeof error.data === "object") {
-      // Our documented extension: `data.field` names the offending member.
+    if (error.data && typeof error.data === "object") {
+      // Our documented extensions: `data.field` names the offending member of invalid params,
+      // and `data.kind` tells conditions apart where the reference has only a message.
       const data = { ...(error.data as Json) };
-      delete data.field;
+      if (error.code === -32602) delete data.field;
+      if (data.kind === "unknownSession" || data.kind === "processExists") delete data.kind;
       if (Object.keys(data).length === 0) delete error.data;
       else error.data = data;
     }
@@ -978,6 +979,14 @@ Deno.test("conformance normalization only hides what the spec allows", () => {
     }),
     { error: { code: -32603, data: { kind: "spawnNotFound" }, message: "m" }, id: 1 },
     "data.kind of spawn errors is compared",
+  );
+  assert.deepEqual(
+    normalizeResponse({
+      error: { code: -32600, data: { kind: "unknownSession" }, message: "unknown session id x" },
+      id: 1,
+    }),
+    { error: { code: -32600, message: "unknown session id x" }, id: 1 },
+    "our data.kind extension is not compared",
   );
   assert.deepEqual(
     normalizeRead(

@@ -658,6 +658,18 @@ Deno.test("process/start rejects bad requests with the reference's errors", asyn
     assert.equal(error.code, -32602);
     assert.equal(error.message, "invalid URI: relative URL without a base");
   });
+  await t.step("a cwd on another host or a drive is invalid params naming the cwd", async () => {
+    assert.deepEqual(await startError("h", ["/bin/true"], { cwd: "file://OtherHost/tmp/../x" }), {
+      code: -32602,
+      message: "cwd URI `file://otherhost/x` is not valid on this exec-server host: " +
+        "'file://otherhost/x' is invalid on 'linux'",
+    });
+    assert.deepEqual(await startError("h", ["/bin/true"], { cwd: "file:///C:/x" }), {
+      code: -32602,
+      message: "cwd URI `file:///C:/x` is not valid on this exec-server host: " +
+        "'file:///C:/x' is invalid on 'linux'",
+    });
+  });
   await t.step("a missing cwd", async () => {
     assert.deepEqual(
       await startError("g", ["/bin/true"], { cwd: "file:///tmp/does-not-exist-x" }),
@@ -672,6 +684,7 @@ Deno.test("process/start rejects bad requests with the reference's errors", asyn
     await start(client, "dup", ["/bin/sleep", "30"]);
     assert.deepEqual(await startError("dup", ["/bin/true"]), {
       code: -32600,
+      data: { kind: "processExists" },
       message: "process dup already exists",
     });
     await call(client, "process/terminate", { processId: "dup" });

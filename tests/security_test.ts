@@ -69,6 +69,11 @@ Deno.test("WebSocket auth refuses every upgrade without the exact bearer token",
     await t.step("missing or malformed Authorization", async () => {
       const missing = await refused("no header", {});
       assert.equal(missing.body, "missing websocket bearer token");
+      // As the reference: the scheme in any case, then the token with surrounding spaces trimmed.
+      for (const value of [`bearer ${token}`, `Bearer  ${token}`, `BEARER ${token}  `]) {
+        const accepted = await upgradeStatus(server, { headers: { Authorization: value } });
+        assert.equal(accepted.status, 101, JSON.stringify(value));
+      }
       for (
         const value of [
           "",
@@ -77,7 +82,7 @@ Deno.test("WebSocket auth refuses every upgrade without the exact bearer token",
           `Basic ${btoa(`user:${token}`)}`,
           `Token ${token}`,
           `${token}`,
-          `Bearer  ${token}`,
+          `Bearer\t${token}`,
           `Bearer ${token} ${token}`,
           `Bearer "${token}"`,
           `Bearer ${token.toUpperCase()}`,
@@ -263,6 +268,20 @@ async function assertRefused(
   assert.equal(error.data?.kind, "permissionDenied", `${what}: ${text}`);
 }
 
+/** The error of a path that does not exist, which metadata lookups outside the scope answer. */
+const MISSING = { code: -32004, message: "No such file or directory (os error 2)" };
+
+/** Sends one metadata lookup; asserts it answers exactly like a missing path. */
+async function assertHidden(
+  client: ProtocolClient,
+  method: string,
+  params: Json,
+  what: string,
+): Promise<void> {
+  const response = await client.request(nextId++, method, params);
+  assert.deepEqual(response.error, MISSING, `${what}: ${JSON.stringify(response)}`);
+}
+
 async function scopedFsServer(l: Layout, permissions: string[]): Promise<ScopedServer> {
   return await startScopedServer({
     listen: "stdio",
@@ -294,7 +313,7 @@ Deno.test("path traversal out of --allow-read/--allow-write scopes is refused", 
     for (const path of escapes) {
       const target = uri(path);
       await assertRefused(client, "fs/readFile", { path: target }, `readFile ${path}`);
-      await assertRefused(client, "fs/getMetadata", { path: target }, `getMetadata ${path}`);
+      await assertHidden(client, "fs/getMetadata", { path: target }, `getMetadata ${path}`);
       await assertRefused(
         client,
         "fs/open",
@@ -370,9 +389,6 @@ Deno.test({
         ["readFile through a parent link", "fs/readFile", {
           path: uri(`${s}/parent-link/outside/secret.txt`),
         }],
-        ["getMetadata through a directory link", "fs/getMetadata", {
-          path: uri(`${s}/dir-link/secret.txt`),
-        }],
         ["readDirectory of a directory link", "fs/readDirectory", { path: uri(`${s}/dir-link`) }],
         ["open through a directory link", "fs/open", {
           handleId: "leak",
@@ -428,6 +444,11 @@ Deno.test({
           assert.equal(await snapshot(l.outside), before, `${what} changed the outside directory`);
         });
       }
+      for (const method of ["fs/getMetadata", "fs/canonicalize"]) {
+        await t.step(`${method} through a directory link answers like a missing path`, async () => {
+          await assertHidden(client, method, { path: uri(`${s}/dir-link/secret.txt`) }, method);
+        });
+      }
       await t.step("walk of the scope does not descend into linked directories", async () => {
         const response = await client.request(nextId++, "fs/walk", {
           path: uri(s),
@@ -445,6 +466,34 @@ Deno.test({
       await Deno.remove(l.root, { recursive: true });
     }
   },
+});
+
+Deno.test("metadata lookups outside --allow-read answer like a missing path, revealing nothing", async () => {
+  const l = await layout();
+  try {
+    await using server = await scopedFsServer(l, [`--allow-read=${l.scope}`]);
+    const client = server.stdio!;
+    await handshake(client);
+    const paths = [
+      l.secret, // an existing file
+      l.outside, // an existing directory
+      `${l.outside}/absent.txt`, // nothing there
+      l.root, // a parent of the scope (Codex probes each parent for `.git`)
+      `${l.root}/.git`,
+      `${l.scope}/file-link`, // a link in the scope to an existing file outside
+    ];
+    for (const method of ["fs/getMetadata", "fs/canonicalize"]) {
+      for (const path of paths) await assertHidden(client, method, { path: uri(path) }, path);
+      // Inside the scope nothing changes: a real lookup, and the same error for a missing path.
+      const own = await client.request(nextId++, method, { path: uri(`${l.scope}/own.txt`) });
+      assert.ok(own.result, JSON.stringify(own));
+      await assertHidden(client, method, { path: uri(`${l.scope}/absent`) }, "absent in scope");
+    }
+    // Reading is still refused with the permission error that names the flag.
+    await assertRefused(client, "fs/readFile", { path: uri(l.secret) }, "readFile outside");
+  } finally {
+    await Deno.remove(l.root, { recursive: true });
+  }
 });
 
 Deno.test({

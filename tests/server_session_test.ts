@@ -147,12 +147,19 @@ Deno.test("session attached to a connection cannot be resumed (-32010)", async (
   assert.deepEqual(await call(a, "environment/status"), { status: "ready" }, "a is unaffected");
 });
 
-Deno.test("session resume of an unknown id fails with -32600", async () => {
+Deno.test("session resume of an unknown id fails with -32600 and data.kind unknownSession", async () => {
   await using server = await ServerProcess.start({ listen: "ws" });
   await using client = await server.connect();
   assert.deepEqual(
     await client.request(1, "initialize", { clientName: "c", resumeSessionId: "does-not-exist" }),
-    { error: { code: -32600, message: "unknown session id does-not-exist" }, id: 1 },
+    {
+      error: {
+        code: -32600,
+        data: { kind: "unknownSession" },
+        message: "unknown session id does-not-exist",
+      },
+      id: 1,
+    },
   );
 });
 
@@ -186,7 +193,14 @@ Deno.test("session expiry after the TTL kills its processes and forgets the id",
   await using b = await server.connect();
   assert.deepEqual(
     await b.request(1, "initialize", { clientName: "late", resumeSessionId: sessionId }),
-    { error: { code: -32600, message: `unknown session id ${sessionId}` }, id: 1 },
+    {
+      error: {
+        code: -32600,
+        data: { kind: "unknownSession" },
+        message: `unknown session id ${sessionId}`,
+      },
+      id: 1,
+    },
   );
 });
 

@@ -14,6 +14,7 @@ import {
   internalError,
   invalidParams,
   invalidRequest,
+  kindError,
   RpcError,
 } from "../../protocol/errors.ts";
 import {
@@ -25,7 +26,7 @@ import {
 } from "../../protocol/methods.ts";
 import { childEnvironment } from "./env_policy.ts";
 import { osErrorMessage } from "../host/os_errors.ts";
-import { pathFromUri } from "../host/path_uri.ts";
+import { cwdPathFromUri } from "../host/path_uri.ts";
 import { permissionDenied, requireRun, requireSafeLoaderEnv } from "../host/permissions.ts";
 import { OutputCoalescer } from "./output_coalescer.ts";
 import { spawnPty } from "./pty.ts";
@@ -703,9 +704,9 @@ export class ProcessTable {
     if (params.networkProxy !== undefined || params.shellSnapshot !== undefined) {
       throw invalidParams("networkProxy and shellSnapshot are not supported by this server");
     }
-    const cwd = pathFromUri(params.cwd);
+    const cwd = cwdPathFromUri(params.cwd);
     if (this.#processes.has(params.processId)) {
-      throw invalidRequest(`process ${params.processId} already exists`);
+      throw kindError("processExists", `process ${params.processId} already exists`);
     }
     const env = childEnvironment(params.env, params.envPolicy);
     for (const [key, value] of Object.entries(env)) {

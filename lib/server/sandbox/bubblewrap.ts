@@ -56,13 +56,6 @@ export {
 } from "./policy.ts";
 export { seccompProgram } from "./seccomp.ts";
 export type { SeccompArch, SeccompMode } from "./seccomp.ts";
-export {
-  checkFsRead,
-  checkFsWrite,
-  type FsSandboxMethod,
-  type FsSandboxParams,
-  withFsSandbox,
-} from "./fs_guard.ts";
 
 /** The shell snippet that opens the filter (`$0`) as fd 3 and executes the rest. */
 export const SECCOMP_SHIM = 'exec "$@" 3<"$0"';

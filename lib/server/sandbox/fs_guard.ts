@@ -24,6 +24,8 @@
  * @module
  */
 
+import type { ResultOf } from "../../protocol/methods.ts";
+import type { PathAccess } from "../fs/access.ts";
 import { osError } from "../host/os_errors.ts";
 import { pathFromUri, uriFromPath } from "../host/path_uri.ts";
 import {
@@ -43,35 +45,6 @@ import {
   effectivePlan,
   sandboxPermissionDenied,
 } from "./server_policy.ts";
-
-/** The `fs/*` methods that take a `sandbox`. */
-export type FsSandboxMethod =
-  | "fs/readFile"
-  | "fs/writeFile"
-  | "fs/createDirectory"
-  | "fs/getMetadata"
-  | "fs/canonicalize"
-  | "fs/readDirectory"
-  | "fs/walk"
-  | "fs/remove"
-  | "fs/copy"
-  | "fs/open";
-
-/** The params members {@linkcode withFsSandbox} reads. */
-export interface FsSandboxParams {
-  /** The wire `sandbox` value. */
-  sandbox?: unknown;
-  /** `file:` URI of the path (all methods but `fs/copy`). */
-  path?: string;
-  /** `fs/copy` source. */
-  sourcePath?: string;
-  /** `fs/copy` destination. */
-  destinationPath?: string;
-  /** `fs/createDirectory`, `fs/remove`, `fs/copy`. */
-  recursive?: boolean | null;
-  /** `fs/open`: `"replace"` opens for writing. */
-  mode?: string | null;
-}
 
 const MAX_SYMLINK_HOPS = 40;
 
@@ -137,6 +110,17 @@ export type FsRefusal = (access: SandboxAccess, path: string) => never;
 const kernelRefusal: FsRefusal = (access) => {
   throw osError(access === "deny" ? "EACCES" : "EROFS");
 };
+
+/** How the refusals of one plan are reported, by the kind of access refused. */
+export interface FsRefusals {
+  /** A refused read. */
+  read: FsRefusal;
+  /** A refused write. */
+  write: FsRefusal;
+}
+
+/** The refusals of a client's sandbox: the errors the sandboxed operation would get. */
+const KERNEL_REFUSALS: FsRefusals = { read: kernelRefusal, write: kernelRefusal };
 
 /** What a path is inside the sandbox, resolved like the kernel would. */
 interface Located {
@@ -334,14 +318,69 @@ function planOptions(): PlanSandboxOptions {
   return { cwd: serverCwd(), env: tmpdir === undefined ? {} : { TMPDIR: tmpdir } };
 }
 
-interface WalkLike {
-  entries: { path: string; kind: string }[];
-  errors: { path: string; message: string }[];
+/**
+ * The plan of an fs request's `sandbox`, planned against the server's cwd
+ * and `TMPDIR`; `undefined` without one.
+ *
+ * @param sandbox The wire `sandbox` value.
+ * @throws {RpcError} `-32602` for an invalid `sandbox`.
+ */
+export function planFsSandbox(sandbox: unknown): SandboxPlan | undefined {
+  if (sandbox === undefined || sandbox === null) return undefined;
+  return planSandbox(sandbox, planOptions());
 }
 
-/** Drops walk entries inside denied directories and reports those directories as errors. */
-function restrictWalk<R>(plan: SandboxPlan, root: string, result: R): R {
-  const walk = result as unknown as WalkLike;
+/**
+ * Checks an fs request's accesses against its plan, in order (see the module
+ * documentation). Returns `"run"` when the operation may proceed (it may
+ * still fail on its own), `"done"` when it already succeeds inside the
+ * sandbox without touching the disk (`mkdir -p` of a directory that exists
+ * there).
+ *
+ * @param plan The request's plan.
+ * @param accesses Every path the request reads or writes, from the fs operations table.
+ * @param refusals How refusals are thrown (default: the sandboxed operation's errors).
+ * @throws {RpcError} The error the sandboxed operation would get.
+ */
+export function checkFsAccess(
+  plan: SandboxPlan,
+  accesses: readonly PathAccess[],
+  refusals: FsRefusals = KERNEL_REFUSALS,
+): "run" | "done" {
+  let verdict: "run" | "done" = "run";
+  const { read, write } = refusals;
+  for (const access of accesses) {
+    if (access.access === "read") {
+      const subtree = access.kind === "tree" && lstatOrNull(access.path)?.isDirectory === true;
+      const metadataOnly = access.kind === "metadata" || access.kind === "existence";
+      checkFsRead(plan, access.path, subtree, metadataOnly, read);
+    } else if (access.kind === "copy") {
+      const source = lstatOrNull(access.from);
+      if (source !== null) {
+        checkFsWrite(plan, source.isFile ? "file" : "entry", access.path, false, write);
+      }
+    } else if (access.kind === "remove") {
+      checkFsWrite(plan, "remove", access.path, access.recursive, write);
+    } else if (checkFsWrite(plan, access.kind, access.path, false, write) === "done") {
+      verdict = "done";
+    }
+  }
+  return verdict;
+}
+
+/**
+ * Drops the entries of a walk's result that lie inside denied directories,
+ * and reports each such directory as an error, as the sandboxed walk sees them.
+ *
+ * @param plan The request's plan.
+ * @param root Native path of the walk's root, as requested.
+ * @param result The unrestricted walk.
+ */
+export function restrictListing(
+  plan: SandboxPlan,
+  root: string,
+  result: ResultOf<"fs/walk">,
+): ResultOf<"fs/walk"> {
   const canonicalRoot = canonicalPath(root).path;
   const denied = plan.mounts.filter((mount) =>
     mount.access === "deny" && mount.path !== canonicalRoot &&
@@ -349,135 +388,56 @@ function restrictWalk<R>(plan: SandboxPlan, root: string, result: R): R {
   ).map((mount) => root + mount.path.slice(canonicalRoot === "/" ? 0 : canonicalRoot.length));
   if (denied.length === 0) return result;
   const message = osError("EACCES").message;
-  const entries = walk.entries.filter((entry) => {
+  const entries = result.entries.filter((entry) => {
     const path = pathFromUri(entry.path);
     return !denied.some((dir) => path !== dir && pathIsUnder(path, dir));
   });
-  const errors = [...walk.errors];
+  const errors = [...result.errors];
   for (const dir of denied) {
-    const listed = walk.entries.some((entry) =>
+    const listed = result.entries.some((entry) =>
       pathFromUri(entry.path) === dir && entry.kind === "directory"
     );
     if (listed) errors.push({ path: uriFromPath(dir), message });
   }
-  return { ...walk, entries, errors } as unknown as R;
-}
-
-/** A plan to check a request against, and how its refusals are reported. */
-interface FsCheck {
-  plan: SandboxPlan;
-  refuseRead: FsRefusal;
-  refuseWrite: FsRefusal;
+  return { ...result, entries, errors };
 }
 
 /** The refusals of the server's own sandbox: the typed permission error. */
-function ceilingCheck(plan: SandboxPlan): FsCheck {
-  return {
-    plan,
-    refuseRead: (_, path) => {
-      throw sandboxPermissionDenied("read", path);
-    },
-    refuseWrite: (_, path) => {
-      throw sandboxPermissionDenied("write", path);
-    },
-  };
+const CEILING_REFUSALS: FsRefusals = {
+  read: (_, path) => {
+    throw sandboxPermissionDenied("read", path);
+  },
+  write: (_, path) => {
+    throw sandboxPermissionDenied("write", path);
+  },
+};
+
+/** A plan an fs request is checked against, and how its refusals are reported. */
+export interface FsSandboxCheck {
+  /** The plan (its isolation is `"filesystem"`). */
+  readonly plan: SandboxPlan;
+  /** How its refusals are thrown. */
+  readonly refusals: FsRefusals;
 }
 
 /**
- * The plans an fs request is checked against: the client's `sandbox` (the
- * reference's errors; without a server ceiling it also hides the server's
- * secret files) and the server's `--sandbox` ceiling (the typed permission
- * error).
+ * The plans an fs request is checked against, in order: the client's
+ * `sandbox` (the reference's errors; without a server ceiling it also
+ * hides the server's secret files), then the server's own `--sandbox` (the
+ * typed permission error of {@linkcode sandboxPermissionDenied}). Empty when
+ * nothing restricts the file system.
+ *
+ * @param sandbox The request's wire `sandbox` value.
+ * @throws {RpcError} `-32602` for an invalid `sandbox`.
  */
-function checksFor(sandbox: unknown): FsCheck[] {
+export function fsSandboxChecks(sandbox: unknown): FsSandboxCheck[] {
   const options = planOptions();
   const server = activeServerSandbox();
   const confined = confines(server);
-  const checks: FsCheck[] = [];
-  const client = confined ? planSandbox(sandbox, options) : effectivePlan(sandbox, options, server);
-  if (client?.isolation === "filesystem") {
-    checks.push({ plan: client, refuseRead: kernelRefusal, refuseWrite: kernelRefusal });
-  }
+  const checks: FsSandboxCheck[] = [];
+  const client = confined ? planFsSandbox(sandbox) : effectivePlan(sandbox, options, server);
+  if (client?.isolation === "filesystem") checks.push({ plan: client, refusals: KERNEL_REFUSALS });
   const ceiling = confined ? ceilingPlan(server, options) : undefined;
-  if (ceiling !== undefined) checks.push(ceilingCheck(ceiling));
+  if (ceiling !== undefined) checks.push({ plan: ceiling, refusals: CEILING_REFUSALS });
   return checks;
-}
-
-/** Checks one request against one plan; `"done"` when it succeeds without touching the disk. */
-function checkRequest(
-  method: FsSandboxMethod,
-  params: FsSandboxParams,
-  check: FsCheck,
-): "run" | "done" {
-  const { plan, refuseRead, refuseWrite } = check;
-  const path = (uri: string | undefined) => pathFromUri(uri ?? "");
-  switch (method) {
-    case "fs/readFile":
-    case "fs/readDirectory":
-    case "fs/walk":
-      checkFsRead(plan, path(params.path), false, false, refuseRead);
-      return "run";
-    case "fs/getMetadata":
-    case "fs/canonicalize":
-      checkFsRead(plan, path(params.path), false, true, refuseRead);
-      return "run";
-    case "fs/open":
-      if (params.mode === "replace") {
-        return checkFsWrite(plan, "file", path(params.path), false, refuseWrite);
-      }
-      checkFsRead(plan, path(params.path), false, false, refuseRead);
-      return "run";
-    case "fs/writeFile":
-      return checkFsWrite(plan, "file", path(params.path), false, refuseWrite);
-    case "fs/createDirectory": {
-      const recursive = params.recursive ?? true;
-      const operation = recursive ? "directories" : "entry";
-      return checkFsWrite(plan, operation, path(params.path), false, refuseWrite);
-    }
-    case "fs/remove":
-      return checkFsWrite(plan, "remove", path(params.path), params.recursive ?? true, refuseWrite);
-    case "fs/copy": {
-      const source = path(params.sourcePath);
-      const info = lstatOrNull(source);
-      checkFsRead(plan, source, info?.isDirectory === true, false, refuseRead);
-      if (info === null) return "run";
-      const operation = info.isFile ? "file" : "entry";
-      return checkFsWrite(plan, operation, path(params.destinationPath), false, refuseWrite);
-    }
-  }
-}
-
-/**
- * Runs an `fs/*` handler under the request's `sandbox` and the server's own
- * `--sandbox`: checks the request against both plans (see the module
- * documentation), then runs it, or answers `{}` when the sandboxed
- * operation succeeds without touching the disk. Without either (or with
- * plans that restrict nothing) it just runs.
- *
- * @param method The wire method.
- * @param params The request params (`sandbox`, paths, `recursive`, `mode`).
- * @param run Performs the operation.
- * @returns The handler's result.
- * @throws {RpcError} `-32602` for an invalid `sandbox`, the error the
- * sandboxed operation would get for a refusal of the client's sandbox, and
- * `-32600` with `data.kind: "permissionDenied"` for a refusal of the
- * server's sandbox.
- */
-export async function withFsSandbox<R>(
-  method: FsSandboxMethod,
-  params: FsSandboxParams,
-  run: () => R | Promise<R>,
-): Promise<R> {
-  const checks = checksFor(params.sandbox);
-  if (checks.length === 0) return await run();
-  let done = false;
-  for (const check of checks) {
-    if (checkRequest(method, params, check) === "done") done = true;
-  }
-  if (done) return {} as R;
-  if (method !== "fs/walk") return await run();
-  const root = pathFromUri(params.path ?? "");
-  let result = await run();
-  for (const check of checks) result = restrictWalk(check.plan, root, result);
-  return result;
 }

@@ -494,7 +494,7 @@ export function planSandbox(
 }
 
 /** One path of {@linkcode planFromPaths}. */
-export interface PathAccess {
+export interface PlanPath {
   /** Absolute path as given (canonicalized here). */
   readonly path: string;
   /** Access to it and everything below it. */
@@ -515,7 +515,7 @@ export interface PathAccess {
  */
 export function planFromPaths(
   rootAccess: "read" | "write",
-  paths: readonly PathAccess[],
+  paths: readonly PlanPath[],
   network: NetworkPolicy,
   options: { synthetic?: ReadonlySet<string> } = {},
 ): SandboxPlan {

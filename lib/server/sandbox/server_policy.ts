@@ -30,9 +30,9 @@ import type { PermissionDeniedData } from "../host/permissions.ts";
 import {
   canonicalPath,
   intersectPlans,
-  type PathAccess,
   pathIsUnder,
   planFromPaths,
+  type PlanPath,
   planSandbox,
   type PlanSandboxOptions,
   type SandboxPlan,
@@ -168,14 +168,14 @@ export function ceilingPlan(
   sandbox: ServerSandbox = active,
   options: { synthetic?: ReadonlySet<string> } = {},
 ): SandboxPlan | undefined {
-  const denied: PathAccess[] = [...sandbox.denyRead, ...sandbox.secretFiles].map((path) => ({
+  const denied: PlanPath[] = [...sandbox.denyRead, ...sandbox.secretFiles].map((path) => ({
     path,
     access: "deny",
   }));
   if (!confines(sandbox)) {
     return denied.length === 0 ? undefined : planFromPaths("write", denied, "enabled", options);
   }
-  const writable: PathAccess[] = sandbox.writableRoots.map((path) => ({ path, access: "write" }));
+  const writable: PlanPath[] = sandbox.writableRoots.map((path) => ({ path, access: "write" }));
   const plan = planFromPaths(
     "read",
     [...writable, ...denied],
