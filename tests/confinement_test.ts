@@ -341,6 +341,7 @@ Deno.test({
         await call(client, "fs/copy", {
           sourcePath: uri(`${layout.w}/a.txt`),
           destinationPath: uri(`${layout.o}/copy.txt`),
+          recursive: false,
           ...extra,
         }),
         "write",
@@ -348,6 +349,7 @@ Deno.test({
       );
       assertPermissionDenied(
         await call(client, "fs/open", {
+          handleId: `h-${++processCounter}`,
           path: uri(`${layout.o}/opened.txt`),
           mode: "replace",
           ...extra,
@@ -379,13 +381,18 @@ Deno.test({
         await call(client, "fs/copy", {
           sourcePath: uri(`${layout.s}/secret.txt`),
           destinationPath: uri(`${layout.w}/stolen.txt`),
+          recursive: false,
           ...extra,
         }),
         "read",
         "fs/copy of the denied file",
       );
       assertPermissionDenied(
-        await call(client, "fs/open", { path: uri(`${layout.s}/secret.txt`), ...extra }),
+        await call(client, "fs/open", {
+          handleId: `h-${++processCounter}`,
+          path: uri(`${layout.s}/secret.txt`),
+          ...extra,
+        }),
         "read",
         "fs/open of the denied file",
       );
@@ -510,8 +517,8 @@ Deno.test("a confining --sandbox refuses to start when bubblewrap cannot create 
   using layout = makeLayout();
   // A bwrap first on PATH that fails the way bubblewrap does without user namespaces.
   const bin = `${layout.base}/bin`;
-  Deno.mkdirSync(bin);
-  Deno.writeTextFileSync(
+  await Deno.mkdir(bin);
+  await Deno.writeTextFile(
     `${bin}/bwrap`,
     '#!/bin/sh\nif [ "$1" = --version ]; then echo "bubblewrap 0.8.0"; exit 0; fi\n' +
       'echo "bwrap: No permissions to creating new namespace, likely because the kernel does not allow non-privileged user namespaces." >&2\nexit 1\n',
@@ -525,7 +532,6 @@ Deno.test("a confining --sandbox refuses to start when bubblewrap cannot create 
 });
 
 Deno.test("a confining --sandbox refuses to start when the server may not run bubblewrap, and says why", async () => {
-  using layout = makeLayout();
   const permissions = SERVER_PERMISSIONS.map((flag) =>
     flag === "--allow-run" ? "--allow-run=/bin/sh,/bin/bash" : flag
   );
