@@ -1,12 +1,14 @@
 import assert from "node:assert/strict";
-import { collectText, startCutProxy, startServer, STDIO_SERVER } from "./fixtures/client_server.ts";
+import { collectText, startCutProxy, STDIO_SERVER } from "./fixtures/client_server.ts";
 import {
   FAKE_ENVIRONMENT_INFO,
   type ScriptedAnswer,
   startScriptedServer,
 } from "./fixtures/scripted_server.ts";
+import { InProcessServer } from "./helpers/in_process_server.ts";
 import { connect, createClient, type ExecClient } from "../lib/client/client.ts";
 import { ConnectError, SessionLostError } from "../lib/client/errors.ts";
+import { capabilityTokenAuth, tokenFileDigest } from "../lib/server/listen/auth.ts";
 import type { ProcessEvent } from "../lib/client/process_handle.ts";
 import { METHODS } from "../lib/protocol/methods.ts";
 import { serveWebSocket } from "../lib/server/listen/listen.ts";
@@ -38,7 +40,7 @@ function lines(count: number, prefix = ""): string {
 }
 
 Deno.test("client connect over WebSocket initializes and exposes environmentInfo", async () => {
-  await using server = await startServer();
+  await using server = await InProcessServer.websocket();
   await using client = await connect(server.url);
   assert.ok(client.connected);
   assert.ok(typeof client.sessionId === "string");
@@ -68,7 +70,7 @@ Deno.test("client methods cover every client request of the method table", () =>
 });
 
 Deno.test("client startProcess streams output in seq order and resolves exited", async () => {
-  await using server = await startServer();
+  await using server = await InProcessServer.websocket();
   await using client = await connect(server.url);
   const proc = await client.startProcess({
     argv: [
@@ -96,7 +98,7 @@ Deno.test("client startProcess streams output in seq order and resolves exited",
 });
 
 Deno.test("client on() delivers typed notifications until unsubscribed", async () => {
-  await using server = await startServer();
+  await using server = await InProcessServer.websocket();
   await using client = await connect(server.url);
   const seen: string[] = [];
   const off = client.on(
@@ -116,7 +118,7 @@ Deno.test("client on() delivers typed notifications until unsubscribed", async (
 });
 
 Deno.test("client process write sends stdin with the handle's writeIds", async () => {
-  await using server = await startServer();
+  await using server = await InProcessServer.websocket();
   await using client = await connect(server.url);
   const proc = await client.startProcess({ argv: ["head", "-n", "3"], env: ENV, pipeStdin: true });
   await proc.write("one\n");
@@ -128,7 +130,7 @@ Deno.test("client process write sends stdin with the handle's writeIds", async (
 });
 
 Deno.test("client write without pipeStdin is refused", async () => {
-  await using server = await startServer();
+  await using server = await InProcessServer.websocket();
   await using client = await connect(server.url);
   const proc = await client.startProcess({ argv: ["/bin/sleep", "5"] });
   await assertRejects(() => proc.write("x"), Error, "stdin is closed");
@@ -138,7 +140,7 @@ Deno.test("client write without pipeStdin is refused", async () => {
 });
 
 Deno.test("client interrupt sends SIGINT to the process", async () => {
-  await using server = await startServer();
+  await using server = await InProcessServer.websocket();
   await using client = await connect(server.url);
   const proc = await client.startProcess({
     argv: [SH, "-c", "echo ready; exec sleep 30"],
@@ -153,7 +155,7 @@ Deno.test("client interrupt sends SIGINT to the process", async () => {
 });
 
 Deno.test("client slow consumer catches up from the retained output", async () => {
-  await using server = await startServer();
+  await using server = await InProcessServer.websocket();
   await using client = await connect(server.url, { maxBufferedBytes: 16 });
   const proc = await client.startProcess({
     argv: [SH, "-c", "i=1; while [ $i -le 3000 ]; do echo $i; i=$((i+1)); done"],
@@ -164,7 +166,7 @@ Deno.test("client slow consumer catches up from the retained output", async () =
 });
 
 Deno.test("client reports output evicted on the server as a gap", async () => {
-  await using server = await startServer();
+  await using server = await InProcessServer.websocket();
   await using client = await connect(server.url, { maxBufferedBytes: 1 });
   const proc = await client.startProcess({
     argv: [
@@ -196,7 +198,7 @@ Deno.test("client reports output evicted on the server as a gap", async () => {
 });
 
 Deno.test("client attachProcess after a resume reads output it never saw", async () => {
-  await using server = await startServer();
+  await using server = await InProcessServer.websocket();
   const first = await connect(server.url);
   const proc = await first.startProcess({
     processId: "late",
@@ -214,7 +216,7 @@ Deno.test("client attachProcess after a resume reads output it never saw", async
 });
 
 Deno.test("client errors are distinct classes", async (t) => {
-  await using server = await startServer();
+  await using server = await InProcessServer.websocket();
   const client: ExecClient = await connect(server.url);
   await t.step("a remote error carries its code", async () => {
     const err = await assertRejects(
@@ -264,12 +266,9 @@ Deno.test("client connect with a refused token fails with ConnectError status 40
   const dir = await Deno.makeTempDir();
   try {
     await Deno.writeTextFile(`${dir}/token`, "right-token\n");
-    await using server = await startServer(
-      "--ws-auth",
-      "capability-token",
-      "--ws-token-file",
-      `${dir}/token`,
-    );
+    await using server = await InProcessServer.websocket({
+      authorize: capabilityTokenAuth(await tokenFileDigest(`${dir}/token`)),
+    });
     const err = await assertRejects(() => connect(server.url, { token: "wrong" }), ConnectError);
     assert.deepEqual(err.status, 401);
     await using client = await connect(server.url, { token: "right-token" });
@@ -280,7 +279,7 @@ Deno.test("client connect with a refused token fails with ConnectError status 40
 });
 
 Deno.test("client survives cut sockets: every output line and every written line arrives exactly once", async () => {
-  await using server = await startServer();
+  await using server = await InProcessServer.websocket();
   await using proxy = startCutProxy(server.url);
   await using client = await connect(proxy.url, { reconnectTimeoutMs: 30_000 });
   const total = 20_000;
@@ -363,7 +362,7 @@ Deno.test("client connects lazily and concurrent callers share one connection at
 });
 
 Deno.test("client retried calls during an outage wait for the reconnect and resume the session", async () => {
-  await using server = await startServer();
+  await using server = await InProcessServer.websocket();
   await using proxy = startCutProxy(server.url);
   await using client = await connect(proxy.url);
   const sessionId = client.sessionId;

@@ -1,26 +1,21 @@
 import assert from "node:assert/strict";
-import {
-  type Json,
-  type ServerProcess,
-  startStdio,
-  type StdioClient,
-  toJson,
-} from "./helpers/server_harness.ts";
-import { collectText, startServer } from "./fixtures/client_server.ts";
+import { type Json, type StdioClient, toJson } from "./helpers/server_harness.ts";
+import { InProcessServer } from "./helpers/in_process_server.ts";
+import { call, callError, PROCESS_ENV as ENV, startProcess as start } from "./helpers/rpc.ts";
+import { collectText } from "./fixtures/client_server.ts";
 import { connect } from "../lib/client/client.ts";
 import { type ProcessHost, TrackedProcess } from "../lib/client/process_handle.ts";
 import { protocolJsonSchema } from "../lib/protocol/json_schema.ts";
 import { EXTENSIONS } from "../lib/protocol/methods.ts";
 
 const ALL = Object.keys(EXTENSIONS);
-const ENV = { PATH: "/usr/local/bin:/usr/bin:/bin" };
 const decoder = new TextDecoder();
 
-type Session = ServerProcess & { stdio: StdioClient };
+type Session = InProcessServer & { stdio: StdioClient };
 
-/** Starts a stdio server and initializes it, asking for `extensions` (none: a reference client). */
+/** Starts a server and initializes it, asking for `extensions` (none: a reference client). */
 async function session(extensions?: string[]): Promise<Session & { init: Json }> {
-  const server = await startStdio();
+  const server = InProcessServer.stdio();
   const response = await server.stdio.request(0, "initialize", {
     clientName: "extensions-test",
     ...(extensions ? { extensions } : {}),
@@ -28,35 +23,6 @@ async function session(extensions?: string[]): Promise<Session & { init: Json }>
   assert.ok(response.result, JSON.stringify(response));
   await server.stdio.send({ method: "initialized", params: {} });
   return Object.assign(server, { init: response.result as Json });
-}
-
-let nextId = 1;
-
-async function call(client: StdioClient, method: string, params?: unknown): Promise<Json> {
-  const response = await client.request(nextId++, method, params);
-  if (response.error) throw new Error(`${method} failed: ${JSON.stringify(response.error)}`);
-  return response.result as Json;
-}
-
-async function callError(
-  client: StdioClient,
-  method: string,
-  params?: unknown,
-): Promise<{ code: number; message: string; data?: unknown }> {
-  const response = await client.request(nextId++, method, params);
-  assert.ok(response.error, `${method} should fail, got ${JSON.stringify(response.result)}`);
-  return response.error as { code: number; message: string; data?: unknown };
-}
-
-function start(client: StdioClient, processId: string, argv: string[], extra: Json = {}) {
-  return call(client, "process/start", {
-    processId,
-    argv,
-    cwd: "file:///tmp",
-    env: ENV,
-    tty: false,
-    ...extra,
-  });
 }
 
 function exitedParams(events: Json[]): Json {
@@ -370,7 +336,7 @@ Deno.test("protocol/describe returns the version, the extensions and the JSON Sc
   assert.deepEqual(described.extensions, ALL.filter((name) => capabilities[name] === true));
   // (Compared as text: the harness decodes integers above 2^53 as bigints.)
   assert.equal(toJson(described.schema), JSON.stringify(protocolJsonSchema()));
-  await using fresh = await startStdio();
+  await using fresh = InProcessServer.stdio();
   const gated = await fresh.stdio.request(1, "protocol/describe");
   assert.deepEqual(gated.error, {
     code: -32600,
@@ -439,7 +405,7 @@ Deno.test("ProcessHandle text() can keep one stream and flushes a truncated char
 });
 
 Deno.test("client process handles resize, signal, close stdin and terminate with a grace", async (t) => {
-  await using server = await startServer();
+  await using server = await InProcessServer.websocket();
   await using client = await connect(server.url);
   for (const name of ["processSignals", "processStdinClose", "processLosslessOutput"]) {
     assert.ok(client.extensions.has(name), `${name} is granted by default`);
@@ -497,7 +463,7 @@ Deno.test("client process handles resize, signal, close stdin and terminate with
 });
 
 Deno.test("client output block loses nothing for a consumer that starts late", async () => {
-  await using server = await startServer();
+  await using server = await InProcessServer.websocket();
   await using client = await connect(server.url, { maxBufferedBytes: 1 });
   let notified = 0;
   const full = Promise.withResolvers<void>();
@@ -523,7 +489,7 @@ Deno.test("client output block loses nothing for a consumer that starts late", a
 });
 
 Deno.test("client output block acknowledges taken output so the process runs to the end", async () => {
-  await using server = await startServer();
+  await using server = await InProcessServer.websocket();
   await using client = await connect(server.url);
   const count = 300_000; // more than the server retains: without acknowledgements it would stall
   const proc = await client.startProcess({
@@ -536,7 +502,7 @@ Deno.test("client output block acknowledges taken output so the process runs to 
 });
 
 Deno.test("client without extensions refuses extension calls with a clear error", async () => {
-  await using server = await startServer();
+  await using server = await InProcessServer.websocket();
   await using client = await connect(server.url, { extensions: [] });
   assert.equal(client.extensions.size, 0);
   const proc = await client.startProcess({ argv: ["/bin/cat"], pipeStdin: true, env: ENV });

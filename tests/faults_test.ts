@@ -12,9 +12,15 @@
  */
 
 import assert from "node:assert/strict";
-import { handshake, type Json, type ProtocolClient } from "./helpers/server_harness.ts";
+import {
+  handshake,
+  type Json,
+  type ProtocolClient,
+  ServerProcess,
+} from "./helpers/server_harness.ts";
 import { rssKib, sleep, waitUntil } from "./helpers/reliability_proc.ts";
-import { RawWebSocket, startScopedServer } from "./helpers/reliability_server.ts";
+import { RawWebSocket } from "./helpers/reliability_server.ts";
+import { call, nextRequestId } from "./helpers/rpc.ts";
 
 const ENV = { PATH: "/usr/bin:/bin" };
 /**
@@ -31,14 +37,6 @@ const WS_QUEUE_BOUND_KIB = (2 * 256 + 64) * 1024;
 const LONG = Deno.env.get("EXEC_SERVER_LONG_TESTS") === "1";
 /** Requests a non-reading stdio client offers (about 1 KiB each). */
 const STDIO_FLOOD_REQUESTS = 40_000;
-
-let nextId = 1;
-
-async function call(client: ProtocolClient, method: string, params?: unknown): Promise<Json> {
-  const response = await client.request(nextId++, method, params);
-  assert.ok(response.result, `${method} failed: ${JSON.stringify(response)}`);
-  return response.result as Json;
-}
 
 function startParams(processId: string, script: string): Json {
   return {
@@ -66,7 +64,7 @@ function paddedRequest(id: number): string {
 const FLOOD_STREAM = "yes 0123456789abcdef0123456789abcdef0123456789abcdef";
 
 Deno.test("a WebSocket client that stops reading process output leaves memory bounded and others served", async () => {
-  await using server = await startScopedServer({ listen: "ws" });
+  await using server = await ServerProcess.start({ listen: "ws" });
   const other = await server.connect();
   await handshake(other);
   const idle = rssKib(server.pid);
@@ -118,7 +116,7 @@ Deno.test({
   // the bound with a small limit in-process).
   ignore: !LONG,
   fn: async () => {
-    await using server = await startScopedServer({ listen: "ws" });
+    await using server = await ServerProcess.start({ listen: "ws" });
     const other = await server.connect();
     await handshake(other);
     const idle = rssKib(server.pid);
@@ -185,7 +183,7 @@ class LineCounter {
 }
 
 Deno.test("a stdio client that stops reading is throttled: the server stops reading and stays bounded", async () => {
-  await using server = await startScopedServer({ listen: "stdio", manualStdout: true });
+  await using server = await ServerProcess.start({ listen: "stdio", manualStdout: true });
   const writer = server.child.stdin.getWriter();
   const encoder = new TextEncoder();
   const stdout = new LineCounter(server.child.stdout);
@@ -237,7 +235,7 @@ Deno.test("a stdio client that stops reading is throttled: the server stops read
 });
 
 Deno.test("a stdio client that stops reading process output blocks the child, not the server's memory", async () => {
-  await using server = await startScopedServer({ listen: "stdio", manualStdout: true });
+  await using server = await ServerProcess.start({ listen: "stdio", manualStdout: true });
   const writer = server.child.stdin.getWriter();
   const encoder = new TextEncoder();
   const stdout = new LineCounter(server.child.stdout);
@@ -268,7 +266,7 @@ Deno.test("a stdio client that stops reading process output blocks the child, no
 });
 
 Deno.test("a child that closes stdout and stderr but keeps running is neither exited nor closed until it ends", async () => {
-  await using server = await startScopedServer({ listen: "stdio" });
+  await using server = await ServerProcess.start({ listen: "stdio" });
   const client = server.stdio!;
   await handshake(client);
   await call(client, "process/start", startParams("quiet", "echo before; exec >&- 2>&-; sleep 30"));
@@ -303,7 +301,7 @@ Deno.test("a child that closes stdout and stderr but keeps running is neither ex
 });
 
 Deno.test("a child that exits while a grandchild holds stdout gets exited first and closed after the last output", async () => {
-  await using server = await startScopedServer({ listen: "stdio" });
+  await using server = await ServerProcess.start({ listen: "stdio" });
   const client = server.stdio!;
   await handshake(client);
   await call(
@@ -374,7 +372,7 @@ Deno.test({
     throw new Error(`cannot mount a 64 KiB tmpfs: ${refusal}`);
   }
   try {
-    await using server = await startScopedServer({ listen: "stdio" });
+    await using server = await ServerProcess.start({ listen: "stdio" });
     const client = server.stdio!;
     await handshake(client);
     const file = `${dir}/config.json`;
@@ -391,7 +389,7 @@ Deno.test({
     ] as const;
     for (const [name, data] of cases) {
       await t.step(name, async () => {
-        const response = await client.request(nextId++, "fs/writeFile", {
+        const response = await client.request(nextRequestId(), "fs/writeFile", {
           path: uri,
           dataBase64: data.toBase64(),
         });

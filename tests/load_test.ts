@@ -13,7 +13,7 @@
  */
 
 import assert from "node:assert/strict";
-import { handshake, type Json, type WsClient } from "./helpers/server_harness.ts";
+import { handshake, type Json, ServerProcess, type WsClient } from "./helpers/server_harness.ts";
 import {
   descendants,
   describeProcs,
@@ -22,7 +22,6 @@ import {
   rssKib,
   waitUntil,
 } from "./helpers/reliability_proc.ts";
-import { type ScopedServer, startScopedServer } from "./helpers/reliability_server.ts";
 
 const LONG = Deno.env.get("EXEC_SERVER_LONG_TESTS") === "1";
 const CONNECTIONS = 50;
@@ -51,7 +50,7 @@ function sampleRss(pid: number): { stop(): number } {
  * Runs one process on one connection, so that the server's lazily created
  * descriptors (the child-process reaper's) exist before the idle count.
  */
-async function warmUp(server: ScopedServer): Promise<void> {
+async function warmUp(server: ServerProcess): Promise<void> {
   const client = await server.connect();
   await handshake(client);
   await client.request("warm", "process/start", {
@@ -83,7 +82,7 @@ async function assertNothingLeft(pid: number, idleFds: number, what: string): Pr
 }
 
 Deno.test(`${CONNECTIONS * PROCESSES_PER_CONNECTION} processes across ${CONNECTIONS} connections all run to completion with their own output`, async () => {
-  await using server = await startScopedServer({
+  await using server = await ServerProcess.start({
     listen: "ws",
     args: ["--process-retention", "5", "--session-ttl", "5"],
   });
@@ -152,7 +151,7 @@ Deno.test(`${CONNECTIONS * PROCESSES_PER_CONNECTION} processes across ${CONNECTI
 });
 
 Deno.test("200 concurrent connections are all served at once", async () => {
-  await using server = await startScopedServer({
+  await using server = await ServerProcess.start({
     listen: "ws",
     args: ["--concurrent-requests", "4", "--process-retention", "5", "--session-ttl", "5"],
   });

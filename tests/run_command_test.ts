@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
-import { MAIN, startServer } from "./fixtures/client_server.ts";
+import { InProcessServer } from "./helpers/in_process_server.ts";
+import { MAIN_TS as MAIN } from "./helpers/server_harness.ts";
+import { capabilityTokenAuth, tokenFileDigest } from "../lib/server/listen/auth.ts";
 
 interface RunResult {
   code: number;
@@ -27,7 +29,7 @@ async function run(args: string[], input?: Uint8Array): Promise<RunResult> {
 const text = (bytes: Uint8Array): string => new TextDecoder().decode(bytes);
 
 Deno.test("exec-server run exits with the remote exit code and splits stdout from stderr", async () => {
-  await using server = await startServer();
+  await using server = await InProcessServer.websocket();
   const result = await run([
     "--url",
     server.url,
@@ -42,7 +44,7 @@ Deno.test("exec-server run exits with the remote exit code and splits stdout fro
 });
 
 Deno.test("exec-server run streams binary output byte-exact", async () => {
-  await using server = await startServer();
+  await using server = await InProcessServer.websocket();
   const dir = await Deno.makeTempDir();
   try {
     const bytes = new Uint8Array(256 * 1024);
@@ -57,7 +59,7 @@ Deno.test("exec-server run streams binary output byte-exact", async () => {
 });
 
 Deno.test("exec-server run forwards local stdin to the remote command", async () => {
-  await using server = await startServer();
+  await using server = await InProcessServer.websocket();
   const input = new TextEncoder().encode("first\nsecond\nthird\n");
   const result = await run(["--url", server.url, "--", "head", "-n", "3"], input);
   assert.equal(result.code, 0);
@@ -65,7 +67,7 @@ Deno.test("exec-server run forwards local stdin to the remote command", async ()
 });
 
 Deno.test("exec-server run closes the remote stdin when local stdin ends", async () => {
-  await using server = await startServer();
+  await using server = await InProcessServer.websocket();
   const input = new TextEncoder().encode("one\ntwo\n");
   const result = await run(["--url", server.url, "--", "/bin/cat"], input);
   assert.equal(result.code, 0);
@@ -73,7 +75,7 @@ Deno.test("exec-server run closes the remote stdin when local stdin ends", async
 });
 
 Deno.test("exec-server run forwards SIGTERM to the remote command, which decides", async () => {
-  await using server = await startServer();
+  await using server = await InProcessServer.websocket();
   const child = new Deno.Command(Deno.execPath(), {
     args: [
       "run",
@@ -111,7 +113,7 @@ Deno.test("exec-server run forwards SIGTERM to the remote command, which decides
 });
 
 Deno.test("exec-server run passes --env and --cwd to the remote command", async () => {
-  await using server = await startServer();
+  await using server = await InProcessServer.websocket();
   const result = await run([
     "--url",
     server.url,
@@ -130,14 +132,14 @@ Deno.test("exec-server run passes --env and --cwd to the remote command", async 
 });
 
 Deno.test("exec-server run --tty runs the command on a pseudo-terminal", async () => {
-  await using server = await startServer();
+  await using server = await InProcessServer.websocket();
   const result = await run(["--url", server.url, "--tty", "--", "/bin/sh", "-c", "tty; exit 3"]);
   assert.equal(result.code, 3);
   assert.match(text(result.stdout), /^\/dev\/pts\/\d+\r\n$/);
 });
 
 Deno.test("exec-server run forwards Ctrl-C as an interrupt", async () => {
-  await using server = await startServer();
+  await using server = await InProcessServer.websocket();
   const child = new Deno.Command(Deno.execPath(), {
     args: [
       "run",
@@ -185,12 +187,9 @@ Deno.test("exec-server run with a refused token prints one line and exits non-ze
   try {
     await Deno.writeTextFile(`${dir}/server-token`, "right\n");
     await Deno.writeTextFile(`${dir}/client-token`, "wrong\n");
-    await using server = await startServer(
-      "--ws-auth",
-      "capability-token",
-      "--ws-token-file",
-      `${dir}/server-token`,
-    );
+    await using server = await InProcessServer.websocket({
+      authorize: capabilityTokenAuth(await tokenFileDigest(`${dir}/server-token`)),
+    });
     const refused = await run([
       "--url",
       server.url,
@@ -241,7 +240,7 @@ Deno.test({
   name: "exec-server run --tty puts a local terminal in raw mode and restores it",
   ignore: !HAS_SCRIPT,
   async fn() {
-    await using server = await startServer();
+    await using server = await InProcessServer.websocket();
     const dir = await Deno.makeTempDir();
     try {
       // `script` gives the CLI a terminal; a background job records `stty -g` while it runs.
@@ -295,7 +294,7 @@ Deno.test({
   name: "exec-server run --tty resizes the remote terminal when the local one changes size",
   ignore: !HAS_SCRIPT,
   async fn() {
-    await using server = await startServer();
+    await using server = await InProcessServer.websocket();
     const dir = await Deno.makeTempDir();
     try {
       // A background job of the session resizes its terminal: the CLI gets SIGWINCH.

@@ -18,14 +18,9 @@ import {
   seccompProgram,
 } from "../lib/server/sandbox/bubblewrap.ts";
 import { capabilities } from "../lib/server/session/environment.ts";
-import {
-  eventually,
-  handshake,
-  pidsMatching,
-  type ServerProcess,
-  startStdio,
-  type StdioClient,
-} from "./helpers/server_harness.ts";
+import { eventually, pidsMatching, type StdioClient } from "./helpers/server_harness.ts";
+import { call, nextRequestId } from "./helpers/rpc.ts";
+import { inProcessSession } from "./helpers/in_process_server.ts";
 
 const TRANSCRIPTS = new URL("./fixtures/transcripts/", import.meta.url);
 const decoder = new TextDecoder();
@@ -992,14 +987,6 @@ Deno.test("fs requests run without a sandbox, or with one that restricts nothing
 const WIRED = "processSandbox" in capabilities();
 const WIRE_SKIP = !WIRED ? " (skipped: the server does not wire sandboxes yet)" : SKIP_REASON;
 
-let nextId = 1;
-
-async function rpc(client: StdioClient, method: string, params: unknown): Promise<Json> {
-  const response = await client.request(nextId++, method, params);
-  if (response.error) throw new Error(`${method} failed: ${JSON.stringify(response.error)}`);
-  return response.result as Json;
-}
-
 /** Reads a process to its end; returns its output and the final read. */
 async function readToEnd(
   client: StdioClient,
@@ -1008,7 +995,7 @@ async function readToEnd(
   let out = "";
   let afterSeq = 0;
   while (true) {
-    const result = await rpc(client, "process/read", { processId, afterSeq, waitMs: 2000 });
+    const result = await call(client, "process/read", { processId, afterSeq, waitMs: 2000 });
     for (const chunk of result.chunks as { seq: number; chunk: string }[]) {
       out += decoder.decode(Uint8Array.fromBase64(chunk.chunk));
     }
@@ -1023,11 +1010,10 @@ for (const policy of ["workspace_write", "read_only"] as const) {
     ignore: !WIRED || !BWRAP_OK,
     async fn() {
       using layout = makeLayout();
-      await using server: ServerProcess & { stdio: StdioClient } = await startStdio();
-      await handshake(server.stdio);
+      await using server = await inProcessSession();
       const params = codexRequest(policy, layout.ws);
       const env = { ...(params.env as Record<string, string>), HOME: layout.base };
-      const started = await rpc(server.stdio, "process/start", { ...params, env });
+      const started = await call(server.stdio, "process/start", { ...params, env });
       assert.deepEqual(started, { processId: params.processId, sandboxType: "linuxSeccomp" });
       const { out, last } = await readToEnd(server.stdio, params.processId as string);
       assert.match(out, /^CODEX_E2E_PIDCHAIN: 2$/m);
@@ -1047,11 +1033,10 @@ Deno.test({
   ignore: !WIRED || !BWRAP_OK,
   async fn() {
     using layout = makeLayout();
-    await using server: ServerProcess & { stdio: StdioClient } = await startStdio();
-    await handshake(server.stdio);
+    await using server = await inProcessSession();
     const sandbox = codexRequest("workspace_write", layout.ws).sandbox;
     const outside = uriFromPath(`${layout.outside}/new.txt`);
-    const refused = await server.stdio.request(nextId++, "fs/writeFile", {
+    const refused = await server.stdio.request(nextRequestId(), "fs/writeFile", {
       path: outside,
       dataBase64: "aGkK",
       sandbox,
@@ -1062,7 +1047,7 @@ Deno.test({
     });
     const inside = uriFromPath(`${layout.ws}/new.txt`);
     assert.deepEqual(
-      await rpc(server.stdio, "fs/writeFile", { path: inside, dataBase64: "aGkK", sandbox }),
+      await call(server.stdio, "fs/writeFile", { path: inside, dataBase64: "aGkK", sandbox }),
       {},
     );
     assert.equal(pathExists(`${layout.outside}/new.txt`), false);

@@ -18,20 +18,20 @@
  */
 
 import assert from "node:assert/strict";
-import { handshake, type Json, type ProtocolClient } from "./helpers/server_harness.ts";
 import {
-  RawWebSocket,
-  type ScopedServer,
-  startScopedServer,
-} from "./helpers/reliability_server.ts";
-
-let nextId = 1;
+  handshake,
+  type Json,
+  type ProtocolClient,
+  ServerProcess,
+} from "./helpers/server_harness.ts";
+import { RawWebSocket } from "./helpers/reliability_server.ts";
+import { nextRequestId } from "./helpers/rpc.ts";
 
 // ---------------------------------------------------------------------------
 // WebSocket authentication
 
 async function upgradeStatus(
-  server: ScopedServer,
+  server: ServerProcess,
   options: { path?: string; headers?: Record<string, string>; noUpgrade?: boolean },
 ): Promise<{ status: number; body: string; protocol?: string; ms: number }> {
   const started = performance.now();
@@ -49,7 +49,7 @@ Deno.test("WebSocket auth refuses every upgrade without the exact bearer token",
   const dir = await Deno.makeTempDir({ prefix: "es-auth-" });
   const token = crypto.getRandomValues(new Uint8Array(32)).toHex();
   await Deno.writeTextFile(`${dir}/token`, `${token}\n`);
-  await using server = await startScopedServer({
+  await using server = await ServerProcess.start({
     listen: "ws",
     args: ["--ws-auth", "capability-token", "--ws-token-file", `${dir}/token`],
   });
@@ -255,7 +255,7 @@ async function assertRefused(
   params: Json,
   what: string,
 ): Promise<void> {
-  const response = await client.request(nextId++, method, params);
+  const response = await client.request(nextRequestId(), method, params);
   const text = JSON.stringify(response);
   const secret64 = b64(SECRET).slice(0, 12);
   assert.ok(
@@ -278,12 +278,12 @@ async function assertHidden(
   params: Json,
   what: string,
 ): Promise<void> {
-  const response = await client.request(nextId++, method, params);
+  const response = await client.request(nextRequestId(), method, params);
   assert.deepEqual(response.error, MISSING, `${what}: ${JSON.stringify(response)}`);
 }
 
-async function scopedFsServer(l: Layout, permissions: string[]): Promise<ScopedServer> {
-  return await startScopedServer({
+async function scopedFsServer(l: Layout, permissions: string[]): Promise<ServerProcess> {
+  return await ServerProcess.start({
     listen: "stdio",
     permissions: [...permissions, "--allow-env", "--allow-sys"],
     cwd: l.scope,
@@ -317,7 +317,7 @@ Deno.test("path traversal out of --allow-read/--allow-write scopes is refused", 
       await assertRefused(
         client,
         "fs/open",
-        { handleId: `h${nextId}`, path: target },
+        { handleId: `h${nextRequestId()}`, path: target },
         `open ${path}`,
       );
       await assertRefused(
@@ -450,7 +450,7 @@ Deno.test({
         });
       }
       await t.step("walk of the scope does not descend into linked directories", async () => {
-        const response = await client.request(nextId++, "fs/walk", {
+        const response = await client.request(nextRequestId(), "fs/walk", {
           path: uri(s),
           options: {
             maxDepth: 3,
@@ -485,7 +485,9 @@ Deno.test("metadata lookups outside --allow-read answer like a missing path, rev
     for (const method of ["fs/getMetadata", "fs/canonicalize"]) {
       for (const path of paths) await assertHidden(client, method, { path: uri(path) }, path);
       // Inside the scope nothing changes: a real lookup, and the same error for a missing path.
-      const own = await client.request(nextId++, method, { path: uri(`${l.scope}/own.txt`) });
+      const own = await client.request(nextRequestId(), method, {
+        path: uri(`${l.scope}/own.txt`),
+      });
       assert.ok(own.result, JSON.stringify(own));
       await assertHidden(client, method, { path: uri(`${l.scope}/absent`) }, "absent in scope");
     }
@@ -555,8 +557,8 @@ interface StartOutcome {
 }
 
 async function tryStart(client: ProtocolClient, params: Json): Promise<StartOutcome> {
-  const processId = `p${nextId}`;
-  const response = await client.request(nextId++, "process/start", {
+  const processId = `p${nextRequestId()}`;
+  const response = await client.request(nextRequestId(), "process/start", {
     processId,
     cwd: "file:///tmp",
     tty: false,
@@ -571,7 +573,7 @@ async function tryStart(client: ProtocolClient, params: Json): Promise<StartOutc
 Deno.test("--allow-run scopes cannot be escaped through argv[0], arg0, PATH or LD_ variables", async (t) => {
   const r = await runSetup();
   try {
-    await using server = await startScopedServer({
+    await using server = await ServerProcess.start({
       listen: "stdio",
       permissions: [
         "--allow-run=/bin/sh",
@@ -671,7 +673,7 @@ Deno.test({
   fn: async (t) => {
     const r = await runSetup();
     try {
-      await using server = await startScopedServer({
+      await using server = await ServerProcess.start({
         listen: "stdio",
         permissions: [
           "--allow-run=sh,/bin/sh",

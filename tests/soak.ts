@@ -21,14 +21,14 @@
  */
 
 import { parseArgs } from "node:util";
-import { handshake, type Json, type ProtocolClient } from "./helpers/server_harness.ts";
-import { descendants, fdCount, rssKib, sleep, waitUntil } from "./helpers/reliability_proc.ts";
 import {
-  collectGarbage,
-  freePort,
-  type ScopedServer,
-  startScopedServer,
-} from "./helpers/reliability_server.ts";
+  handshake,
+  type Json,
+  type ProtocolClient,
+  ServerProcess,
+} from "./helpers/server_harness.ts";
+import { descendants, fdCount, rssKib, sleep, waitUntil } from "./helpers/reliability_proc.ts";
+import { collectGarbage, freePort } from "./helpers/reliability_server.ts";
 
 interface Sample {
   /** Seconds since the start of the load. */
@@ -70,7 +70,7 @@ async function startProcess(client: ProtocolClient, processId: string, script: s
 }
 
 /** One round of one worker. */
-async function round(server: ScopedServer, worker: number, n: number, dir: string): Promise<void> {
+async function round(server: ServerProcess, worker: number, n: number, dir: string): Promise<void> {
   const client = await server.connect();
   try {
     const sessionId = await handshake(client);
@@ -154,7 +154,7 @@ async function main(): Promise<number> {
   const workers = Number(values.workers);
   const dir = await Deno.makeTempDir({ prefix: "es-soak-" });
   const inspectPort = freePort();
-  const server = await startScopedServer({
+  const server = await ServerProcess.start({
     listen: "ws",
     args: ["--process-retention", "5", "--session-ttl", "5"],
     denoFlags: [`--inspect=127.0.0.1:${inspectPort}`],
