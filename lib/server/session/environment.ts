@@ -7,7 +7,7 @@
 import { type EnvironmentInfo, type ExtensionName, EXTENSIONS } from "../../protocol/methods.ts";
 import { uriFromPath } from "../host/path_uri.ts";
 import { ptySupported } from "../process/pty.ts";
-import { sandboxCapability } from "../sandbox/bubblewrap.ts";
+import { sandboxCapability } from "../sandbox/availability.ts";
 
 /** This server's version, reported as `executorVersion`. */
 export const VERSION = "0.1.0";
