@@ -32,6 +32,7 @@
 
 export {
   type AttachProcessOptions,
+  type ByteInput,
   connect,
   type ConnectOptions,
   createClient,
@@ -41,6 +42,7 @@ export {
   type RequestArgs,
   type RequestMethods,
   type RequestOptions,
+  type RequestParams,
   type SessionRequestName,
   type StartProcessParams,
 } from "./lib/client/client.ts";
@@ -51,6 +53,21 @@ export type {
   TokenSource,
 } from "./lib/client/dial.ts";
 export type { SessionLinkOptions } from "./lib/client/session_link.ts";
+export {
+  DEFAULT_MAX_OUTPUT_BYTES,
+  type ExecOptions,
+  ExecOutputLimitError,
+  ExecOutputLostError,
+  type ExecResult,
+  ExecTimeoutError,
+} from "./lib/client/exec.ts";
+export {
+  type EnvironmentOptions,
+  type EnvPolicy,
+  INHERIT_SERVER_ENVIRONMENT,
+} from "./lib/client/environment.ts";
+export { fromPathUri, type RemotePath, toPathUri } from "./lib/client/paths.ts";
+export { tokenFromEnv, tokenFromFile } from "./lib/client/token_source.ts";
 export type {
   OutputChunk,
   OutputGap,

@@ -24,6 +24,7 @@ import { RawWebSocket } from "./helpers/reliability_server.ts";
 import { LineSplitStream } from "../lib/rpc/stdio_transport.ts";
 import { MAIN_TS, SERVER_PERMISSIONS, ServerProcess } from "./helpers/server_harness.ts";
 import { verifySignedBearer } from "../lib/server/listen/signed_bearer.ts";
+import { connect, tokenFromEnv, tokenFromFile } from "../mod.ts";
 
 const CODEX_BIN = Deno.env.get("CODEX_BIN");
 
@@ -311,12 +312,125 @@ Deno.test("signed-bearer-token: a bad secret file or flag is one line on stderr 
       assert.match(stderr, message);
       assert.ok(!stderr.includes(MATRIX_SECRET) && !stderr.includes("s".repeat(31)));
     }
-    // Exactly 32 bytes is enough.
+    // Exactly 32 bytes is enough, and a blank issuer or audience is not checked.
     await using server = await ServerProcess.start({
       listen: "ws",
-      args: [...signed, "--ws-shared-secret-file", `${dir}/exact`],
+      args: [
+        ...signed,
+        "--ws-shared-secret-file",
+        `${dir}/exact`,
+        "--ws-issuer",
+        " ",
+        "--ws-audience",
+        "",
+      ],
     });
-    assert.match(server.url, /^ws:\/\//);
+    const token = await mint(`{"exp":${Math.floor(Date.now() / 1000) + 600}}`, {
+      secret: "s".repeat(32),
+    });
+    await using raw = await RawWebSocket.connect(server.port, {
+      headers: { Authorization: `Bearer ${token}` },
+    });
+    assert.equal(raw.answer.status, 101);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+async function runCli(args: string[], env: Record<string, string> = {}) {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", MAIN_TS, "run", ...args],
+    env,
+    stdin: "null",
+    stdout: "null",
+    stderr: "piped",
+  }).output();
+  return { code: out.code, stderr: new TextDecoder().decode(out.stderr) };
+}
+
+Deno.test("exec-server run takes a signed bearer token from a file or an environment variable", async () => {
+  const dir = await secretDir();
+  try {
+    await using server = await ServerProcess.start({
+      listen: "ws",
+      args: matrixFlags("open", `${dir}/secret`),
+    });
+    const later = Math.floor(Date.now() / 1000) + 600;
+    await Deno.writeTextFile(`${dir}/jwt`, `${await mint(`{"exp":${later}}`)}\n`);
+    await Deno.writeTextFile(`${dir}/blank`, "\n");
+    const command = ["--", "/bin/sh", "-c", "exit 3"];
+    const fromFile = await runCli(["--url", server.url, "--token-file", `${dir}/jwt`, ...command]);
+    assert.equal(fromFile.code, 3, fromFile.stderr);
+    const env = { EXEC_SERVER_JWT: await mint(`{"exp":${later}}`) };
+    const fromEnv = await runCli([
+      "--url",
+      server.url,
+      "--token-env",
+      "EXEC_SERVER_JWT",
+      ...command,
+    ], env);
+    assert.equal(fromEnv.code, 3, fromEnv.stderr);
+    const expired = await runCli(
+      ["--url", server.url, "--token-env", "EXEC_SERVER_JWT", ...command],
+      { EXEC_SERVER_JWT: await mint(`{"exp":1}`) },
+    );
+    assert.equal(expired.code, 255);
+    assert.match(expired.stderr, /refused the token \(HTTP 401\)/);
+    for (
+      const [args, message] of [
+        [
+          ["--token-env", "EXEC_SERVER_UNSET_VARIABLE"],
+          /EXEC_SERVER_UNSET_VARIABLE: it is unset or empty/,
+        ],
+        [["--token-file", `${dir}/blank`], /it is empty/],
+        [["--token-file", `${dir}/missing`], /Cannot read token file/],
+        [
+          ["--token-file", `${dir}/jwt`, "--token-env", "EXEC_SERVER_JWT"],
+          /cannot be used together/,
+        ],
+      ] as const
+    ) {
+      const bad = await runCli(["--url", server.url, ...args, ...command], env);
+      assert.equal(bad.code, 2, bad.stderr);
+      assert.match(bad.stderr, message);
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("client tokenFromFile and tokenFromEnv work for both auth modes, the file re-read each dial", async () => {
+  const dir = await secretDir();
+  try {
+    const later = Math.floor(Date.now() / 1000) + 600;
+    await Deno.writeTextFile(`${dir}/jwt`, await mint(`{"exp":${later}}`));
+    await using signed = await ServerProcess.start({
+      listen: "ws",
+      args: matrixFlags("open", `${dir}/secret`),
+    });
+    {
+      await using client = await connect(signed.url, { token: await tokenFromFile(`${dir}/jwt`) });
+      assert.ok(client.sessionId);
+    }
+    await using capability = await ServerProcess.start({
+      listen: "ws",
+      args: ["--ws-auth", "capability-token", "--ws-token-file", `${dir}/secret`],
+    });
+    Deno.env.set("EXEC_SERVER_TEST_TOKEN", MATRIX_SECRET);
+    try {
+      await using client = await connect(capability.url, {
+        token: tokenFromEnv("EXEC_SERVER_TEST_TOKEN"),
+      });
+      assert.ok(client.sessionId);
+    } finally {
+      Deno.env.delete("EXEC_SERVER_TEST_TOKEN");
+    }
+    const source = await tokenFromFile(`${dir}/jwt`);
+    await Deno.writeTextFile(`${dir}/jwt`, " rotated \n");
+    assert.equal(await source(), "rotated");
+    await Deno.writeTextFile(`${dir}/jwt`, "");
+    await assert.rejects(async () => await source(), /it is empty/);
+    await assert.rejects(() => connect(signed.url, { token: source }));
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

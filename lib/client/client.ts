@@ -25,6 +25,9 @@ import {
 } from "../protocol/methods.ts";
 import { ClosedError, RemoteError } from "../rpc/connection.ts";
 import { endpointOf, type ServerTarget } from "./dial.ts";
+import { exec, type ExecOptions, type ExecResult } from "./exec.ts";
+import { type EnvironmentOptions, processEnvironment } from "./environment.ts";
+import { type RemotePath, toPathUri } from "./paths.ts";
 import { type ProcessHandle, type ProcessHost, TrackedProcess } from "./process_handle.ts";
 import { SessionLink, type SessionLinkOptions } from "./session_link.ts";
 import { parseResult, toWire } from "./wire.ts";
@@ -47,8 +50,22 @@ export interface RequestOptions {
 
 /** The arguments of a request: params may be left out for methods without params. */
 export type RequestArgs<M extends SessionRequestName> = null extends ParamsOf<M>
-  ? [params?: ParamsOf<M> | null, options?: RequestOptions]
-  : [params: ParamsOf<M>, options?: RequestOptions];
+  ? [params?: RequestParams<M> | null, options?: RequestOptions]
+  : [params: RequestParams<M>, options?: RequestOptions];
+
+/**
+ * A byte member as a caller may give it: a `Uint8Array` (sent as base64) or
+ * the base64 text itself. Byte members are those the method table decodes
+ * as bytes and the `…Base64` strings.
+ */
+export type ByteInput<K, T> = T extends Uint8Array ? Uint8Array | string
+  : K extends `${string}Base64` ? T extends string ? T | Uint8Array : T
+  : T;
+
+/** The params of a request as a caller gives them: byte members also take a `Uint8Array`. */
+export type RequestParams<M extends SessionRequestName> = ParamsOf<M> extends infer P
+  ? P extends object ? { [K in keyof P]: ByteInput<K, P[K]> } : P
+  : never;
 
 /** One typed function per client → server request, keyed by wire name. */
 export type RequestMethods = {
@@ -83,14 +100,16 @@ export interface ConnectOptions extends SessionLinkOptions {
  * with defaults for the required members.
  */
 export type StartProcessParams =
-  & Omit<ParamsOf<"process/start">, "processId" | "cwd" | "env" | "tty">
+  & Omit<ParamsOf<"process/start">, "processId" | "cwd" | "env" | "envPolicy" | "tty">
+  & EnvironmentOptions
   & {
     /** The session-scoped id; a random UUID by default. */
     processId?: string;
-    /** Working directory (`file:` URI); the server's cwd (or temp dir) by default. */
-    cwd?: string;
-    /** The child's environment (exactly this, unless `envPolicy` is set); `{}` by default. */
-    env?: Record<string, string>;
+    /**
+     * Working directory: an absolute path or a `file:` URL; the server's cwd
+     * (or temp dir) by default.
+     */
+    cwd?: RemotePath;
     /** Run on a pseudo-terminal; `false` by default. */
     tty?: boolean;
   };
@@ -373,16 +392,17 @@ export class ExecClient {
       if (block) {
         await this.#require("processLosslessOutput", 'start a process with output "block"');
       }
-      let cwd = params.cwd;
+      let cwd = params.cwd === undefined ? undefined : toPathUri(params.cwd);
       if (cwd === undefined) {
         await this.ready();
         cwd = this.environmentInfo.cwd ?? this.environmentInfo.tempDir;
       }
+      const { inheritEnv: _, ...rest } = params;
       const wire = toWire({
-        ...params,
+        ...rest,
         processId,
         cwd,
-        env: params.env ?? {},
+        ...processEnvironment(params),
         tty: params.tty ?? false,
       });
       let retried = false;
@@ -409,6 +429,57 @@ export class ExecClient {
       throw err;
     }
     return handle;
+  }
+
+  /**
+   * Runs a command to completion and resolves with its exit code and output
+   * (text by default; `{ encoding: "bytes" }` for `Uint8Array`s). A non-zero
+   * exit code resolves too. The environment follows the client's rule (the
+   * server's environment minus `*KEY*`/`*SECRET*`/`*TOKEN*`, then `env`).
+   *
+   * Rejects with {@linkcode ExecTimeoutError} after `timeoutMs`, with the
+   * `signal`'s reason when aborted (both terminate the process group first),
+   * with {@linkcode ExecOutputLimitError} beyond `maxOutputBytes`, and with
+   * the client's errors (`RemoteError` with `data.kind` `spawnNotFound`, …)
+   * when it cannot start.
+   *
+   * @example Run a command with input, a working directory and a timeout
+   * ```ts
+   * import { connect } from "@exec-server/exec-server";
+   * import { serveWebSocket } from "@exec-server/exec-server/server";
+   * const server = await serveWebSocket();
+   * try {
+   *   await using client = await connect(server.url);
+   *   const { exitCode, stdout } = await client.exec(["sh", "-c", "pwd; tr a-z A-Z"], {
+   *     cwd: "/tmp",
+   *     stdin: "hello\n",
+   *     timeoutMs: 10_000,
+   *   });
+   *   console.log(exitCode, stdout); // 0 "/tmp\nHELLO\n"
+   * } finally {
+   *   await server.shutdown();
+   * }
+   * ```
+   *
+   * @param argv The program (searched in the process's `PATH`) and its arguments.
+   * @param options Input, working directory, environment, timeout, encoding.
+   */
+  exec(
+    argv: readonly string[],
+    options: ExecOptions & { encoding: "bytes" },
+  ): Promise<ExecResult<Uint8Array>>;
+  /**
+   * Runs a command to completion; its output as text.
+   *
+   * @param argv The program and its arguments.
+   * @param options Input, working directory, environment, timeout.
+   */
+  exec(argv: readonly string[], options?: ExecOptions & { encoding?: "text" }): Promise<ExecResult>;
+  exec(
+    argv: readonly string[],
+    options: ExecOptions = {},
+  ): Promise<ExecResult<string | Uint8Array>> {
+    return exec(this, argv, options);
   }
 
   /**

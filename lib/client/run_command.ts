@@ -12,6 +12,8 @@ import { ClosedError, RemoteError, TimedOutError } from "../rpc/connection.ts";
 import { connect, type ExecClient } from "./client.ts";
 import { ConnectError, SessionLostError } from "./errors.ts";
 import type { ProcessHandle } from "./process_handle.ts";
+import type { TokenSource } from "./dial.ts";
+import { tokenFromEnv, tokenFromFile } from "./token_source.ts";
 
 /** Exit code for a bad command line. */
 export const RUN_USAGE_EXIT = 2;
@@ -30,7 +32,13 @@ const RUN_FLAGS = defineFlags({
   "token-file": {
     kind: "string",
     value: "FILE",
-    help: 'send the file\'s content (trimmed) as "Authorization: Bearer <token>"',
+    help: 'send the file\'s content (trimmed) as "Authorization: Bearer <token>",\n' +
+      "read again before every reconnect (a capability token or a JWT)",
+  },
+  "token-env": {
+    kind: "string",
+    value: "NAME",
+    help: "send the value of environment variable NAME instead (trimmed)",
   },
   tty: {
     kind: "boolean",
@@ -82,7 +90,7 @@ token, lost session).
 
 interface RunFlags {
   url: string;
-  token?: string;
+  token?: TokenSource;
   tty: boolean;
   cwd?: string;
   env: Record<string, string>;
@@ -154,15 +162,15 @@ async function parseRunArgs(args: string[]): Promise<RunFlags | undefined> {
     if (eq <= 0) throw new UsageError(`--env expects K=V, got "${pair}"`);
     env[pair.slice(0, eq)] = pair.slice(eq + 1);
   }
-  let token: string | undefined;
-  if (values["token-file"] !== undefined) {
-    try {
-      token = (await Deno.readTextFile(values["token-file"])).trim();
-    } catch (err) {
-      throw new UsageError(
-        `cannot read --token-file "${values["token-file"]}": ${(err as Error).message}`,
-      );
-    }
+  if (values["token-file"] !== undefined && values["token-env"] !== undefined) {
+    throw new UsageError("--token-file and --token-env cannot be used together");
+  }
+  let token: TokenSource | undefined;
+  try {
+    if (values["token-file"] !== undefined) token = await tokenFromFile(values["token-file"]);
+    if (values["token-env"] !== undefined) token = tokenFromEnv(values["token-env"]);
+  } catch (err) {
+    throw new UsageError((err as Error).message);
   }
   let cwd: string | undefined;
   if (values.cwd !== undefined) {
