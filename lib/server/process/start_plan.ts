@@ -12,7 +12,7 @@ import type { ExtensionName, ParamsOf, ResultOf } from "../../protocol/methods.t
 import { cwdPathFromUri } from "../host/path_uri.ts";
 import { permissionDenied, requireRun, requireSafeLoaderEnv } from "../host/permissions.ts";
 import { launchSandboxed, type SandboxLaunch } from "../sandbox/launch.ts";
-import { planSandbox } from "../sandbox/policy.ts";
+import { effectivePlan } from "../sandbox/server_policy.ts";
 import { childEnvironment } from "./env_policy.ts";
 import { spawnErrorFromErrno } from "./spawn_errors.ts";
 
@@ -72,7 +72,8 @@ export function planStart(
   if (params.argv.some((arg) => arg.includes("\0")) || params.arg0?.includes("\0")) {
     throw kindError("spawnFailed", "nul byte found in provided data");
   }
-  const sandbox = planSandbox(params.sandbox, { cwd, env });
+  // The client's sandbox narrowed by the server's own (`--sandbox`).
+  const sandbox = effectivePlan(params.sandbox, { cwd, env });
   const program = params.argv[0]!;
   if (program === "") throw kindError("spawnFailed", "missing program for pipe spawn");
   // Extension params are ignored, as the reference ignores unknown members, unless opted in to.

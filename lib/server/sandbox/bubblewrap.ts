@@ -32,8 +32,8 @@
  * @module
  */
 
-import { accessAt } from "./policy.ts";
-import type { SandboxPlan } from "./policy.ts";
+import { accessAt, type SandboxPlan } from "./policy.ts";
+import { PRIVATE_TMP_BYTES } from "./server_policy.ts";
 
 /** The shell snippet that opens the filter (`$0`) as fd 3 and executes the rest. */
 export const SECCOMP_SHIM = 'exec "$@" 3<"$0"';
@@ -81,6 +81,7 @@ export function bwrapArgs(plan: SandboxPlan, argv: string[], options: BwrapArgsO
   if (plan.isolation === "filesystem") {
     args.push("--unshare-pid", "--unshare-ipc");
     args.push(plan.rootAccess === "write" ? "--bind" : "--ro-bind", "/", "/", "--dev", "/dev");
+    if (plan.privateTmp) args.push("--size", String(PRIVATE_TMP_BYTES), "--tmpfs", "/tmp");
     for (const mount of plan.mounts) {
       if (mount.node === "missing") {
         args.push("--perms", mount.access === "deny" ? "0000" : "0555", "--tmpfs", mount.path);
