@@ -612,10 +612,12 @@ export async function eventually(condition: () => boolean, timeoutMs = 10_000): 
   return condition();
 }
 
+/** A stdio server process with its client. */
+export type StdioServer = ServerProcess & { stdio: StdioClient };
+
 /** Starts a stdio server and returns it with its client. */
 export async function startStdio(
-  options: Omit<StartServerOptions, "listen"> = {},
-): Promise<ServerProcess & { stdio: StdioClient }> {
-  const server = await ServerProcess.start({ ...options, listen: "stdio" });
-  return server as ServerProcess & { stdio: StdioClient };
+  options: Omit<StartServerOptions, "listen" | "manualStdout"> = {},
+): Promise<StdioServer> {
+  return await ServerProcess.start({ ...options, listen: "stdio" }) as StdioServer;
 }
