@@ -48,7 +48,14 @@ for target in $targets; do
   case "$target" in *windows*) suffix=".exe" ;; esac
   out="dist/exec-server-${target}${suffix}"
   echo "compile.sh: building $out"
-  deno compile --quiet --no-prompt "${PERMISSIONS[@]}" --target "$target" --output "$out" main.ts
+  if ! errors="$(deno compile --quiet --no-prompt "${PERMISSIONS[@]}" --target "$target" --output "$out" main.ts 2>&1)"; then
+    if [ -z "${DENORT_BIN:-}" ] && grep -q 'denort-' <<<"$errors"; then
+      echo "compile.sh: could not download the Deno runtime (denort) for $target; set DENORT_BIN=/path/to/denort to build without the download" >&2
+    else
+      printf '%s\n' "$errors" >&2
+    fi
+    exit 1
+  fi
   if [ "$target" = "$(host_target 2>/dev/null || true)" ]; then
     # A binary built for this machine must answer like `deno run main.ts --version`.
     if ! "$out" --version 2>/dev/null | grep -q '^exec-server '; then

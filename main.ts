@@ -6,36 +6,20 @@
  */
 
 import { type AuthResult, capabilityTokenAuth, tokenFileDigest } from "./lib/server/listen/auth.ts";
+import { readSharedSecret, signedBearerAuth } from "./lib/server/listen/signed_bearer.ts";
 import { VERSION } from "./lib/server/session/environment.ts";
-import { log, type LogLevel, setLogLevel } from "./lib/server/host/log.ts";
+import { FlagError } from "./lib/cli/flags.ts";
+import { parseServerFlags, type ServerFlags, serverHelp } from "./lib/cli/server_flags.ts";
+import { log, setLogLevel } from "./lib/server/host/log.ts";
 import { raiseFileLimit } from "./lib/server/host/file_limit.ts";
 import { type RunningServer, serveStdio, serveWebSocket } from "./lib/server/listen/listen.ts";
-
-const HELP =
-  `exec-server ${VERSION}: run processes, files and HTTP for a remote client (Codex exec-server protocol)
-
-Usage:
-  exec-server [--listen ws://IP:PORT | stdio] [options]
-  exec-server run --url ws://HOST:PORT [run options] -- CMD ARGS...   (see exec-server run --help)
-
-Options:
-  --listen URL                 stdio, stdio:// or ws://IP:PORT (default ws://127.0.0.1:0)
-  --concurrent-requests N      requests run at once per connection after initialized (default 1)
-  --session-ttl SECONDS        how long a detached session waits for a resume (default 80)
-  --process-retention SECONDS  how long a closed process stays readable (default 80)
-  --max-message-bytes N        largest inbound message (default 67108864)
-  --exit-on-stdin-close        in WebSocket mode, exit when stdin closes
-  --ws-auth MODE               capability-token: require "Authorization: Bearer <token>" on upgrade
-  --ws-token-file FILE         the token (file content, trimmed)
-  --ws-token-sha256 HEX        the token's SHA-256 instead of the token itself
-  --insecure-no-auth           allow a non-loopback --listen address without --ws-auth
-  --tls-cert FILE, --tls-key FILE   serve wss:// with this PEM certificate and key
-  --log-level LEVEL            error, warn, info or debug, written to stderr (default warn)
-  -h, --help                   print this help
-  -V, --version                print the version
-
-In WebSocket mode the bound URL (ws://host:port) is printed as the only line on stdout.
-`;
+import { sandboxAvailable } from "./lib/server/sandbox/availability.ts";
+import {
+  confines,
+  type ServerSandbox,
+  serverSandbox,
+  setServerSandbox,
+} from "./lib/server/sandbox/server_policy.ts";
 
 /** Exit code for bad command lines. */
 const USAGE_EXIT = 2;
@@ -45,84 +29,108 @@ function fail(message: string, code = USAGE_EXIT): never {
   Deno.exit(code);
 }
 
-function positiveInteger(flag: string, value: string | undefined, fallback: number): number {
-  if (value === undefined) return fallback;
-  if (!/^\d+$/.test(value) || Number(value) < 1) {
-    fail(`--${flag} must be a positive integer, got "${value}"`);
-  }
-  return Number(value);
-}
-
-function parseListen(
-  value: string,
-): { kind: "stdio" } | { kind: "ws"; host: string; port: number } {
-  if (value === "stdio" || value === "stdio://") return { kind: "stdio" };
-  const match = /^ws:\/\/(\[[^\]]+\]|[^:/]+):(\d+)\/?$/.exec(value);
-  if (!match || Number(match[2]) > 65535) {
-    fail(`unsupported --listen URL \`${value}\`; expected \`ws://IP:PORT\` or \`stdio\``);
-  }
-  return { kind: "ws", host: match[1]!.replace(/^\[|\]$/g, ""), port: Number(match[2]) };
-}
-
-type FlagSpec = Record<string, string | boolean | undefined>;
-type Flags<S extends FlagSpec> = {
-  [K in keyof S]: S[K] extends boolean ? boolean : string | undefined;
-};
-
-const SHORT_FLAGS: Record<string, string> = { "-h": "help", "-V": "version" };
-
-/**
- * Parses `--name value`, `--name=value` and boolean `--name` flags; a default
- * of `false` marks a boolean flag. Written here rather than taken from
- * `node:util` because loading Node compatibility adds about 10 ms to every
- * server start (measured with `--cpu-prof`), and cold start is a benchmark.
- */
-function parseFlags<S extends FlagSpec>(args: string[], spec: S): Flags<S> {
-  const values: Record<string, string | boolean | undefined> = { ...spec };
-  for (let i = 0; i < args.length; i++) {
-    const arg = args[i]!;
-    const short = SHORT_FLAGS[arg];
-    const match = short ? [arg, short, undefined] : /^--([a-z0-9-]+)(?:=(.*))?$/s.exec(arg);
-    const name = match?.[1];
-    if (!name || !Object.hasOwn(spec, name)) fail(`unknown option '${arg}'`);
-    if (typeof spec[name] === "boolean") {
-      if (match[2] !== undefined) fail(`option '--${name}' does not take a value`);
-      values[name] = true;
-    } else {
-      const value = match[2] ?? args[++i];
-      if (value === undefined) fail(`option '--${name} <value>' argument missing`);
-      values[name] = value;
-    }
-  }
-  return values as Flags<S>;
-}
-
 function isLoopback(host: string): boolean {
   return host === "localhost" || host === "::1" || /^127\.\d+\.\d+\.\d+$/.test(host);
 }
 
+/** The flags that belong to one `--ws-auth` mode. */
+const MODE_FLAGS = {
+  "capability-token": ["ws-token-file", "ws-token-sha256"],
+  "signed-bearer-token": [
+    "ws-shared-secret-file",
+    "ws-issuer",
+    "ws-audience",
+    "ws-max-clock-skew-seconds",
+  ],
+} as const;
+
+/** An issuer or audience flag, trimmed; empty means not configured (as the reference). */
+function claimFlag(value: string | undefined): string | undefined {
+  const trimmed = value?.trim();
+  return trimmed === "" ? undefined : trimmed;
+}
+
 async function authFromFlags(
-  flags: { "ws-auth"?: string; "ws-token-file"?: string; "ws-token-sha256"?: string },
+  flags: ServerFlags,
 ): Promise<((request: Request) => Promise<AuthResult>) | undefined> {
   const mode = flags["ws-auth"];
-  if (mode === undefined) {
-    if (flags["ws-token-file"] || flags["ws-token-sha256"]) {
-      fail("--ws-token-file and --ws-token-sha256 need --ws-auth capability-token");
+  for (const [owner, names] of Object.entries(MODE_FLAGS)) {
+    const given = names.filter((name) => flags[name] !== undefined);
+    if (given.length > 0 && mode !== owner) {
+      fail(
+        `${given.map((name) => `--${name}`).join(", ")} ${
+          given.length === 1 ? "needs" : "need"
+        } --ws-auth ${owner}`,
+      );
     }
-    return undefined;
-  }
-  if (mode !== "capability-token") {
-    fail(`--ws-auth supports only "capability-token", got "${mode}"`);
-  }
-  if (Boolean(flags["ws-token-file"]) === Boolean(flags["ws-token-sha256"])) {
-    fail("--ws-auth capability-token needs exactly one of --ws-token-file and --ws-token-sha256");
   }
   try {
-    const digest = flags["ws-token-sha256"] ?? await tokenFileDigest(flags["ws-token-file"]!);
-    return capabilityTokenAuth(digest);
+    if (mode === "signed-bearer-token") {
+      const path = flags["ws-shared-secret-file"];
+      if (path === undefined) fail("--ws-auth signed-bearer-token needs --ws-shared-secret-file");
+      return signedBearerAuth({
+        secret: await readSharedSecret(path),
+        issuer: claimFlag(flags["ws-issuer"]),
+        audience: claimFlag(flags["ws-audience"]),
+        maxClockSkewSeconds: flags["ws-max-clock-skew-seconds"],
+      });
+    }
+    if (mode === "capability-token") {
+      if (Boolean(flags["ws-token-file"]) === Boolean(flags["ws-token-sha256"])) {
+        fail(
+          "--ws-auth capability-token needs exactly one of --ws-token-file and --ws-token-sha256",
+        );
+      }
+      return capabilityTokenAuth(
+        flags["ws-token-sha256"] ?? await tokenFileDigest(flags["ws-token-file"]!),
+      );
+    }
+    return undefined;
   } catch (err) {
     fail((err as Error).message);
   }
+}
+
+/** The flags that name the server's secret files: denied inside every sandbox. */
+const SECRET_FILE_FLAGS = ["ws-token-file", "ws-shared-secret-file", "tls-key"] as const;
+
+/**
+ * The server's own sandbox from its flags. A confining mode that cannot be
+ * enforced here (no bubblewrap, no user namespaces) stops the server: it
+ * never runs processes unconfined when told to confine them.
+ */
+function sandboxFromFlags(flags: ServerFlags): ServerSandbox {
+  let sandbox: ServerSandbox;
+  try {
+    sandbox = serverSandbox({
+      mode: flags.sandbox,
+      writableRoots: flags["writable-root"],
+      denyRead: flags["deny-read"],
+      networkAccess: flags["network-access"],
+      secretFiles: SECRET_FILE_FLAGS.flatMap((name) => flags[name] ?? []),
+    });
+  } catch (err) {
+    fail((err as Error).message);
+  }
+  for (const root of sandbox.writableRoots) {
+    let directory = false;
+    try {
+      directory = Deno.statSync(root).isDirectory;
+    } catch {
+      // Reported below.
+    }
+    if (!directory) fail(`--writable-root ${root} is not an existing directory`);
+  }
+  if (confines(sandbox)) {
+    const availability = sandboxAvailable();
+    if (!availability.ok) {
+      fail(
+        `--sandbox ${sandbox.mode} cannot be enforced here, so the server does not start: ${availability.reason}`,
+        1,
+      );
+    }
+  }
+  return sandbox;
 }
 
 async function main(args: string[]): Promise<void> {
@@ -131,36 +139,24 @@ async function main(args: string[]): Promise<void> {
     const { runCommand } = await import("./lib/client/run_command.ts");
     Deno.exit(await runCommand(args.slice(1)));
   }
-  const flags = parseFlags(args, {
-    listen: "ws://127.0.0.1:0",
-    "concurrent-requests": undefined,
-    "session-ttl": undefined,
-    "process-retention": undefined,
-    "max-message-bytes": undefined,
-    "exit-on-stdin-close": false,
-    "ws-auth": undefined,
-    "ws-token-file": undefined,
-    "ws-token-sha256": undefined,
-    "insecure-no-auth": false,
-    "tls-cert": undefined,
-    "tls-key": undefined,
-    "log-level": "warn",
-    help: false,
-    version: false,
-  });
+  let flags: ServerFlags;
+  try {
+    flags = parseServerFlags(args);
+  } catch (err) {
+    if (!(err instanceof FlagError)) throw err;
+    fail(err.message);
+  }
   if (flags.help) {
-    console.log(HELP);
+    console.log(serverHelp());
     return;
   }
   if (flags.version) {
     console.log(`exec-server ${VERSION}`);
     return;
   }
-  const listen = parseListen(flags.listen!);
-  if (!["error", "warn", "info", "debug"].includes(flags["log-level"]!)) {
-    fail(`--log-level must be error, warn, info or debug, got "${flags["log-level"]}"`);
-  }
-  setLogLevel(flags["log-level"] as LogLevel);
+  const listen = flags.listen;
+  setLogLevel(flags["log-level"]);
+  setServerSandbox(sandboxFromFlags(flags));
   const fileLimit = raiseFileLimit();
   log("debug", `open file limit: ${fileLimit ? fileLimit.soft : "unchanged (libc unavailable)"}`);
   const authorize = await authFromFlags(flags);
@@ -186,11 +182,10 @@ async function main(args: string[]): Promise<void> {
     }
   }
   const options = {
-    concurrentRequests: positiveInteger("concurrent-requests", flags["concurrent-requests"], 1),
-    ttlMs: positiveInteger("session-ttl", flags["session-ttl"], 80) * 1000,
-    processRetentionMs: positiveInteger("process-retention", flags["process-retention"], 80) *
-      1000,
-    maxMessageBytes: positiveInteger("max-message-bytes", flags["max-message-bytes"], 64 << 20),
+    concurrentRequests: flags["concurrent-requests"],
+    ttlMs: flags["session-ttl"] * 1000,
+    processRetentionMs: flags["process-retention"] * 1000,
+    maxMessageBytes: flags["max-message-bytes"],
   };
   let server: RunningServer;
   if (listen.kind === "stdio") {
@@ -203,6 +198,8 @@ async function main(args: string[]): Promise<void> {
         port: listen.port,
         authorize,
         tls,
+        allowedOrigins: flags["allow-origin"],
+        maxConnections: flags["max-connections"],
       });
     } catch (err) {
       fail(`cannot listen on ${flags.listen}: ${(err as Error).message}`, 1);

@@ -1,45 +1,90 @@
 /**
- * exec-server: the Codex exec-server protocol for Deno — its wire types, the
- * method table, a bounded JSON decoder and a symmetric JSON-RPC connection.
+ * A client for exec-server, the Codex exec-server protocol for Deno: run
+ * processes and use files on a machine that runs `exec-server`, over
+ * WebSocket (`ws://`, `wss://`) or the stdio pipes of a server it spawns.
  *
- * @example Talk to a server over stdio
- * ```ts ignore
- * import { Connection, stdioTransport } from "./mod.ts";
- * const child = new Deno.Command("exec-server", { args: ["--listen", "stdio"], stdin: "piped", stdout: "piped" }).spawn();
- * const rpc = new Connection(stdioTransport(child.stdout, child.stdin));
- * console.log(await rpc.call("initialize", { clientName: "example" }));
+ * Start with {@linkcode connect}. Every request of the protocol's method
+ * table is then typed on `client.methods`; server notifications are typed
+ * subscriptions (`client.on`). The method table ({@linkcode METHODS}), its
+ * JSON Schema and the error codes and kinds are exported for programs that
+ * talk the protocol themselves.
+ *
+ * @example Run a command on a server
+ * ```ts
+ * import { connect } from "@exec-server/exec-server";
+ * import { serveWebSocket } from "@exec-server/exec-server/server";
+ *
+ * // A server in this process, on 127.0.0.1 and a free port (normally it runs elsewhere).
+ * const server = await serveWebSocket();
+ * try {
+ *   await using client = await connect(server.url);
+ *   const proc = await client.startProcess({ argv: ["/bin/echo", "hello"] });
+ *   let text = "";
+ *   for await (const chunk of proc.text()) text += chunk;
+ *   console.log(text, await proc.exited); // "hello\n" 0
+ * } finally {
+ *   await server.shutdown();
+ * }
  * ```
  *
  * @module
  */
 
 export {
+  type AttachProcessOptions,
+  type ByteInput,
+  connect,
+  type ConnectOptions,
+  createClient,
+  ExecClient,
+  type NotificationListener,
+  type NotificationName,
+  type RequestArgs,
+  type RequestMethods,
+  type RequestOptions,
+  type RequestParams,
+  type SessionRequestName,
+  type StartProcessParams,
+} from "./lib/client/client.ts";
+export type {
+  DialCredentials,
+  ServerTarget,
+  StdioCommand,
+  TokenSource,
+} from "./lib/client/dial.ts";
+export type { SessionLinkOptions } from "./lib/client/session_link.ts";
+export {
+  DEFAULT_MAX_OUTPUT_BYTES,
+  type ExecOptions,
+  ExecOutputLimitError,
+  ExecOutputLostError,
+  type ExecResult,
+  ExecTimeoutError,
+} from "./lib/client/exec.ts";
+export {
+  type EnvironmentOptions,
+  type EnvPolicy,
+  INHERIT_SERVER_ENVIRONMENT,
+} from "./lib/client/environment.ts";
+export { fromPathUri, type RemotePath, toPathUri } from "./lib/client/paths.ts";
+export { tokenFromEnv, tokenFromFile } from "./lib/client/token_source.ts";
+export type {
+  OutputChunk,
+  OutputGap,
+  OutputStreamName,
+  ProcessEvent,
+  ProcessHandle,
+} from "./lib/client/process_handle.ts";
+export { ConnectError, SessionLostError } from "./lib/client/errors.ts";
+export { AtCapacityError, ClosedError, RemoteError, TimedOutError } from "./lib/rpc/connection.ts";
+export {
+  ERROR_KINDS,
   ErrorCode,
   type ErrorCodeValue,
-  RpcError,
-  type RpcErrorOptions,
+  type ErrorKind,
+  errorKind,
   type WireError,
 } from "./lib/protocol/errors.ts";
-export {
-  classifyMessage,
-  decodeMessage,
-  encodeMessage,
-  EnvelopeError,
-  type ErrorMessage,
-  type Message,
-  type NotificationMessage,
-  type RequestId,
-  type RequestMessage,
-  type ResponseMessage,
-} from "./lib/protocol/envelope.ts";
-export {
-  decodeJson,
-  type DecodeJsonOptions,
-  JsonDecodeError,
-  JsonFloat,
-  MAX_JSON_DEPTH,
-  MAX_JSON_VALUES,
-} from "./lib/protocol/json_decode.ts";
 export {
   type ClientRequestName,
   type Direction,
@@ -61,49 +106,3 @@ export {
 } from "./lib/protocol/methods.ts";
 export { type Infer, type JsonSchema, type Schema, SchemaError } from "./lib/protocol/schema.ts";
 export { protocolJsonSchema } from "./lib/protocol/json_schema.ts";
-export {
-  AtCapacityError,
-  type CallOptions,
-  ClosedError,
-  Connection,
-  type ConnectionHandlers,
-  type ConnectionOptions,
-  RemoteError,
-  type Schedule,
-  TimedOutError,
-} from "./lib/rpc/connection.ts";
-export type { Inbound, Transport, TransportFault } from "./lib/rpc/transport.ts";
-export {
-  type LineSplitOptions,
-  LineSplitStream,
-  stdioTransport,
-  type StdioTransportOptions,
-} from "./lib/rpc/stdio_transport.ts";
-export { Semaphore } from "./lib/rpc/semaphore.ts";
-export {
-  websocketTransport,
-  type WebSocketTransportOptions,
-} from "./lib/rpc/websocket_transport.ts";
-export {
-  type AttachProcessOptions,
-  connect,
-  type ConnectOptions,
-  createClient,
-  ExecClient,
-  type NotificationListener,
-  type NotificationName,
-  type RequestArgs,
-  type RequestMethods,
-  type RequestOptions,
-  type SessionRequestName,
-  type StartProcessParams,
-  type StdioCommand,
-} from "./lib/client/client.ts";
-export { ConnectError, SessionLostError } from "./lib/client/errors.ts";
-export type {
-  OutputChunk,
-  OutputGap,
-  OutputStreamName,
-  ProcessEvent,
-  ProcessHandle,
-} from "./lib/client/process_handle.ts";

@@ -418,6 +418,7 @@ async function runStdin(ctx: MetricContext): Promise<Record<string, number>> {
   const payload = makePayloads();
   const client = await openClient(ctx, ctx.server.url);
   try {
+    const cpu0 = cpuMs(ctx.server.pid);
     const { lat, checker, processId, watched } = await echoLatencies(ctx, client, nEcho, payload);
     const t0 = performance.now();
     await pool(nBulk, 16, async (i) => {
@@ -427,6 +428,7 @@ async function runStdin(ctx: MetricContext): Promise<Record<string, number>> {
     const total = (nEcho + nBulk) * WRITE_BYTES;
     await withTimeout(checker.until(total), remaining(ctx), "bulk stdin echo");
     const seconds = (performance.now() - t0) / 1000;
+    const echoBulkServerCpuMs = cpuMs(ctx.server.pid) - cpu0;
     await client.call("process/terminate", { processId });
     await withTimeout(watched.closed, 5000, "cat closed").catch(() => {});
     if (checker.mismatches > 0 || checker.received !== total) {
@@ -438,6 +440,7 @@ async function runStdin(ctx: MetricContext): Promise<Record<string, number>> {
       echoP50Ms: percentile(lat, 50),
       echoP99Ms: percentile(lat, 99),
       bulkMibPerS: (nBulk * WRITE_BYTES) / MIB / seconds,
+      echoBulkServerCpuMs,
       stdioEchoP50Ms: NaN,
     };
     if (ctx.command !== null) {
@@ -512,10 +515,12 @@ async function runConnections(ctx: MetricContext): Promise<Record<string, number
     (await openClient(ctx, server.url)).close();
     await sleep(300);
     const rss0 = rssKib(server.pid);
+    const setup: number[] = [];
     const t0 = performance.now();
     await withTimeout(
       Promise.all(Array.from({ length: n }, async () => {
         const client = await openClient(ctx, server.url);
+        setup.push(performance.now() - t0);
         clients.push(client);
         await client.call("fs/getMetadata", { path: "file:///tmp" });
       })),
@@ -526,6 +531,7 @@ async function runConnections(ctx: MetricContext): Promise<Record<string, number
     await sleep(300);
     const rss1 = rssKib(server.pid);
     return {
+      setupP50Ms: percentile(setup, 50),
       totalMs: totalMs,
       perConnectionKib: (rss1 - rss0) / n,
       serverCpuMs: cpuMs(server.pid) - cpu0,
@@ -539,12 +545,13 @@ async function runConnections(ctx: MetricContext): Promise<Record<string, number
 /** Metric 8: process spawn to the first `initialize` response, WebSocket and stdio. */
 async function runColdStart(ctx: MetricContext): Promise<Record<string, number>> {
   if (ctx.command === null) {
-    return { wsMs: NaN, stdioMs: NaN, wsServerCpuMs: NaN, serverCpuMs: NaN };
+    return { wsMs: NaN, stdioMs: NaN, firstStartMs: NaN, wsServerCpuMs: NaN, serverCpuMs: NaN };
   }
   const samples = ctx.quick ? 1 : 3;
   const ws: number[] = [];
   const stdio: number[] = [];
   const cpu: number[] = [];
+  const firstStart: number[] = [];
   for (let i = 0; i < samples; i++) {
     let t0 = performance.now();
     let server = await startServer(ctx.command);
@@ -552,6 +559,10 @@ async function runColdStart(ctx: MetricContext): Promise<Record<string, number>>
       const client = await openClient(ctx, server.url);
       ws.push(performance.now() - t0);
       cpu.push(liveThreadCpuMs(server.pid));
+      const t1 = performance.now();
+      const w = await startProcess(client, nextProcessId("first"), ["true"]);
+      firstStart.push(performance.now() - t1);
+      await withTimeout(w.closed, 10_000, "first process/closed");
       client.close();
     } finally {
       await server.stop();
@@ -570,9 +581,101 @@ async function runColdStart(ctx: MetricContext): Promise<Record<string, number>>
   return {
     wsMs: percentile(ws, 50),
     stdioMs: percentile(stdio, 50),
+    firstStartMs: percentile(firstStart, 50),
     wsServerCpuMs: percentile(cpu, 50),
     serverCpuMs: percentile(cpu, 50),
   };
+}
+
+/**
+ * A loopback HTTP/1.1 origin for the `http` metric: answers every request with a small body,
+ * keeps connections alive, and counts the TCP connections it accepted.
+ */
+function keepAliveOrigin(): { url: string; connections(): number; close(): void } {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const open = new Set<Deno.Conn>();
+  let accepted = 0;
+  const response = new TextEncoder().encode(
+    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 11\r\n" +
+      'connection: keep-alive\r\n\r\n{"ok":true}',
+  );
+  const serve = async (conn: Deno.Conn) => {
+    const buffer = new Uint8Array(65536);
+    let pending = "";
+    try {
+      while (true) {
+        const n = await conn.read(buffer);
+        if (n === null) break;
+        pending += new TextDecoder().decode(buffer.subarray(0, n));
+        let end;
+        while ((end = pending.indexOf("\r\n\r\n")) !== -1) {
+          pending = pending.slice(end + 4);
+          await conn.write(response);
+        }
+      }
+    } catch { /* the peer went away */ }
+    open.delete(conn);
+    try {
+      conn.close();
+    } catch { /* already closed */ }
+  };
+  (async () => {
+    try {
+      for await (const conn of listener) {
+        accepted++;
+        open.add(conn);
+        serve(conn);
+      }
+    } catch { /* listener closed */ }
+  })();
+  const { port } = listener.addr as Deno.NetAddr;
+  return {
+    url: `http://127.0.0.1:${port}/mcp`,
+    connections: () => accepted,
+    close() {
+      listener.close();
+      for (const conn of open) {
+        try {
+          conn.close();
+        } catch { /* already closed */ }
+      }
+    },
+  };
+}
+
+/** Metric 9: sequential buffered `http/request` GETs to one loopback origin. */
+async function runHttp(ctx: MetricContext): Promise<Record<string, number>> {
+  const n = ctx.quick ? 50 : 300;
+  const origin = keepAliveOrigin();
+  const client = await openClient(ctx, ctx.server.url);
+  try {
+    const get = (i: number) =>
+      client.call<{ status: number }>("http/request", {
+        method: "GET",
+        url: origin.url,
+        headers: [],
+        requestId: `bench-http-${i}`,
+      });
+    const warm = await get(-1);
+    if (warm.status !== 200) throw new Error(`http/request answered status ${warm.status}`);
+    const before = origin.connections();
+    const lat: number[] = [];
+    const t0 = performance.now();
+    for (let i = 0; i < n && Date.now() < ctx.deadline; i++) {
+      const t1 = performance.now();
+      await get(i);
+      lat.push(performance.now() - t1);
+    }
+    const seconds = (performance.now() - t0) / 1000;
+    return {
+      reqPerS: lat.length / seconds,
+      p50Ms: percentile(lat, 50),
+      tcpConnections: origin.connections() - before,
+    };
+  } finally {
+    client.close();
+    origin.close();
+  }
 }
 
 /** All metrics, in run order. */
@@ -676,6 +779,12 @@ export const METRICS: readonly MetricDef[] = [
         unit: "MiB/s",
         target: { op: ">=", ratio: 2.0 },
       },
+      {
+        key: "echoBulkServerCpuMs",
+        label: "server CPU, echo and bulk",
+        unit: "ms",
+        target: { op: "<=", ratio: 1.0 },
+      },
       { key: "stdioEchoP50Ms", label: "stdio 4 KiB echo p50", unit: "ms" },
     ],
     run: runStdin,
@@ -701,6 +810,12 @@ export const METRICS: readonly MetricDef[] = [
     title: "Simultaneous WebSocket connections (fresh server)",
     usesSharedServer: false,
     measures: [
+      {
+        key: "setupP50Ms",
+        label: "set-up p50 (dial to initialize answered)",
+        unit: "ms",
+        target: { op: "<=", ratio: 1.0 },
+      },
       { key: "totalMs", label: "all connected and answered", unit: "ms" },
       {
         key: "perConnectionKib",
@@ -718,8 +833,25 @@ export const METRICS: readonly MetricDef[] = [
     measures: [
       { key: "wsMs", label: "WebSocket", unit: "ms", target: { op: "<=", ratio: 1.5 } },
       { key: "stdioMs", label: "stdio", unit: "ms", target: { op: "<=", ratio: 1.5 } },
+      {
+        key: "firstStartMs",
+        label: "first process/start response",
+        unit: "ms",
+        target: { op: "<=", ratio: 1.0 },
+      },
       { key: "wsServerCpuMs", label: "server CPU until ws response", unit: "ms" },
     ],
     run: runColdStart,
+  },
+  {
+    name: "http",
+    title: "http/request: sequential GETs to one loopback origin",
+    usesSharedServer: true,
+    measures: [
+      { key: "reqPerS", label: "sequential GETs", unit: "req/s", target: { op: ">=", ratio: 1.5 } },
+      { key: "p50Ms", label: "GET p50", unit: "ms" },
+      { key: "tcpConnections", label: "TCP connections opened", unit: "conns" },
+    ],
+    run: runHttp,
   },
 ];

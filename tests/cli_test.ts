@@ -4,7 +4,14 @@
  */
 
 import assert from "node:assert/strict";
-import { MAIN_TS, SERVER_PERMISSIONS } from "./helpers/server_harness.ts";
+import {
+  handshake,
+  type Json,
+  MAIN_TS,
+  SERVER_PERMISSIONS,
+  ServerProcess,
+} from "./helpers/server_harness.ts";
+import { nextRequestId } from "./helpers/rpc.ts";
 
 const decoder = new TextDecoder();
 
@@ -16,36 +23,6 @@ async function runCli(args: string[], permissions = SERVER_PERMISSIONS) {
     stderr: "piped",
   }).output();
   return { code: out.code, stdout: decoder.decode(out.stdout), stderr: decoder.decode(out.stderr) };
-}
-
-/** A WebSocket-mode server started with extra flags; disposing it stops it. */
-async function startWs(
-  args: string[],
-  permissions = SERVER_PERMISSIONS,
-): Promise<{ url: string; child: Deno.ChildProcess } & AsyncDisposable> {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", ...permissions, MAIN_TS, ...args],
-    stdin: "null",
-    stdout: "piped",
-    stderr: "null",
-  }).spawn();
-  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
-  let text = "";
-  while (!text.includes("\n")) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    text += value;
-  }
-  reader.releaseLock();
-  return {
-    url: text.trim(),
-    child,
-    async [Symbol.asyncDispose]() {
-      child.kill("SIGTERM");
-      await child.stdout.cancel().catch(() => {});
-      await child.status;
-    },
-  };
 }
 
 function openSocket(
@@ -73,43 +50,11 @@ async function initialize(socket: WebSocket): Promise<Record<string, unknown>> {
   return message;
 }
 
-/** Sends `init` then one request over stdio to a server started with `permissions`. */
-async function stdioExchange(
-  permissions: string[],
-  request: unknown,
-): Promise<Record<string, unknown>> {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", ...permissions, MAIN_TS, "--listen", "stdio"],
-    stdin: "piped",
-    stdout: "piped",
-    stderr: "null",
-    cwd: "/tmp",
-  }).spawn();
-  const writer = child.stdin.getWriter();
-  const lines = [
-    { id: 1, method: "initialize", params: { clientName: "cli-test" } },
-    { method: "initialized" },
-    request,
-  ].map((m) => JSON.stringify(m)).join("\n") + "\n";
-  await writer.write(new TextEncoder().encode(lines));
-  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
-  let text = "";
-  let reply: Record<string, unknown> | undefined;
-  while (!reply) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    text += value;
-    for (const line of text.split("\n")) {
-      if (line.startsWith('{"id":2') || line.startsWith('{"error"') && line.endsWith('"id":2}')) {
-        reply = JSON.parse(line);
-      }
-    }
-  }
-  await writer.close();
-  reader.releaseLock();
-  await child.stdout.cancel().catch(() => {});
-  await child.status;
-  return reply!;
+/** Sends one request after the handshake over stdio to a server started with `permissions`. */
+async function stdioExchange(permissions: string[], method: string, params: Json): Promise<Json> {
+  await using server = await ServerProcess.start({ permissions });
+  await handshake(server.stdio!);
+  return await server.stdio!.request(nextRequestId(), method, params);
 }
 
 Deno.test("exec-server --help prints the usage and exits 0", async () => {
@@ -150,12 +95,15 @@ Deno.test("exec-server refuses a non-loopback address without authentication", a
   const { code, stderr } = await runCli(["--listen", "ws://0.0.0.0:0"]);
   assert.equal(code, 2);
   assert.match(stderr, /--insecure-no-auth/);
-  await using server = await startWs(["--listen", "ws://0.0.0.0:0", "--insecure-no-auth"]);
+  await using server = await ServerProcess.start({
+    listen: "ws://0.0.0.0:0",
+    args: ["--insecure-no-auth"],
+  });
   assert.match(server.url, /^ws:\/\/0\.0\.0\.0:\d+$/);
 });
 
 Deno.test("websocket mode prints the bound URL and serves /readyz, / and 404", async () => {
-  await using server = await startWs([]);
+  await using server = await ServerProcess.start({ listen: "ws" });
   assert.match(server.url, /^ws:\/\/127\.0\.0\.1:\d+$/);
   const http = server.url.replace("ws://", "http://");
   const ready = await fetch(`${http}/readyz`);
@@ -173,12 +121,15 @@ Deno.test("capability-token auth refuses missing, wrong and query-string tokens 
   const dir = await Deno.makeTempDir();
   try {
     await Deno.writeTextFile(`${dir}/token`, "s3cret-token\n");
-    await using server = await startWs([
-      "--ws-auth",
-      "capability-token",
-      "--ws-token-file",
-      `${dir}/token`,
-    ]);
+    await using server = await ServerProcess.start({
+      listen: "ws",
+      args: [
+        "--ws-auth",
+        "capability-token",
+        "--ws-token-file",
+        `${dir}/token`,
+      ],
+    });
     const http = server.url.replace("ws://", "http://");
     const upgrade = { connection: "Upgrade", upgrade: "websocket", "sec-websocket-version": "13" };
     const key = { "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ==" };
@@ -210,12 +161,15 @@ Deno.test("capability-token auth accepts the token's SHA-256 and the browser sub
   const digest = new Uint8Array(
     await crypto.subtle.digest("SHA-256", new TextEncoder().encode(token)),
   ).toHex();
-  await using server = await startWs([
-    "--ws-auth",
-    "capability-token",
-    "--ws-token-sha256",
-    digest,
-  ]);
+  await using server = await ServerProcess.start({
+    listen: "ws",
+    args: [
+      "--ws-auth",
+      "capability-token",
+      "--ws-token-sha256",
+      digest,
+    ],
+  });
   const socket = await openSocket(server.url, {
     protocols: ["exec-server", `exec-server.bearer.${token}`],
   });
@@ -256,12 +210,15 @@ Deno.test("--tls-cert serves wss:// and the client library connects with the CA"
       stderr: "null",
     }).output();
     assert.equal(openssl.code, 0, "openssl could not make a certificate");
-    await using server = await startWs([
-      "--tls-cert",
-      `${dir}/cert.pem`,
-      "--tls-key",
-      `${dir}/key.pem`,
-    ]);
+    await using server = await ServerProcess.start({
+      listen: "ws",
+      args: [
+        "--tls-cert",
+        `${dir}/cert.pem`,
+        "--tls-key",
+        `${dir}/key.pem`,
+      ],
+    });
     assert.match(server.url, /^wss:\/\/127\.0\.0\.1:\d+$/);
     const script = `${dir}/client.ts`;
     const mod = new URL("../mod.ts", import.meta.url).href;
@@ -297,16 +254,12 @@ Deno.test("a process/start outside --allow-run gets a typed error naming the bin
       "--allow-env",
       "--allow-sys",
     ];
-    const denied = await stdioExchange(narrow, {
-      id: 2,
-      method: "process/start",
-      params: {
-        processId: "p",
-        argv: ["/bin/sh", "-c", "id"],
-        cwd: `file://${dir}`,
-        env: {},
-        tty: false,
-      },
+    const denied = await stdioExchange(narrow, "process/start", {
+      processId: "p",
+      argv: ["/bin/sh", "-c", "id"],
+      cwd: `file://${dir}`,
+      env: {},
+      tty: false,
     });
     const error = denied.error as { code: number; message: string; data: Record<string, string> };
     assert.equal(error.code, -32600);
@@ -316,23 +269,15 @@ Deno.test("a process/start outside --allow-run gets a typed error naming the bin
       { kind: error.data.kind, permission: error.data.permission, resource: error.data.resource },
       { kind: "permissionDenied", permission: "run", resource: "/bin/sh" },
     );
-    const allowed = await stdioExchange(narrow, {
-      id: 2,
-      method: "process/start",
-      params: {
-        processId: "p",
-        argv: ["/bin/echo", "hi"],
-        cwd: `file://${dir}`,
-        env: {},
-        tty: false,
-      },
+    const allowed = await stdioExchange(narrow, "process/start", {
+      processId: "p",
+      argv: ["/bin/echo", "hi"],
+      cwd: `file://${dir}`,
+      env: {},
+      tty: false,
     });
     assert.deepEqual(allowed.result, { processId: "p", sandboxType: "none" });
-    const unreadable = await stdioExchange(narrow, {
-      id: 2,
-      method: "fs/readFile",
-      params: { path: "file:///etc/passwd" },
-    });
+    const unreadable = await stdioExchange(narrow, "fs/readFile", { path: "file:///etc/passwd" });
     const readError = unreadable.error as { code: number; message: string };
     assert.equal(readError.code, -32600);
     assert.match(readError.message, /"\/etc\/passwd"/);

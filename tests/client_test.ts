@@ -1,9 +1,17 @@
 import assert from "node:assert/strict";
-import { collectText, startCutProxy, startServer, STDIO_SERVER } from "./fixtures/client_server.ts";
+import { collectText, startCutProxy, STDIO_SERVER } from "./fixtures/client_server.ts";
+import {
+  FAKE_ENVIRONMENT_INFO,
+  type ScriptedAnswer,
+  startScriptedServer,
+} from "./fixtures/scripted_server.ts";
+import { InProcessServer } from "./helpers/in_process_server.ts";
 import { connect, createClient, type ExecClient } from "../lib/client/client.ts";
-import { ConnectError } from "../lib/client/errors.ts";
+import { ConnectError, SessionLostError } from "../lib/client/errors.ts";
+import { capabilityTokenAuth, tokenFileDigest } from "../lib/server/listen/auth.ts";
 import type { ProcessEvent } from "../lib/client/process_handle.ts";
 import { METHODS } from "../lib/protocol/methods.ts";
+import { serveWebSocket } from "../lib/server/listen/listen.ts";
 import { AtCapacityError, ClosedError, RemoteError, TimedOutError } from "../lib/rpc/connection.ts";
 
 const SH = "/bin/sh";
@@ -32,7 +40,7 @@ function lines(count: number, prefix = ""): string {
 }
 
 Deno.test("client connect over WebSocket initializes and exposes environmentInfo", async () => {
-  await using server = await startServer();
+  await using server = await InProcessServer.websocket();
   await using client = await connect(server.url);
   assert.ok(client.connected);
   assert.ok(typeof client.sessionId === "string");
@@ -62,7 +70,7 @@ Deno.test("client methods cover every client request of the method table", () =>
 });
 
 Deno.test("client startProcess streams output in seq order and resolves exited", async () => {
-  await using server = await startServer();
+  await using server = await InProcessServer.websocket();
   await using client = await connect(server.url);
   const proc = await client.startProcess({
     argv: [
@@ -90,7 +98,7 @@ Deno.test("client startProcess streams output in seq order and resolves exited",
 });
 
 Deno.test("client on() delivers typed notifications until unsubscribed", async () => {
-  await using server = await startServer();
+  await using server = await InProcessServer.websocket();
   await using client = await connect(server.url);
   const seen: string[] = [];
   const off = client.on(
@@ -110,7 +118,7 @@ Deno.test("client on() delivers typed notifications until unsubscribed", async (
 });
 
 Deno.test("client process write sends stdin with the handle's writeIds", async () => {
-  await using server = await startServer();
+  await using server = await InProcessServer.websocket();
   await using client = await connect(server.url);
   const proc = await client.startProcess({ argv: ["head", "-n", "3"], env: ENV, pipeStdin: true });
   await proc.write("one\n");
@@ -122,7 +130,7 @@ Deno.test("client process write sends stdin with the handle's writeIds", async (
 });
 
 Deno.test("client write without pipeStdin is refused", async () => {
-  await using server = await startServer();
+  await using server = await InProcessServer.websocket();
   await using client = await connect(server.url);
   const proc = await client.startProcess({ argv: ["/bin/sleep", "5"] });
   await assertRejects(() => proc.write("x"), Error, "stdin is closed");
@@ -132,7 +140,7 @@ Deno.test("client write without pipeStdin is refused", async () => {
 });
 
 Deno.test("client interrupt sends SIGINT to the process", async () => {
-  await using server = await startServer();
+  await using server = await InProcessServer.websocket();
   await using client = await connect(server.url);
   const proc = await client.startProcess({
     argv: [SH, "-c", "echo ready; exec sleep 30"],
@@ -147,7 +155,7 @@ Deno.test("client interrupt sends SIGINT to the process", async () => {
 });
 
 Deno.test("client slow consumer catches up from the retained output", async () => {
-  await using server = await startServer();
+  await using server = await InProcessServer.websocket();
   await using client = await connect(server.url, { maxBufferedBytes: 16 });
   const proc = await client.startProcess({
     argv: [SH, "-c", "i=1; while [ $i -le 3000 ]; do echo $i; i=$((i+1)); done"],
@@ -158,7 +166,7 @@ Deno.test("client slow consumer catches up from the retained output", async () =
 });
 
 Deno.test("client reports output evicted on the server as a gap", async () => {
-  await using server = await startServer();
+  await using server = await InProcessServer.websocket();
   await using client = await connect(server.url, { maxBufferedBytes: 1 });
   const proc = await client.startProcess({
     argv: [
@@ -190,7 +198,7 @@ Deno.test("client reports output evicted on the server as a gap", async () => {
 });
 
 Deno.test("client attachProcess after a resume reads output it never saw", async () => {
-  await using server = await startServer();
+  await using server = await InProcessServer.websocket();
   const first = await connect(server.url);
   const proc = await first.startProcess({
     processId: "late",
@@ -208,7 +216,7 @@ Deno.test("client attachProcess after a resume reads output it never saw", async
 });
 
 Deno.test("client errors are distinct classes", async (t) => {
-  await using server = await startServer();
+  await using server = await InProcessServer.websocket();
   const client: ExecClient = await connect(server.url);
   await t.step("a remote error carries its code", async () => {
     const err = await assertRejects(
@@ -258,12 +266,9 @@ Deno.test("client connect with a refused token fails with ConnectError status 40
   const dir = await Deno.makeTempDir();
   try {
     await Deno.writeTextFile(`${dir}/token`, "right-token\n");
-    await using server = await startServer(
-      "--ws-auth",
-      "capability-token",
-      "--ws-token-file",
-      `${dir}/token`,
-    );
+    await using server = await InProcessServer.websocket({
+      authorize: capabilityTokenAuth(await tokenFileDigest(`${dir}/token`)),
+    });
     const err = await assertRejects(() => connect(server.url, { token: "wrong" }), ConnectError);
     assert.deepEqual(err.status, 401);
     await using client = await connect(server.url, { token: "right-token" });
@@ -274,7 +279,7 @@ Deno.test("client connect with a refused token fails with ConnectError status 40
 });
 
 Deno.test("client survives cut sockets: every output line and every written line arrives exactly once", async () => {
-  await using server = await startServer();
+  await using server = await InProcessServer.websocket();
   await using proxy = startCutProxy(server.url);
   await using client = await connect(proxy.url, { reconnectTimeoutMs: 30_000 });
   const total = 20_000;
@@ -357,7 +362,7 @@ Deno.test("client connects lazily and concurrent callers share one connection at
 });
 
 Deno.test("client retried calls during an outage wait for the reconnect and resume the session", async () => {
-  await using server = await startServer();
+  await using server = await InProcessServer.websocket();
   await using proxy = startCutProxy(server.url);
   await using client = await connect(proxy.url);
   const sessionId = client.sessionId;
@@ -368,4 +373,147 @@ Deno.test("client retried calls during an outage wait for the reconnect and resu
   assert.deepEqual(results, Array(5).fill({ status: "ready" }));
   assert.equal(client.sessionId, sessionId);
   assert.ok(client.connected);
+});
+
+/** A server that loses session "s1" after its first connection drops, refusing the resume with `refusal`. */
+function sessionLosingServer(refusal: ScriptedAnswer) {
+  return startScriptedServer((connection, request) => {
+    if (request.method === "initialize") {
+      if (connection === 0) {
+        return { result: { sessionId: "s1", environmentInfo: FAKE_ENVIRONMENT_INFO } };
+      }
+      if (request.params.resumeSessionId !== undefined) return refusal;
+      return { result: { sessionId: "s2", environmentInfo: FAKE_ENVIRONMENT_INFO } };
+    }
+    return connection === 0 ? "drop" : "ignore";
+  });
+}
+
+Deno.test("client recognises a lost session by data.kind unknownSession, not by the message", async (t) => {
+  await t.step("data.kind unknownSession with any message: SessionLostError", async () => {
+    await using server = sessionLosingServer({
+      error: { code: -32600, data: { kind: "unknownSession" }, message: "gone" },
+    });
+    await using client = await connect(server.url);
+    const proc = client.attachProcess("p");
+    const err = await assertRejects(() => proc.exited, SessionLostError);
+    assert.equal(err.sessionId, "s1");
+    await client.ready();
+    assert.equal(client.sessionId, "s2", "the client continues in a new session");
+  });
+  await t.step(
+    "the reference's message without data.kind: not taken as a lost session",
+    async () => {
+      await using server = sessionLosingServer({
+        error: { code: -32600, message: "unknown session id s1" },
+      });
+      await using client = await connect(server.url);
+      const proc = client.attachProcess("p");
+      const err = await assertRejects(() => proc.exited, RemoteError);
+      assert.equal(err.message, "unknown session id s1");
+    },
+  );
+});
+
+/** A server that drops the connection on the first process/start and answers the retry with `retry`. */
+function startLosingServer(retry: ScriptedAnswer) {
+  let starts = 0;
+  return startScriptedServer((_connection, request) => {
+    switch (request.method) {
+      case "initialize":
+        return { result: { sessionId: "s1", environmentInfo: FAKE_ENVIRONMENT_INFO } };
+      case "process/start":
+        return starts++ === 0 ? "drop" : retry;
+      case "process/read":
+        return {
+          result: {
+            chunks: [],
+            nextSeq: 3,
+            exited: true,
+            exitCode: 7,
+            closed: true,
+            failure: null,
+            sandboxDenied: false,
+          },
+        };
+      default:
+        return "ignore";
+    }
+  });
+}
+
+Deno.test("client startProcess retried after a lost answer takes data.kind processExists as started", async (t) => {
+  await t.step(
+    "data.kind processExists with any message: the handle follows the process",
+    async () => {
+      await using server = startLosingServer({
+        error: { code: -32600, data: { kind: "processExists" }, message: "taken" },
+      });
+      await using client = await connect(server.url);
+      const proc = await client.startProcess({ processId: "p", argv: ["/bin/true"] });
+      assert.equal(await proc.exited, 7);
+    },
+  );
+  await t.step("the reference's message without data.kind: the start fails", async () => {
+    await using server = startLosingServer({
+      error: { code: -32600, message: "process p already exists" },
+    });
+    await using client = await connect(server.url);
+    await assertRejects(
+      () => client.startProcess({ processId: "p", argv: ["/bin/true"] }),
+      RemoteError,
+      "process p already exists",
+    );
+  });
+});
+
+/** Makes a self-signed certificate for 127.0.0.1 in `dir`; returns its PEM files' text. */
+async function selfSignedCertificate(dir: string): Promise<{ cert: string; key: string }> {
+  const openssl = await new Deno.Command("openssl", {
+    args: [
+      ...["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"],
+      ...["-days", "1", "-subj", "/CN=localhost"],
+      ...["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+      ...["-addext", "basicConstraints=critical,CA:FALSE"],
+      ...["-keyout", `${dir}/key.pem`, "-out", `${dir}/cert.pem`],
+    ],
+    stdout: "null",
+    stderr: "null",
+  }).output();
+  assert.equal(openssl.code, 0, "openssl could not make a certificate");
+  return {
+    cert: await Deno.readTextFile(`${dir}/cert.pem`),
+    key: await Deno.readTextFile(`${dir}/key.pem`),
+  };
+}
+
+Deno.test("client connect over wss:// trusts the caCerts it is given, and no others", async () => {
+  const dir = await Deno.makeTempDir();
+  const tls = await selfSignedCertificate(dir);
+  const server = await serveWebSocket({ tls });
+  try {
+    assert.match(server.url, /^wss:/);
+    await assertRejects(() => connect(server.url), ConnectError, "UnknownIssuer");
+    await using client = await connect(server.url, { caCerts: [tls.cert] });
+    assert.deepEqual(await client.methods["environment/status"](), { status: "ready" });
+  } finally {
+    await server.shutdown();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("client token source is asked again before every dial", async () => {
+  let asked = 0;
+  await using server = startScriptedServer((_connection, request) => {
+    if (request.method === "initialize") {
+      return { result: { sessionId: "s1", environmentInfo: FAKE_ENVIRONMENT_INFO } };
+    }
+    return request.method === "environment/status" && asked === 1
+      ? "drop"
+      : { result: { status: "ready" } };
+  });
+  await using client = await connect(server.url, { token: () => `token-${++asked}` });
+  await assertRejects(() => client.methods["environment/status"](), ClosedError);
+  await client.methods["environment/status"]();
+  assert.equal(asked, 2);
 });

@@ -1,26 +1,21 @@
 import assert from "node:assert/strict";
-import {
-  type Json,
-  type ServerProcess,
-  startStdio,
-  type StdioClient,
-  toJson,
-} from "./helpers/server_harness.ts";
-import { collectText, startServer } from "./fixtures/client_server.ts";
+import { type Json, type StdioClient, toJson } from "./helpers/server_harness.ts";
+import { InProcessServer } from "./helpers/in_process_server.ts";
+import { call, callError, PROCESS_ENV as ENV, sh, startProcess as start } from "./helpers/rpc.ts";
+import { collectText } from "./fixtures/client_server.ts";
 import { connect } from "../lib/client/client.ts";
 import { type ProcessHost, TrackedProcess } from "../lib/client/process_handle.ts";
 import { protocolJsonSchema } from "../lib/protocol/json_schema.ts";
 import { EXTENSIONS } from "../lib/protocol/methods.ts";
 
 const ALL = Object.keys(EXTENSIONS);
-const ENV = { PATH: "/usr/local/bin:/usr/bin:/bin" };
 const decoder = new TextDecoder();
 
-type Session = ServerProcess & { stdio: StdioClient };
+type Session = InProcessServer & { stdio: StdioClient };
 
-/** Starts a stdio server and initializes it, asking for `extensions` (none: a reference client). */
+/** Starts a server and initializes it, asking for `extensions` (none: a reference client). */
 async function session(extensions?: string[]): Promise<Session & { init: Json }> {
-  const server = await startStdio();
+  const server = InProcessServer.stdio();
   const response = await server.stdio.request(0, "initialize", {
     clientName: "extensions-test",
     ...(extensions ? { extensions } : {}),
@@ -28,35 +23,6 @@ async function session(extensions?: string[]): Promise<Session & { init: Json }>
   assert.ok(response.result, JSON.stringify(response));
   await server.stdio.send({ method: "initialized", params: {} });
   return Object.assign(server, { init: response.result as Json });
-}
-
-let nextId = 1;
-
-async function call(client: StdioClient, method: string, params?: unknown): Promise<Json> {
-  const response = await client.request(nextId++, method, params);
-  if (response.error) throw new Error(`${method} failed: ${JSON.stringify(response.error)}`);
-  return response.result as Json;
-}
-
-async function callError(
-  client: StdioClient,
-  method: string,
-  params?: unknown,
-): Promise<{ code: number; message: string; data?: unknown }> {
-  const response = await client.request(nextId++, method, params);
-  assert.ok(response.error, `${method} should fail, got ${JSON.stringify(response.result)}`);
-  return response.error as { code: number; message: string; data?: unknown };
-}
-
-function start(client: StdioClient, processId: string, argv: string[], extra: Json = {}) {
-  return call(client, "process/start", {
-    processId,
-    argv,
-    cwd: "file:///tmp",
-    env: ENV,
-    tty: false,
-    ...extra,
-  });
 }
 
 function exitedParams(events: Json[]): Json {
@@ -96,7 +62,7 @@ Deno.test("a client that did not opt in sees the reference shapes and behaviour"
   await using server = await session();
   const client = server.stdio;
   await t.step("process/exited and process/read carry no extension members", async () => {
-    await start(client, "sig", ["/bin/sh", "-c", "kill -TERM $$"]);
+    await start(client, "sig", sh("kill -TERM $$"));
     const exited = exitedParams(await client.log.processClosed("sig"));
     assert.deepEqual(Object.keys(exited), ["processId", "seq", "exitCode", "sandboxDenied"]);
     assert.equal(exited.exitCode, 143);
@@ -119,11 +85,7 @@ Deno.test("a client that did not opt in sees the reference shapes and behaviour"
     assert.deepEqual(error.data, { field: "signal" }, "the same shape as a params error");
   });
   await t.step("graceMs is ignored: terminate is SIGKILL at once", async () => {
-    await start(client, "trap", [
-      "/bin/sh",
-      "-c",
-      "trap 'echo term' TERM; echo ready; while :; do sleep 1; done",
-    ]);
+    await start(client, "trap", sh("trap 'echo term' TERM; echo ready; while :; do sleep 1; done"));
     await waitForText(client, "trap", "ready");
     await call(client, "process/terminate", { processId: "trap", graceMs: 60_000 });
     const exited = exitedParams(await client.log.processClosed("trap"));
@@ -155,11 +117,12 @@ Deno.test("process/resize sets a tty process's size and the child gets SIGWINCH"
     t.step({ name: "skipped: no pseudo-terminals here", ignore: true, fn() {} });
     return;
   }
-  await start(client, "t", [
-    "/bin/sh",
-    "-c",
-    "trap 'stty size; exit 0' WINCH; stty size; echo ready; while :; do sleep 0.05; done",
-  ], { tty: true, size: { rows: 30, cols: 100 } });
+  await start(
+    client,
+    "t",
+    sh("trap 'stty size; exit 0' WINCH; stty size; echo ready; while :; do sleep 0.05; done"),
+    { tty: true, size: { rows: 30, cols: 100 } },
+  );
   await waitForText(client, "t", "30 100\r\nready\r\n", "pty");
   assert.deepEqual(
     await call(client, "process/resize", { processId: "t", cols: 120, rows: 40 }),
@@ -196,11 +159,11 @@ Deno.test("process/resize and size are refused for pipe processes", async () => 
 Deno.test("process/signal sends named signals and process/exited says which one ended it", async () => {
   await using server = await session(ALL);
   const client = server.stdio;
-  await start(client, "s", [
-    "/bin/sh",
-    "-c",
-    "trap 'echo hup' HUP; trap 'echo usr1' USR1; echo ready; while :; do sleep 0.05; done",
-  ]);
+  await start(
+    client,
+    "s",
+    sh("trap 'echo hup' HUP; trap 'echo usr1' USR1; echo ready; while :; do sleep 0.05; done"),
+  );
   await waitForText(client, "s", "ready\n");
   assert.deepEqual(await call(client, "process/signal", { processId: "s", signal: "hangup" }), {});
   await waitForText(client, "s", "hup\n");
@@ -212,7 +175,7 @@ Deno.test("process/signal sends named signals and process/exited says which one 
   assert.equal(exited.signal, "SIGTERM");
   const read = await call(client, "process/read", { processId: "s" });
   assert.equal(read.signal, "SIGTERM");
-  await start(client, "ok", ["/bin/sh", "-c", "exit 3"]);
+  await start(client, "ok", sh("exit 3"));
   const normal = exitedParams(await client.log.processClosed("ok"));
   assert.equal(normal.signal, null, "a normal exit has signal null");
   const bogus = await callError(client, "process/signal", { processId: "ok", signal: "bogus" });
@@ -228,11 +191,11 @@ Deno.test("process/signal sends named signals and process/exited says which one 
 Deno.test("process/terminate with graceMs sends SIGTERM, then SIGKILL after the grace", async () => {
   await using server = await session(ALL);
   const client = server.stdio;
-  await start(client, "stubborn", [
-    "/bin/sh",
-    "-c",
-    "trap 'echo term' TERM; echo ready; while :; do sleep 0.05; done",
-  ]);
+  await start(
+    client,
+    "stubborn",
+    sh("trap 'echo term' TERM; echo ready; while :; do sleep 0.05; done"),
+  );
   await waitForText(client, "stubborn", "ready\n");
   assert.deepEqual(
     await call(client, "process/terminate", { processId: "stubborn", graceMs: 200 }),
@@ -281,7 +244,7 @@ Deno.test("process/write closeStdin sends EOF and the writeId rules still hold",
       await t.step({ name: "skipped: no pseudo-terminals here", ignore: true, fn() {} });
       return;
     }
-    await start(client, "tty", ["/bin/sh", "-c", "stty -echo; echo ready; cat; echo end:$?"], {
+    await start(client, "tty", sh("stty -echo; echo ready; cat; echo end:$?"), {
       tty: true,
     });
     await waitForText(client, "tty", "ready\r\n", "pty");
@@ -370,7 +333,7 @@ Deno.test("protocol/describe returns the version, the extensions and the JSON Sc
   assert.deepEqual(described.extensions, ALL.filter((name) => capabilities[name] === true));
   // (Compared as text: the harness decodes integers above 2^53 as bigints.)
   assert.equal(toJson(described.schema), JSON.stringify(protocolJsonSchema()));
-  await using fresh = await startStdio();
+  await using fresh = InProcessServer.stdio();
   const gated = await fresh.stdio.request(1, "protocol/describe");
   assert.deepEqual(gated.error, {
     code: -32600,
@@ -439,7 +402,7 @@ Deno.test("ProcessHandle text() can keep one stream and flushes a truncated char
 });
 
 Deno.test("client process handles resize, signal, close stdin and terminate with a grace", async (t) => {
-  await using server = await startServer();
+  await using server = await InProcessServer.websocket();
   await using client = await connect(server.url);
   for (const name of ["processSignals", "processStdinClose", "processLosslessOutput"]) {
     assert.ok(client.extensions.has(name), `${name} is granted by default`);
@@ -455,7 +418,7 @@ Deno.test("client process handles resize, signal, close stdin and terminate with
   });
   await t.step("signal() and terminate({graceMs}) report the ending signal", async () => {
     const proc = await client.startProcess({
-      argv: ["/bin/sh", "-c", "trap 'echo hup' HUP; echo ready; while :; do sleep 0.05; done"],
+      argv: sh("trap 'echo hup' HUP; echo ready; while :; do sleep 0.05; done"),
       env: ENV,
     });
     const pieces = proc.text()[Symbol.asyncIterator]();
@@ -474,11 +437,7 @@ Deno.test("client process handles resize, signal, close stdin and terminate with
       return;
     }
     const proc = await client.startProcess({
-      argv: [
-        "/bin/sh",
-        "-c",
-        "trap 'stty size; exit 0' WINCH; echo ready; while :; do sleep 0.05; done",
-      ],
+      argv: sh("trap 'stty size; exit 0' WINCH; echo ready; while :; do sleep 0.05; done"),
       env: ENV,
       tty: true,
       size: { rows: 10, cols: 20 },
@@ -497,7 +456,7 @@ Deno.test("client process handles resize, signal, close stdin and terminate with
 });
 
 Deno.test("client output block loses nothing for a consumer that starts late", async () => {
-  await using server = await startServer();
+  await using server = await InProcessServer.websocket();
   await using client = await connect(server.url, { maxBufferedBytes: 1 });
   let notified = 0;
   const full = Promise.withResolvers<void>();
@@ -523,7 +482,7 @@ Deno.test("client output block loses nothing for a consumer that starts late", a
 });
 
 Deno.test("client output block acknowledges taken output so the process runs to the end", async () => {
-  await using server = await startServer();
+  await using server = await InProcessServer.websocket();
   await using client = await connect(server.url);
   const count = 300_000; // more than the server retains: without acknowledgements it would stall
   const proc = await client.startProcess({
@@ -536,7 +495,7 @@ Deno.test("client output block acknowledges taken output so the process runs to 
 });
 
 Deno.test("client without extensions refuses extension calls with a clear error", async () => {
-  await using server = await startServer();
+  await using server = await InProcessServer.websocket();
   await using client = await connect(server.url, { extensions: [] });
   assert.equal(client.extensions.size, 0);
   const proc = await client.startProcess({ argv: ["/bin/cat"], pipeStdin: true, env: ENV });

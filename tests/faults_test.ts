@@ -12,11 +12,16 @@
  */
 
 import assert from "node:assert/strict";
-import { handshake, type Json, type ProtocolClient } from "./helpers/server_harness.ts";
+import {
+  handshake,
+  type Json,
+  type ProtocolClient,
+  ServerProcess,
+} from "./helpers/server_harness.ts";
 import { rssKib, sleep, waitUntil } from "./helpers/reliability_proc.ts";
-import { RawWebSocket, startScopedServer } from "./helpers/reliability_server.ts";
+import { RawWebSocket } from "./helpers/reliability_server.ts";
+import { call, nextRequestId, sh, startParams } from "./helpers/rpc.ts";
 
-const ENV = { PATH: "/usr/bin:/bin" };
 /**
  * How much a server may grow while a client is not reading: its own buffers
  * are 8 MiB outbound, 128 queued messages and 1 MiB of retained output per
@@ -32,33 +37,20 @@ const LONG = Deno.env.get("EXEC_SERVER_LONG_TESTS") === "1";
 /** Requests a non-reading stdio client offers (about 1 KiB each). */
 const STDIO_FLOOD_REQUESTS = 40_000;
 
-let nextId = 1;
-
-async function call(client: ProtocolClient, method: string, params?: unknown): Promise<Json> {
-  const response = await client.request(nextId++, method, params);
-  assert.ok(response.result, `${method} failed: ${JSON.stringify(response)}`);
-  return response.result as Json;
-}
-
-function startParams(processId: string, script: string): Json {
-  return {
-    processId,
-    argv: ["/bin/sh", "-c", script],
-    cwd: "file:///tmp",
-    env: ENV,
-    tty: false,
-  };
+/** The params of `/bin/sh -c script` as a pipe process. */
+function shParams(processId: string, script: string): Json {
+  return startParams(processId, sh(script));
 }
 
 /** Checks that a connection answers and can run a process to completion. */
 async function assertResponsive(client: ProtocolClient, tag: string): Promise<void> {
   assert.deepEqual(await call(client, "environment/status"), { status: "ready" });
-  await call(client, "process/start", startParams(tag, "echo alive"));
+  await call(client, "process/start", shParams(tag, "echo alive"));
   await client.log.processClosed(tag);
   assert.equal(client.log.outputText(tag), "alive\n");
 }
 
-/** A request padded to about 1 KiB (unknown envelope members are ignored, spec §2.2). */
+/** A request padded to about 1 KiB (unknown envelope members are ignored, docs/protocol.md §2.2). */
 function paddedRequest(id: number): string {
   return `{"id":${id},"method":"environment/info","pad":"${"p".repeat(1000)}"}`;
 }
@@ -66,7 +58,7 @@ function paddedRequest(id: number): string {
 const FLOOD_STREAM = "yes 0123456789abcdef0123456789abcdef0123456789abcdef";
 
 Deno.test("a WebSocket client that stops reading process output leaves memory bounded and others served", async () => {
-  await using server = await startScopedServer({ listen: "ws" });
+  await using server = await ServerProcess.start({ listen: "ws" });
   const other = await server.connect();
   await handshake(other);
   const idle = rssKib(server.pid);
@@ -75,9 +67,7 @@ Deno.test("a WebSocket client that stops reading process output leaves memory bo
   assert.ok(JSON.parse((await raw.readMessage())!).result);
   await raw.sendText(`{"method":"initialized"}`);
   await raw.sendText(
-    `{"id":1,"method":"process/start","params":${
-      JSON.stringify(startParams("flood", FLOOD_STREAM))
-    }}`,
+    `{"id":1,"method":"process/start","params":${JSON.stringify(shParams("flood", FLOOD_STREAM))}}`,
   );
   // From here on the raw client reads nothing: the child's output must wait in its pipe.
   let peak = 0;
@@ -118,7 +108,7 @@ Deno.test({
   // the bound with a small limit in-process).
   ignore: !LONG,
   fn: async () => {
-    await using server = await startScopedServer({ listen: "ws" });
+    await using server = await ServerProcess.start({ listen: "ws" });
     const other = await server.connect();
     await handshake(other);
     const idle = rssKib(server.pid);
@@ -185,7 +175,7 @@ class LineCounter {
 }
 
 Deno.test("a stdio client that stops reading is throttled: the server stops reading and stays bounded", async () => {
-  await using server = await startScopedServer({ listen: "stdio", manualStdout: true });
+  await using server = await ServerProcess.start({ listen: "stdio", manualStdout: true });
   const writer = server.child.stdin.getWriter();
   const encoder = new TextEncoder();
   const stdout = new LineCounter(server.child.stdout);
@@ -237,7 +227,7 @@ Deno.test("a stdio client that stops reading is throttled: the server stops read
 });
 
 Deno.test("a stdio client that stops reading process output blocks the child, not the server's memory", async () => {
-  await using server = await startScopedServer({ listen: "stdio", manualStdout: true });
+  await using server = await ServerProcess.start({ listen: "stdio", manualStdout: true });
   const writer = server.child.stdin.getWriter();
   const encoder = new TextEncoder();
   const stdout = new LineCounter(server.child.stdout);
@@ -247,9 +237,7 @@ Deno.test("a stdio client that stops reading process output blocks the child, no
   await stdout.readUntil(1);
   const idle = rssKib(server.pid);
   await send(
-    `{"id":1,"method":"process/start","params":${
-      JSON.stringify(startParams("flood", FLOOD_STREAM))
-    }}`,
+    `{"id":1,"method":"process/start","params":${JSON.stringify(shParams("flood", FLOOD_STREAM))}}`,
   );
   let peak = 0;
   for (let i = 0; i < 20; i++) {
@@ -268,14 +256,14 @@ Deno.test("a stdio client that stops reading process output blocks the child, no
 });
 
 Deno.test("a child that closes stdout and stderr but keeps running is neither exited nor closed until it ends", async () => {
-  await using server = await startScopedServer({ listen: "stdio" });
+  await using server = await ServerProcess.start({ listen: "stdio" });
   const client = server.stdio!;
   await handshake(client);
-  await call(client, "process/start", startParams("quiet", "echo before; exec >&- 2>&-; sleep 30"));
+  await call(client, "process/start", shParams("quiet", "echo before; exec >&- 2>&-; sleep 30"));
   await call(
     client,
     "process/start",
-    startParams("half", "exec >&-; echo on-stderr >&2; sleep 30"),
+    shParams("half", "exec >&-; echo on-stderr >&2; sleep 30"),
   );
   await client.log.waitUntil(() => client.log.outputText("quiet") === "before\n", "output");
   await client.log.waitUntil(
@@ -303,13 +291,13 @@ Deno.test("a child that closes stdout and stderr but keeps running is neither ex
 });
 
 Deno.test("a child that exits while a grandchild holds stdout gets exited first and closed after the last output", async () => {
-  await using server = await startScopedServer({ listen: "stdio" });
+  await using server = await ServerProcess.start({ listen: "stdio" });
   const client = server.stdio!;
   await handshake(client);
   await call(
     client,
     "process/start",
-    startParams("parent", "(sleep 1; echo late; echo late-err >&2) & echo early; exit 3"),
+    shParams("parent", "(sleep 1; echo late; echo late-err >&2) & echo early; exit 3"),
   );
   const exited = await client.log.waitFor(
     (m) => m.method === "process/exited" && (m.params as Json).processId === "parent",
@@ -337,24 +325,44 @@ Deno.test("a child that exits while a grandchild holds stdout gets exited first 
   assert.equal(final.exitCode, 3);
 });
 
-Deno.test("fs/writeFile on a full disk fails with ENOSPC and leaves the old file intact", async (t) => {
-  const dir = await Deno.makeTempDir({ prefix: "es-full-" });
+/** Mounts a 64 KiB tmpfs on `dir`; the reason it failed, or `undefined`. */
+async function mountTinyTmpfs(dir: string): Promise<string | undefined> {
   const mount = await new Deno.Command("mount", {
     args: ["-t", "tmpfs", "-o", "size=64k", "tmpfs", dir],
     stdout: "null",
     stderr: "piped",
-  }).output();
-  if (!mount.success) {
-    console.log(
-      `faults skipped: cannot mount a 64 KiB tmpfs (needs root): ${
-        new TextDecoder().decode(mount.stderr).trim()
-      }`,
-    );
+  }).output().catch((err) => ({ success: false, stderr: new TextEncoder().encode(String(err)) }));
+  return mount.success ? undefined : new TextDecoder().decode(mount.stderr).trim();
+}
+
+async function umount(dir: string): Promise<void> {
+  await new Deno.Command("umount", { args: [dir], stdout: "null", stderr: "null" }).output();
+}
+
+/** Why this machine cannot mount the small disk (needs root), or `undefined` when it can. */
+const TMPFS_REFUSAL = await (async () => {
+  const dir = await Deno.makeTempDir({ prefix: "es-full-probe-" });
+  const refusal = await mountTinyTmpfs(dir);
+  if (refusal === undefined) await umount(dir);
+  await Deno.remove(dir);
+  return refusal;
+})();
+
+Deno.test({
+  name: "fs/writeFile on a full disk fails with ENOSPC and leaves the old file intact" +
+    (TMPFS_REFUSAL === undefined
+      ? ""
+      : ` (skipped: cannot mount a 64 KiB tmpfs, needs root: ${TMPFS_REFUSAL})`),
+  ignore: TMPFS_REFUSAL !== undefined,
+}, async (t) => {
+  const dir = await Deno.makeTempDir({ prefix: "es-full-" });
+  const refusal = await mountTinyTmpfs(dir);
+  if (refusal !== undefined) {
     await Deno.remove(dir);
-    return;
+    throw new Error(`cannot mount a 64 KiB tmpfs: ${refusal}`);
   }
   try {
-    await using server = await startScopedServer({ listen: "stdio" });
+    await using server = await ServerProcess.start({ listen: "stdio" });
     const client = server.stdio!;
     await handshake(client);
     const file = `${dir}/config.json`;
@@ -371,7 +379,7 @@ Deno.test("fs/writeFile on a full disk fails with ENOSPC and leaves the old file
     ] as const;
     for (const [name, data] of cases) {
       await t.step(name, async () => {
-        const response = await client.request(nextId++, "fs/writeFile", {
+        const response = await client.request(nextRequestId(), "fs/writeFile", {
           path: uri,
           dataBase64: data.toBase64(),
         });
@@ -393,7 +401,7 @@ Deno.test("fs/writeFile on a full disk fails with ENOSPC and leaves the old file
     });
     console.log(`faults ${JSON.stringify({ fault: "disk full", survived: true })}`);
   } finally {
-    await new Deno.Command("umount", { args: [dir], stdout: "null", stderr: "null" }).output();
+    await umount(dir);
     await Deno.remove(dir, { recursive: true });
   }
 });

@@ -5,21 +5,50 @@ import {
 } from "node:assert/strict";
 import { decodeBase64 } from "../lib/protocol/base64.ts";
 import { RpcError } from "../lib/protocol/errors.ts";
-import {
-  canonicalize,
-  copy,
-  createDirectory,
-  FileHandleTable,
-  getMetadata,
-  MissingWatchTable,
-  readDirectory,
-  readFile,
-  remove,
-  walk,
-  type WalkOptions,
-  writeFile,
-} from "../lib/server/fs/operations.ts";
+import type { ParamsOf, ResultOf } from "../lib/protocol/methods.ts";
+import { FileHandleTable } from "../lib/server/fs/handles.ts";
+import { type FsMethod, runFsOperation } from "../lib/server/fs/operations.ts";
+import type { WalkOptions } from "../lib/server/fs/walk.ts";
+import { MissingWatchTable } from "../lib/server/fs/watch.ts";
 import { uriFromPath } from "../lib/server/host/path_uri.ts";
+
+/** An fs request as the server runs it (through the fs operations table), on its own handles. */
+function request<M extends FsMethod>(
+  method: M,
+  files = new FileHandleTable(),
+): (params: ParamsOf<M>) => Promise<ResultOf<M>> {
+  const context = { files, watches: new MissingWatchTable(), notify() {} };
+  return async (params) => await runFsOperation(method, params, context);
+}
+
+const readFile = request("fs/readFile");
+const writeFile = request("fs/writeFile");
+const createDirectory = request("fs/createDirectory");
+const getMetadata = request("fs/getMetadata");
+const canonicalize = request("fs/canonicalize");
+const readDirectory = request("fs/readDirectory");
+const walk = request("fs/walk");
+const remove = request("fs/remove");
+const copy = request("fs/copy");
+
+/** `fs/open` on `table`. */
+function open(table: FileHandleTable, params: ParamsOf<"fs/open">): Promise<ResultOf<"fs/open">> {
+  return request("fs/open", table)(params);
+}
+
+/** `fs/watchMissing` on `table`; `notify` gets the watchId of `fs/missingChanged`. */
+async function watchMissing(
+  table: MissingWatchTable,
+  params: ParamsOf<"fs/watchMissing">,
+  notify: (watchId: number) => void,
+): Promise<ResultOf<"fs/watchMissing">> {
+  const context = {
+    files: new FileHandleTable(),
+    watches: table,
+    notify: (_method: string, sent: unknown) => notify((sent as { watchId: number }).watchId),
+  };
+  return await runFsOperation("fs/watchMissing", params, context);
+}
 
 const uri = uriFromPath;
 
@@ -205,7 +234,7 @@ Deno.test("decodeBase64 fails with the reference decoder's messages", () => {
 Deno.test("fs/createDirectory is mkdir -p by default and plain mkdir otherwise", async () => {
   await using fx = await fixture();
   assertEquals(await createDirectory({ path: fx.at("cd/a/b") }), {});
-  assertEquals(await createDirectory({ path: fx.at("cd/a/b"), recursive: null }), {});
+  assertEquals(await createDirectory({ path: fx.at("cd/a/b"), recursive: undefined }), {});
   assert((await Deno.stat(`${fx.dir}/cd/a/b`)).isDirectory);
   assertEquals(
     await failure(createDirectory({ path: fx.at("cd"), recursive: false })),
@@ -286,7 +315,7 @@ Deno.test("fs/remove handles force, recursion and symlinks", async () => {
   assertEquals(await remove({ path: fx.at("empty"), recursive: false }), {});
   assertEquals(await remove({ path: fx.at("dirlink/") }), {});
   assert((await Deno.stat(`${fx.dir}/dir/f1`)).isFile, "the link's target survives");
-  assertEquals(await remove({ path: fx.at("dir"), recursive: null, force: null }), {});
+  assertEquals(await remove({ path: fx.at("dir"), recursive: undefined, force: undefined }), {});
   assertEquals(
     await failure(
       Deno.lstat(`${fx.dir}/dir`).catch(() => {
@@ -535,8 +564,8 @@ Deno.test("fs/walk skips self-referencing links without reporting them", async (
 Deno.test("FileHandleTable reads blocks with exact eof semantics", async () => {
   await using fx = await fixture();
   const table = new FileHandleTable();
-  assertEquals(await table.open({ handleId: "h1", path: fx.at("a.txt") }), { handleId: "h1" });
-  assertEquals(await failure(table.open({ handleId: "h1", path: fx.at("a.txt") })), {
+  assertEquals(await open(table, { handleId: "h1", path: fx.at("a.txt") }), { handleId: "h1" });
+  assertEquals(await failure(open(table, { handleId: "h1", path: fx.at("a.txt") })), {
     code: -32600,
     message: "file handle `h1` already exists",
   });
@@ -561,13 +590,32 @@ Deno.test("FileHandleTable reads blocks with exact eof semantics", async () => {
   assertEquals(await failure(read(0, 5)), { code: -32004, message: "unknown file handle `h1`" });
 });
 
+Deno.test("an open read handle keeps the file it opened when fs/writeFile replaces the path", async () => {
+  // Deliberate difference: the reference writes in place, so its handle would read "new!".
+  await using fx = await fixture();
+  const table = new FileHandleTable();
+  await open(table, { handleId: "h", path: fx.at("a.txt") });
+  await writeFile({ path: fx.at("a.txt"), dataBase64: btoa("new!") });
+  assertEquals(await table.readBlock({ handleId: "h", offset: 0, len: 100 }), {
+    chunk: btoa("hello world\n"),
+    eof: true,
+  });
+  await open(table, { handleId: "h2", path: fx.at("a.txt") });
+  assertEquals(await table.readBlock({ handleId: "h2", offset: 0, len: 100 }), {
+    chunk: btoa("new!"),
+    eof: true,
+  });
+  await table.close({ handleId: "h" });
+  await table.close({ handleId: "h2" });
+});
+
 Deno.test("FileHandleTable writes blocks positionally, zero-filling gaps", async () => {
   await using fx = await fixture();
   const table = new FileHandleTable();
   await Deno.writeTextFile(`${fx.dir}/out.txt`, "old content that gets truncated");
-  await table.open({ handleId: "w1", path: fx.at("out.txt"), mode: "replace" });
+  await open(table, { handleId: "w1", path: fx.at("out.txt"), mode: "replace" });
   assertEquals((await Deno.stat(`${fx.dir}/out.txt`)).size, 0, "truncated at open");
-  const write = (offset: number | bigint, bytes: Uint8Array) =>
+  const write = (offset: number, bytes: Uint8Array) =>
     table.writeBlock({ handleId: "w1", offset, chunk: bytes });
   const enc = (s: string) => new TextEncoder().encode(s);
   assertEquals(await write(0, enc("hello\n")), {});
@@ -577,7 +625,8 @@ Deno.test("FileHandleTable writes blocks positionally, zero-filling gaps", async
     code: -32600,
     message: "file write block length must be between 1 and 1048576",
   });
-  assertEquals(await failure(write(9_223_372_036_854_775_807n, enc("x"))), {
+  // The wire's 9223372036854775807 arrives as the nearest number, 2^63.
+  assertEquals(await failure(write(Number(9_223_372_036_854_775_807n), enc("x"))), {
     code: -32600,
     message: "file write range exceeds the signed 64-bit file offset limit",
   });
@@ -597,11 +646,11 @@ Deno.test("FileHandleTable rejects bad ids, non-files and the 129th handle", asy
   const table = new FileHandleTable();
   const tooLong = { code: -32600, message: "file handle ID must not exceed 32 bytes" };
   assertEquals(
-    await failure(table.open({ handleId: "x".repeat(33), path: fx.at("a.txt") })),
+    await failure(open(table, { handleId: "x".repeat(33), path: fx.at("a.txt") })),
     tooLong,
   );
   assertEquals(
-    await failure(table.open({ handleId: "é".repeat(17), path: fx.at("a.txt") })),
+    await failure(open(table, { handleId: "é".repeat(17), path: fx.at("a.txt") })),
     tooLong,
   );
   assertEquals(
@@ -609,33 +658,33 @@ Deno.test("FileHandleTable rejects bad ids, non-files and the 129th handle", asy
     tooLong,
   );
   assertEquals(await failure(table.close({ handleId: "x".repeat(33) })), tooLong);
-  await table.open({ handleId: "é".repeat(16), path: fx.at("a.txt") });
-  await table.open({ handleId: "", path: fx.at("link") });
-  assertEquals(await failure(table.open({ handleId: "m", path: fx.at("missing") })), NOT_FOUND);
-  assertEquals(await failure(table.open({ handleId: "d", path: fx.at("dir") })), {
+  await open(table, { handleId: "é".repeat(16), path: fx.at("a.txt") });
+  await open(table, { handleId: "", path: fx.at("link") });
+  assertEquals(await failure(open(table, { handleId: "m", path: fx.at("missing") })), NOT_FOUND);
+  assertEquals(await failure(open(table, { handleId: "d", path: fx.at("dir") })), {
     code: -32600,
     message: `path \`${fx.dir}/dir\` is not a file`,
   });
-  assertEquals(await failure(table.open({ handleId: "p", path: fx.at("fifo") })), {
+  assertEquals(await failure(open(table, { handleId: "p", path: fx.at("fifo") })), {
     code: -32600,
     message: `path \`${fx.dir}/fifo\` is not a file`,
   });
   const replace = "replace" as const;
   assertEquals(
-    await failure(table.open({ handleId: "p", path: fx.at("fifo"), mode: replace })),
+    await failure(open(table, { handleId: "p", path: fx.at("fifo"), mode: replace })),
     { code: -32603, message: "No such device or address (os error 6)" },
   );
   assertEquals(
-    await failure(table.open({ handleId: "d", path: fx.at("dir"), mode: replace })),
+    await failure(open(table, { handleId: "d", path: fx.at("dir"), mode: replace })),
     IS_A_DIRECTORY,
   );
   assertEquals(
-    await failure(table.open({ handleId: "n", path: fx.at("nodir/x"), mode: replace })),
+    await failure(open(table, { handleId: "n", path: fx.at("nodir/x"), mode: replace })),
     NOT_FOUND,
   );
-  for (let i = 2; i < 128; i++) await table.open({ handleId: `h${i}`, path: fx.at("a.txt") });
+  for (let i = 2; i < 128; i++) await open(table, { handleId: `h${i}`, path: fx.at("a.txt") });
   assertEquals(table.size, 128);
-  assertEquals(await failure(table.open({ handleId: "one-more", path: fx.at("a.txt") })), {
+  assertEquals(await failure(open(table, { handleId: "one-more", path: fx.at("a.txt") })), {
     code: -32600,
     message: "at most 128 file handles may be open per connection",
   });
@@ -657,7 +706,7 @@ Deno.test("MissingWatchTable fires once when the first missing component appears
     if (id === 4) deep.resolve();
   };
   assertEquals(
-    await table.watchMissing({ watchId: 4, missing: [fx.at("deep/missing/path")] }, notify),
+    await watchMissing(table, { watchId: 4, missing: [fx.at("deep/missing/path")] }, notify),
     { watching: true },
   );
   await Deno.mkdir(`${fx.dir}/deep`);
@@ -667,7 +716,7 @@ Deno.test("MissingWatchTable fires once when the first missing component appears
   // One-shot: the id can be used again.
   const again = Promise.withResolvers<number>();
   assertEquals(
-    await table.watchMissing({ watchId: 4, missing: [fx.at("deep/missing/path")] }, again.resolve),
+    await watchMissing(table, { watchId: 4, missing: [fx.at("deep/missing/path")] }, again.resolve),
     { watching: true },
   );
   await Deno.writeTextFile(`${fx.dir}/deep/missing/path`, "");
@@ -681,8 +730,8 @@ Deno.test("MissingWatchTable fires watches that share a directory independently"
   const table = new MissingWatchTable();
   const three = Promise.withResolvers<number>();
   const four = Promise.withResolvers<number>();
-  await table.watchMissing({ watchId: 3, missing: [fx.at("one")] }, three.resolve);
-  await table.watchMissing({ watchId: 4, missing: [fx.at("two")] }, four.resolve);
+  await watchMissing(table, { watchId: 3, missing: [fx.at("one")] }, three.resolve);
+  await watchMissing(table, { watchId: 4, missing: [fx.at("two")] }, four.resolve);
   await Deno.mkdir(`${fx.dir}/one`);
   assertEquals(await three.promise, 3);
   assertEquals(table.size, 1);
@@ -698,18 +747,18 @@ Deno.test("MissingWatchTable registers nothing for existing paths, empty lists a
     throw new Error("must not fire");
   };
   const no = { watching: false };
-  assertEquals(await table.watchMissing({ watchId: 1, missing: [fx.at("a.txt")] }, never), no);
-  assertEquals(await table.watchMissing({ watchId: 1, missing: [fx.at("broken")] }, never), no);
-  assertEquals(await table.watchMissing({ watchId: 2, missing: [] }, never), no);
+  assertEquals(await watchMissing(table, { watchId: 1, missing: [fx.at("a.txt")] }, never), no);
+  assertEquals(await watchMissing(table, { watchId: 1, missing: [fx.at("broken")] }, never), no);
+  assertEquals(await watchMissing(table, { watchId: 2, missing: [] }, never), no);
   assertEquals(
-    await table.watchMissing({ watchId: 3, missing: [fx.at("zz"), fx.at("a.txt/x")] }, never),
+    await watchMissing(table, { watchId: 3, missing: [fx.at("zz"), fx.at("a.txt/x")] }, never),
     no,
   );
-  assertEquals(await table.watchMissing({ watchId: 5, missing: [fx.at("zz")] }, never), {
+  assertEquals(await watchMissing(table, { watchId: 5, missing: [fx.at("zz")] }, never), {
     watching: true,
   });
-  assertEquals(await table.watchMissing({ watchId: 5, missing: [fx.at("other")] }, never), no);
-  await assertRejects(table.watchMissing({ watchId: 6, missing: ["/rel"] }, never), RpcError);
+  assertEquals(await watchMissing(table, { watchId: 5, missing: [fx.at("other")] }, never), no);
+  await assertRejects(watchMissing(table, { watchId: 6, missing: ["/rel"] }, never), RpcError);
   await table.closeAll();
   assertEquals(table.size, 0);
   await Deno.mkdir(`${fx.dir}/zz`); // closed: nothing fires

@@ -25,6 +25,7 @@ import {
   handshake,
   type Json,
   type ProtocolClient,
+  ServerProcess,
   type StdioClient,
   type WsClient,
 } from "./helpers/server_harness.ts";
@@ -35,11 +36,7 @@ import {
   idKeyOf,
   SPEC_ERROR_CODES,
 } from "./helpers/reliability_fuzz.ts";
-import {
-  RawWebSocket,
-  type ScopedServer,
-  startScopedServer,
-} from "./helpers/reliability_server.ts";
+import { RawWebSocket } from "./helpers/reliability_server.ts";
 import { Rng } from "./helpers/reliability_fuzz.ts";
 
 const LONG = Deno.env.get("EXEC_SERVER_LONG_TESTS") === "1";
@@ -283,12 +280,12 @@ const encoder = new TextEncoder();
 
 Deno.test("fuzzed messages over stdio get spec'd replies and only fatal ones end the connection", async () => {
   const dir = await Deno.makeTempDir({ prefix: "es-fuzz-" });
-  const servers: ScopedServer[] = [];
+  const servers: ServerProcess[] = [];
   try {
     const target: Target = {
       name: "stdio",
       async connect() {
-        const server = await startScopedServer({
+        const server = await ServerProcess.start({
           listen: "stdio",
           permissions: fuzzPermissions(dir),
           args: ["--max-message-bytes", String(MAX_MESSAGE_BYTES)],
@@ -335,7 +332,7 @@ Deno.test("fuzzed messages over stdio get spec'd replies and only fatal ones end
 
 Deno.test("fuzzed messages over WebSocket get spec'd replies and only fatal ones end the connection", async () => {
   const dir = await Deno.makeTempDir({ prefix: "es-fuzz-" });
-  await using server = await startScopedServer({
+  await using server = await ServerProcess.start({
     listen: "ws",
     permissions: fuzzPermissions(dir),
     args: ["--max-message-bytes", String(MAX_MESSAGE_BYTES)],
@@ -389,7 +386,7 @@ Deno.test("fuzzed messages over WebSocket get spec'd replies and only fatal ones
 
 Deno.test("raw WebSocket frames: fragments and pings are served, invalid UTF-8 text ends only its connection", async () => {
   const dir = await Deno.makeTempDir({ prefix: "es-fuzz-" });
-  await using server = await startScopedServer({
+  await using server = await ServerProcess.start({
     listen: "ws",
     permissions: fuzzPermissions(dir),
   });

@@ -18,7 +18,12 @@
  */
 
 import assert from "node:assert/strict";
-import { handshake, type Json, type ProtocolClient } from "./helpers/server_harness.ts";
+import {
+  handshake,
+  type Json,
+  type ProtocolClient,
+  ServerProcess,
+} from "./helpers/server_harness.ts";
 import {
   descendants,
   describeProcs,
@@ -31,13 +36,9 @@ import {
   survivors,
   waitUntil,
 } from "./helpers/reliability_proc.ts";
-import {
-  collectGarbage,
-  freePort,
-  type ScopedServer,
-  startScopedServer,
-} from "./helpers/reliability_server.ts";
+import { collectGarbage, freePort } from "./helpers/reliability_server.ts";
 import { STREAM_SCRIPT, TREE_SCRIPT } from "./helpers/reliability_client.ts";
+import { call, nextRequestId, sh, startProcess } from "./helpers/rpc.ts";
 
 const LONG = Deno.env.get("EXEC_SERVER_LONG_TESTS") === "1";
 /** Rounds after the warm-up. */
@@ -54,27 +55,12 @@ const WARM_UP_TREES = 30;
 /** Live processes per tree: sh, two sleeps, a nested sh and its sleep. */
 const PROCS_PER_TREE = 5;
 const CLIENT_TS = new URL("./helpers/reliability_client.ts", import.meta.url).pathname;
-const ENV = { PATH: "/usr/bin:/bin" };
-
-let nextId = 1;
-
-async function call(client: ProtocolClient, method: string, params?: unknown): Promise<Json> {
-  const response = await client.request(nextId++, method, params);
-  assert.ok(response.result, `${method} failed: ${JSON.stringify(response)}`);
-  return response.result as Json;
-}
 
 async function startTrees(client: ProtocolClient, prefix: string, n: number): Promise<string[]> {
   const ids: string[] = [];
   for (let i = 0; i < n; i++) {
     const processId = `${prefix}-${i}`;
-    await call(client, "process/start", {
-      processId,
-      argv: ["/bin/sh", "-c", TREE_SCRIPT],
-      cwd: "file:///tmp",
-      env: ENV,
-      tty: false,
-    });
+    await startProcess(client, processId, sh(TREE_SCRIPT));
     ids.push(processId);
   }
   return ids;
@@ -108,7 +94,7 @@ async function assertAllDead(procs: ProcStat[], after: string, timeoutMs = 10_00
 
 /** A running server with a V8 inspector port for forced collections, and its idle figures. */
 interface Measured {
-  server: ScopedServer;
+  server: ServerProcess;
   inspectPort: number;
   idleRss: number;
   idleFds: number;
@@ -117,11 +103,11 @@ interface Measured {
 }
 
 async function startMeasured(listen: "stdio" | "ws", args: string[]): Promise<{
-  server: ScopedServer;
+  server: ServerProcess;
   inspectPort: number;
 }> {
   const inspectPort = freePort();
-  const server = await startScopedServer({
+  const server = await ServerProcess.start({
     listen,
     args: ["--process-retention", "1", ...args],
     denoFlags: [`--inspect=127.0.0.1:${inspectPort}`],
@@ -148,7 +134,7 @@ async function settle(inspectPort: number): Promise<number> {
   return Math.round(heap / 1024);
 }
 
-async function measureIdle(server: ScopedServer, inspectPort: number): Promise<Measured> {
+async function measureIdle(server: ServerProcess, inspectPort: number): Promise<Measured> {
   const idleHeap = await settle(inspectPort);
   return {
     server,
@@ -226,7 +212,7 @@ Deno.test("session expiry kills every process of the detached session and frees 
     // Detached, the processes keep running until the TTL (1 s) expires.
     await assertAllDead(procs, `session expiry (round ${r})`, 20_000);
     const late = await server.connect();
-    const response = await late.request(nextId++, "initialize", {
+    const response = await late.request(nextRequestId(), "initialize", {
       clientName: "late",
       resumeSessionId: sessionId,
     });
@@ -242,17 +228,11 @@ Deno.test("session expiry kills every process of the detached session and frees 
 Deno.test("server SIGTERM kills every process it started, over stdio and WebSocket", async (t) => {
   for (const listen of ["stdio", "ws"] as const) {
     await t.step(listen, async () => {
-      await using server = await startScopedServer({ listen });
+      await using server = await ServerProcess.start({ listen });
       const client = listen === "stdio" ? server.stdio! : await server.connect();
       await handshake(client);
       await startTrees(client, "s", TREES);
-      await call(client, "process/start", {
-        processId: "stream",
-        argv: ["/bin/sh", "-c", STREAM_SCRIPT],
-        cwd: "file:///tmp",
-        env: ENV,
-        tty: false,
-      });
+      await startProcess(client, "stream", sh(STREAM_SCRIPT));
       const procs = await treeOf(server.pid, TREES * PROCS_PER_TREE + 2);
       await client.log.waitFor((m) => m.method === "process/output", "streamed output");
       server.kill("SIGTERM");
@@ -327,13 +307,7 @@ Deno.test("a client SIGKILLed mid-stream leaves no process behind", async (t) =>
  * Starts it and returns the job's process.
  */
 async function startOrphanedJob(client: ProtocolClient, processId: string): Promise<ProcStat> {
-  await call(client, "process/start", {
-    processId,
-    argv: ["/bin/sh", "-c", "sleep 1000 & echo $!; exit 0"],
-    cwd: "file:///tmp",
-    env: ENV,
-    tty: false,
-  });
+  await startProcess(client, processId, sh("sleep 1000 & echo $!; exit 0"));
   await client.log.waitFor(
     (m) => m.method === "process/exited" && (m.params as Json).processId === processId,
     `process/exited of ${processId}`,
@@ -351,7 +325,7 @@ Deno.test({
   // has exited, so the rest of the process group (still holding the output pipe) survives.
   fn: async (t) => {
     await t.step("process/terminate", async () => {
-      await using server = await startScopedServer({ listen: "stdio" });
+      await using server = await ServerProcess.start({ listen: "stdio" });
       await handshake(server.stdio!);
       const job = await startOrphanedJob(server.stdio!, "orphan");
       await call(server.stdio!, "process/terminate", { processId: "orphan" });
@@ -359,14 +333,14 @@ Deno.test({
       await server.stdio!.log.processClosed("orphan");
     });
     await t.step("stdio EOF", async () => {
-      const server = await startScopedServer({ listen: "stdio" });
+      const server = await ServerProcess.start({ listen: "stdio" });
       await handshake(server.stdio!);
       const job = await startOrphanedJob(server.stdio!, "orphan");
       await server.stop();
       await assertAllDead([job], "the end of the stdio session");
     });
     await t.step("server SIGTERM", async () => {
-      await using server = await startScopedServer({ listen: "ws" });
+      await using server = await ServerProcess.start({ listen: "ws" });
       const client = await server.connect();
       await handshake(client);
       const job = await startOrphanedJob(client, "orphan");
@@ -376,7 +350,10 @@ Deno.test({
       await assertAllDead([job], "SIGTERM of the server");
     });
     await t.step("session expiry", async () => {
-      await using server = await startScopedServer({ listen: "ws", args: ["--session-ttl", "1"] });
+      await using server = await ServerProcess.start({
+        listen: "ws",
+        args: ["--session-ttl", "1"],
+      });
       const client = await server.connect();
       await handshake(client);
       const job = await startOrphanedJob(client, "orphan");

@@ -13,7 +13,7 @@
  */
 
 import assert from "node:assert/strict";
-import { handshake, type Json, type WsClient } from "./helpers/server_harness.ts";
+import { handshake, type Json, ServerProcess, type WsClient } from "./helpers/server_harness.ts";
 import {
   descendants,
   describeProcs,
@@ -22,7 +22,6 @@ import {
   rssKib,
   waitUntil,
 } from "./helpers/reliability_proc.ts";
-import { type ScopedServer, startScopedServer } from "./helpers/reliability_server.ts";
 
 const LONG = Deno.env.get("EXEC_SERVER_LONG_TESTS") === "1";
 const CONNECTIONS = 50;
@@ -51,7 +50,7 @@ function sampleRss(pid: number): { stop(): number } {
  * Runs one process on one connection, so that the server's lazily created
  * descriptors (the child-process reaper's) exist before the idle count.
  */
-async function warmUp(server: ScopedServer): Promise<void> {
+async function warmUp(server: ServerProcess): Promise<void> {
   const client = await server.connect();
   await handshake(client);
   await client.request("warm", "process/start", {
@@ -64,6 +63,18 @@ async function warmUp(server: ScopedServer): Promise<void> {
   await client.log.processClosed("warm");
   await client.close();
   await waitUntil(() => descendants(server.pid).length === 0);
+}
+
+/** A warmed-up WebSocket server (retention and TTL 5 s) with its idle descriptor count and RSS. */
+async function idleServer(
+  args: string[] = [],
+): Promise<ServerProcess & { idleFds: number; idleRss: number }> {
+  const server = await ServerProcess.start({
+    listen: "ws",
+    args: [...args, "--process-retention", "5", "--session-ttl", "5"],
+  });
+  await warmUp(server);
+  return Object.assign(server, { idleFds: fdCount(server.pid), idleRss: rssKib(server.pid) });
 }
 
 async function assertNothingLeft(pid: number, idleFds: number, what: string): Promise<void> {
@@ -83,13 +94,8 @@ async function assertNothingLeft(pid: number, idleFds: number, what: string): Pr
 }
 
 Deno.test(`${CONNECTIONS * PROCESSES_PER_CONNECTION} processes across ${CONNECTIONS} connections all run to completion with their own output`, async () => {
-  await using server = await startScopedServer({
-    listen: "ws",
-    args: ["--process-retention", "5", "--session-ttl", "5"],
-  });
-  await warmUp(server);
-  const idleFds = fdCount(server.pid);
-  const idleRss = rssKib(server.pid);
+  await using server = await idleServer();
+  const { idleFds, idleRss } = server;
   const sampler = sampleRss(server.pid);
   const started = performance.now();
   const clients: WsClient[] = [];
@@ -152,13 +158,8 @@ Deno.test(`${CONNECTIONS * PROCESSES_PER_CONNECTION} processes across ${CONNECTI
 });
 
 Deno.test("200 concurrent connections are all served at once", async () => {
-  await using server = await startScopedServer({
-    listen: "ws",
-    args: ["--concurrent-requests", "4", "--process-retention", "5", "--session-ttl", "5"],
-  });
-  await warmUp(server);
-  const idleFds = fdCount(server.pid);
-  const idleRss = rssKib(server.pid);
+  await using server = await idleServer(["--concurrent-requests", "4"]);
+  const { idleFds, idleRss } = server;
   const sampler = sampleRss(server.pid);
   const started = performance.now();
   const clients: WsClient[] = [];

@@ -1,10 +1,10 @@
 import { deepStrictEqual as assertEquals, throws as assertThrows } from "node:assert/strict";
 import { RpcError } from "../lib/protocol/errors.ts";
-import { joinPath, pathFromUri, uriFromPath } from "../lib/server/host/path_uri.ts";
+import { cwdPathFromUri, joinPath, pathFromUri, uriFromPath } from "../lib/server/host/path_uri.ts";
 
-function errorOf(uri: string): { code: number; message: string } {
+function errorOf(uri: string, parse = pathFromUri): { code: number; message: string } {
   try {
-    pathFromUri(uri);
+    parse(uri);
   } catch (err) {
     if (err instanceof RpcError) return { code: err.code, message: err.message };
     throw err;
@@ -12,7 +12,7 @@ function errorOf(uri: string): { code: number; message: string } {
   throw new Error(`${uri} parsed`);
 }
 
-Deno.test("pathFromUri accepts the local file URI spellings of SPEC §10.1", () => {
+Deno.test("pathFromUri accepts the local file URI spellings of docs/protocol.md §10.1", () => {
   assertEquals(pathFromUri("file:///tmp/x"), "/tmp/x");
   assertEquals(pathFromUri("FILE:///tmp/x"), "/tmp/x");
   assertEquals(pathFromUri("file://localhost/tmp/x"), "/tmp/x");
@@ -84,6 +84,20 @@ Deno.test("pathFromUri rejects other hosts and drive letters with -32600", () =>
     code: -32600,
     message: "'file:///C:/x' is invalid on 'linux'",
   });
+});
+
+Deno.test("cwdPathFromUri answers other hosts and drive letters with -32602 naming the cwd", () => {
+  assertEquals(errorOf("file://otherhost/x", cwdPathFromUri), {
+    code: -32602,
+    message:
+      "cwd URI `file://otherhost/x` is not valid on this exec-server host: 'file://otherhost/x' is invalid on 'linux'",
+  });
+  assertEquals(errorOf("file:///C:/x", cwdPathFromUri).code, -32602);
+  assertEquals(errorOf("/tmp", cwdPathFromUri), {
+    code: -32602,
+    message: "invalid URI: relative URL without a base",
+  });
+  assertEquals(cwdPathFromUri("file://localhost/tmp/"), "/tmp");
 });
 
 Deno.test("uriFromPath percent-encodes like the reference and drops trailing slashes", () => {

@@ -15,8 +15,12 @@ async function runWithFlags(flags: string[], body: string): Promise<unknown[]> {
     const script = `${dir}/child.ts`;
     await Deno.writeTextFile(
       script,
-      `import * as fs from "${LIB}fs/operations.ts";
+      `import { runFsOperation } from "${LIB}fs/operations.ts";
+import { FileHandleTable } from "${LIB}fs/handles.ts";
+import { MissingWatchTable } from "${LIB}fs/watch.ts";
 import * as policy from "${LIB}host/permissions.ts";
+const context = { files: new FileHandleTable(), watches: new MissingWatchTable(), notify() {} };
+const fs = (method: string, params: unknown) => runFsOperation(method as never, params as never, context);
 const results: unknown[] = [];
 async function report(run: () => unknown): Promise<void> {
   try {
@@ -62,12 +66,12 @@ Deno.test("policy refuses reads outside --allow-read with a typed error", async 
       [`--allow-read=${dir}`],
       `
 await report(() => policy.requireRead("/etc/passwd"));
-await report(() => fs.readFile({ path: "file:///etc/passwd" }));
-await report(() => fs.readFile({ path: "file://${dir}/inside.txt" }));
-await report(() => fs.walk({ path: "file:///etc", options: { maxDepth: 1, maxDirectories: 1, maxEntries: 1, followDirectorySymlinks: false } }));
-await report(() => new fs.FileHandleTable().open({ handleId: "h", path: "file:///etc/passwd" }));
-await report(() => fs.writeFile({ path: "file://${dir}/new.txt", dataBase64: "aGk=" }));
-await report(() => fs.copy({ sourcePath: "file://${dir}/inside.txt", destinationPath: "file://${dir}/c.txt", recursive: false }));
+await report(() => fs("fs/readFile", { path: "file:///etc/passwd" }));
+await report(() => fs("fs/readFile", { path: "file://${dir}/inside.txt" }));
+await report(() => fs("fs/walk", { path: "file:///etc", options: { maxDepth: 1, maxDirectories: 1, maxEntries: 1, followDirectorySymlinks: false } }));
+await report(() => fs("fs/open", { handleId: "h", path: "file:///etc/passwd" }));
+await report(() => fs("fs/writeFile", { path: "file://${dir}/new.txt", dataBase64: "aGk=" }));
+await report(() => fs("fs/copy", { sourcePath: "file://${dir}/inside.txt", destinationPath: "file://${dir}/c.txt", recursive: false }));
 `,
     );
     assertEquals(results, [
@@ -90,9 +94,9 @@ Deno.test("policy scopes writes, net and run by their flags", async () => {
     const results = await runWithFlags(
       [`--allow-read=${dir}`, `--allow-write=${dir}/ok.txt`, "--allow-net=127.0.0.1:8080"],
       `
-await report(() => fs.writeFile({ path: "file://${dir}/ok.txt", dataBase64: "aGk=" }));
-await report(() => fs.remove({ path: "file://${dir}/other" }));
-await report(() => fs.createDirectory({ path: "file://${dir}/sub" }));
+await report(() => fs("fs/writeFile", { path: "file://${dir}/ok.txt", dataBase64: "aGk=" }));
+await report(() => fs("fs/remove", { path: "file://${dir}/other" }));
+await report(() => fs("fs/createDirectory", { path: "file://${dir}/sub" }));
 await report(() => policy.requireNet("127.0.0.1", 8080));
 await report(() => policy.requireNet("127.0.0.1", 8081));
 await report(() => policy.requireNet("::1", 80));

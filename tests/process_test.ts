@@ -4,60 +4,21 @@ import {
   handshake,
   type Json,
   pidsMatching,
-  type ServerProcess,
   startStdio,
   type StdioClient,
 } from "./helpers/server_harness.ts";
+import { inProcessSession } from "./helpers/in_process_server.ts";
+import {
+  call,
+  callError,
+  nextRequestId,
+  PROCESS_ENV,
+  sh,
+  startParams,
+  startProcess as start,
+} from "./helpers/rpc.ts";
 
-const PATH_ENV = { PATH: "/usr/bin:/bin" };
 const decoder = new TextDecoder();
-
-/** Starts a stdio server, completes the handshake and returns it. */
-async function session(
-  options: Parameters<typeof startStdio>[0] = {},
-): Promise<ServerProcess & { stdio: StdioClient }> {
-  const server = await startStdio(options);
-  await handshake(server.stdio);
-  return server;
-}
-
-let nextId = 1;
-
-async function call(client: StdioClient, method: string, params?: unknown): Promise<Json> {
-  const response = await client.request(nextId++, method, params);
-  if (response.error) {
-    throw Object.assign(new Error(`${method} failed: ${JSON.stringify(response.error)}`), {
-      error: response.error,
-    });
-  }
-  return response.result as Json;
-}
-
-async function callError(
-  client: StdioClient,
-  method: string,
-  params?: unknown,
-): Promise<{ code: number; message: string; data?: unknown }> {
-  const response = await client.request(nextId++, method, params);
-  assert.ok(response.error, `${method} should fail, got ${JSON.stringify(response.result)}`);
-  return response.error as { code: number; message: string; data?: unknown };
-}
-
-function start(
-  client: StdioClient,
-  processId: string,
-  argv: string[],
-  extra: Json = {},
-): Promise<Json> {
-  return call(client, "process/start", {
-    processId,
-    argv,
-    cwd: "file:///tmp",
-    env: PATH_ENV,
-    tty: false,
-    ...extra,
-  });
-}
 
 interface Chunk {
   seq: number;
@@ -91,13 +52,9 @@ function unique(): string {
 }
 
 Deno.test("process seq numbers cover output, exited and closed in strictly increasing order", async () => {
-  await using server = await session();
+  await using server = await inProcessSession();
   const client = server.stdio;
-  await start(client, "p", [
-    "/bin/sh",
-    "-c",
-    "for i in 1 2 3 4 5; do echo out$i; echo err$i >&2; done; exit 4",
-  ]);
+  await start(client, "p", sh("for i in 1 2 3 4 5; do echo out$i; echo err$i >&2; done; exit 4"));
   const events = await client.log.processClosed("p");
   const seqs = events.map((m) => (m.params as { seq: number }).seq);
   assert.deepEqual(seqs, [...seqs].sort((a, b) => a - b), "arrival order is seq order");
@@ -122,7 +79,7 @@ Deno.test("process seq numbers cover output, exited and closed in strictly incre
 });
 
 Deno.test("process that prints nothing gets exited seq 1 and closed seq 2", async () => {
-  await using server = await session();
+  await using server = await inProcessSession();
   await start(server.stdio, "quiet", ["/bin/true"]);
   const events = await server.stdio.log.processClosed("quiet");
   assert.deepEqual(events.map((m) => [m.method, (m.params as { seq: number }).seq]), [
@@ -149,13 +106,9 @@ function modelRead(chunks: Chunk[], processNextSeq: number, afterSeq: number, ma
 }
 
 Deno.test("process/read pages with maxBytes and reports nextSeq like the reference", async (t) => {
-  await using server = await session();
+  await using server = await inProcessSession();
   const client = server.stdio;
-  await start(client, "r1", [
-    "/bin/sh",
-    "-c",
-    "printf aaaa; sleep 0.3; printf bbbbbb; sleep 0.3; printf cc",
-  ]);
+  await start(client, "r1", sh("printf aaaa; sleep 0.3; printf bbbbbb; sleep 0.3; printf cc"));
   const events = await client.log.processClosed("r1");
   const chunks = events.filter((m) => m.method === "process/output").map((m) => m.params as Chunk);
   assert.equal(text(chunks), "aaaabbbbbbcc");
@@ -200,7 +153,7 @@ Deno.test("process/read pages with maxBytes and reports nextSeq like the referen
 });
 
 Deno.test("process/read long poll", async (t) => {
-  await using server = await session();
+  await using server = await inProcessSession();
   const client = server.stdio;
   await t.step("waitMs 0 returns at once with nothing for a quiet running process", async () => {
     await start(client, "idle", ["/bin/sleep", "30"]);
@@ -212,7 +165,7 @@ Deno.test("process/read long poll", async (t) => {
     await call(client, "process/terminate", { processId: "idle" });
   });
   await t.step("a long poll is woken by output", async () => {
-    await start(client, "late", ["/bin/sh", "-c", "sleep 0.3; echo woke; sleep 30"]);
+    await start(client, "late", sh("sleep 0.3; echo woke; sleep 30"));
     const read = readResult(
       await call(client, "process/read", { processId: "late", afterSeq: 0, waitMs: 600_000 }),
     );
@@ -221,7 +174,7 @@ Deno.test("process/read long poll", async (t) => {
     await call(client, "process/terminate", { processId: "late" });
   });
   await t.step("a long poll is woken by an exit without output", async () => {
-    await start(client, "silent", ["/bin/sh", "-c", "sleep 0.3; exit 5"]);
+    await start(client, "silent", sh("sleep 0.3; exit 5"));
     const read = readResult(
       await call(client, "process/read", { processId: "silent", waitMs: 600_000 }),
     );
@@ -245,7 +198,7 @@ Deno.test("process/read long poll", async (t) => {
 });
 
 Deno.test("process/write delivers a repeated writeId once", async () => {
-  await using server = await session();
+  await using server = await inProcessSession();
   const client = server.stdio;
   await start(client, "cat", ["/bin/cat"], { pipeStdin: true });
   const write = (chunk: string, writeId: string) =>
@@ -264,12 +217,13 @@ Deno.test("process/write delivers a repeated writeId once", async () => {
 });
 
 Deno.test("process/write remembers the last 4096 writeIds per process", async () => {
-  await using server = await session();
+  await using server = await inProcessSession();
   const client = server.stdio;
   await start(client, "cat", ["/bin/cat"], { pipeStdin: true });
+  let lastId = 0;
   const send = (chunk: string, writeId: string) =>
     client.send({
-      id: nextId++,
+      id: lastId = nextRequestId(),
       method: "process/write",
       params: { processId: "cat", chunk: btoa(chunk), writeId },
     });
@@ -279,7 +233,6 @@ Deno.test("process/write remembers the last 4096 writeIds per process", async ()
   await send(".", "w4096"); // the 4097th distinct id evicts w0
   await send("A", "w0"); // forgotten: written again
   await send("A", "w4096"); // remembered: not written
-  const lastId = nextId - 1;
   const last = await client.log.response(lastId, 60_000);
   assert.deepEqual(last.result, { status: "accepted" });
   const statuses = client.log.received.map((r) => r.msg).filter((m) =>
@@ -299,7 +252,7 @@ Deno.test("process/write remembers the last 4096 writeIds per process", async ()
 });
 
 Deno.test("process/write reports statuses in the spec's order", async (t) => {
-  await using server = await session();
+  await using server = await inProcessSession();
   const client = server.stdio;
   await t.step(
     "an empty writeId is an invalid-params error even for unknown processes",
@@ -345,7 +298,7 @@ Deno.test("process/write reports statuses in the spec's order", async (t) => {
 });
 
 Deno.test("process/signal interrupt exits an untrapped child with 130", async () => {
-  await using server = await session();
+  await using server = await inProcessSession();
   const client = server.stdio;
   await start(client, "s1", ["/bin/sleep", "30"]);
   assert.deepEqual(
@@ -369,13 +322,13 @@ Deno.test("process/signal interrupt exits an untrapped child with 130", async ()
 });
 
 Deno.test("process/signal interrupt reaches a trapping shell", async () => {
-  await using server = await session();
+  await using server = await inProcessSession();
   const client = server.stdio;
-  await start(client, "s2", [
-    "/bin/sh",
-    "-c",
-    "trap 'echo caught; exit 7' INT; echo armed; while :; do sleep 0.1; done",
-  ]);
+  await start(
+    client,
+    "s2",
+    sh("trap 'echo caught; exit 7' INT; echo armed; while :; do sleep 0.1; done"),
+  );
   await client.log.waitUntil(() => client.log.outputText("s2") === "armed\n", "armed");
   await call(client, "process/signal", { processId: "s2", signal: "interrupt" });
   const events = await client.log.processClosed("s2");
@@ -385,15 +338,11 @@ Deno.test("process/signal interrupt reaches a trapping shell", async () => {
 });
 
 Deno.test("process/terminate kills the whole process group with SIGKILL (137)", async () => {
-  await using server = await session();
+  await using server = await inProcessSession();
   const client = server.stdio;
   const tag = unique();
   const needle = `sleep 1000.${tag}`;
-  await start(client, "grp", [
-    "/bin/sh",
-    "-c",
-    `trap '' TERM; sleep 1000.${tag} & sleep 1000.${tag}; echo never`,
-  ]);
+  await start(client, "grp", sh(`trap '' TERM; sleep 1000.${tag} & sleep 1000.${tag}; echo never`));
   assert.ok(await eventually(() => pidsMatching(needle).length >= 2), "both sleeps are running");
   assert.deepEqual(await call(client, "process/terminate", { processId: "grp" }), {
     running: true,
@@ -416,10 +365,10 @@ Deno.test("process/terminate kills the whole process group with SIGKILL (137)", 
 });
 
 Deno.test("process output ring keeps at most 1 MiB, evicting the oldest whole chunks", async () => {
-  await using server = await session();
+  await using server = await inProcessSession();
   const client = server.stdio;
   const total = 3 * 1024 * 1024 / 2;
-  await start(client, "big", ["/bin/sh", "-c", `head -c ${total} /dev/zero | tr '\\0' x`]);
+  await start(client, "big", sh(`head -c ${total} /dev/zero | tr '\\0' x`));
   const events = await client.log.processClosed("big", 60_000);
   const outputs = events.filter((m) => m.method === "process/output").map((m) => m.params as Chunk);
   const sizes = new Map(outputs.map((c) => [c.seq, Uint8Array.fromBase64(c.chunk).length]));
@@ -477,8 +426,9 @@ function policy(overrides: Json): Json {
   };
 }
 
-Deno.test("process/start envPolicy builds the child environment (spec §8.2)", async (t) => {
-  await using server = await session({
+Deno.test("process/start envPolicy builds the child environment (docs/protocol.md §8.2)", async (t) => {
+  // The server's own environment matters here: a subprocess with exactly this one.
+  await using server = await startStdio({
     env: {
       PATH: "/usr/bin:/bin",
       HOME: "/root",
@@ -493,6 +443,7 @@ Deno.test("process/start envPolicy builds the child environment (spec §8.2)", a
       CODEX_EXEC_SERVER_EXIT_ON_STDIN_CLOSE: "1",
     },
   });
+  await handshake(server.stdio);
   const client = server.stdio;
   await t.step("without envPolicy the environment is exactly env", async () => {
     assert.deepEqual(await envOf(client, "e0", { ONLY_THIS: "1" }), { ONLY_THIS: "1" });
@@ -572,9 +523,9 @@ Deno.test("process/start envPolicy builds the child environment (spec §8.2)", a
 });
 
 Deno.test("process/start with tty runs on a 24x80 pty and reports one pty stream with CRLF", async () => {
-  await using server = await session();
+  await using server = await inProcessSession();
   const client = server.stdio;
-  await start(client, "t1", ["/bin/sh", "-c", "printf 'a\\nb\\n'; stty size"], { tty: true });
+  await start(client, "t1", sh("printf 'a\\nb\\n'; stty size"), { tty: true });
   const events = await client.log.processClosed("t1");
   const streams = new Set(
     events.filter((m) => m.method === "process/output").map((m) => (m.params as Chunk).stream),
@@ -586,13 +537,9 @@ Deno.test("process/start with tty runs on a 24x80 pty and reports one pty stream
 });
 
 Deno.test("process/start with tty takes stdin writes and exits 1 on terminate", async () => {
-  await using server = await session();
+  await using server = await inProcessSession();
   const client = server.stdio;
-  await start(client, "t2", [
-    "/bin/sh",
-    "-c",
-    "stty -echo; echo ready; read x; echo got:$x; sleep 30",
-  ], {
+  await start(client, "t2", sh("stty -echo; echo ready; read x; echo got:$x; sleep 30"), {
     tty: true,
   });
   await client.log.waitUntil(() => client.log.outputText("t2", "pty") === "ready\r\n", "ready");
@@ -611,17 +558,10 @@ Deno.test("process/start with tty takes stdin writes and exits 1 on terminate", 
 });
 
 Deno.test("process/start rejects bad requests with the reference's errors", async (t) => {
-  await using server = await session();
+  await using server = await inProcessSession();
   const client = server.stdio;
   const startError = (processId: string, argv: string[], extra: Json = {}) =>
-    callError(client, "process/start", {
-      processId,
-      argv,
-      cwd: "file:///tmp",
-      env: PATH_ENV,
-      tty: false,
-      ...extra,
-    });
+    callError(client, "process/start", startParams(processId, argv, extra));
   await t.step("empty argv", async () => {
     assert.deepEqual(await startError("a", []), {
       code: -32602,
@@ -658,6 +598,18 @@ Deno.test("process/start rejects bad requests with the reference's errors", asyn
     assert.equal(error.code, -32602);
     assert.equal(error.message, "invalid URI: relative URL without a base");
   });
+  await t.step("a cwd on another host or a drive is invalid params naming the cwd", async () => {
+    assert.deepEqual(await startError("h", ["/bin/true"], { cwd: "file://OtherHost/tmp/../x" }), {
+      code: -32602,
+      message: "cwd URI `file://otherhost/x` is not valid on this exec-server host: " +
+        "'file://otherhost/x' is invalid on 'linux'",
+    });
+    assert.deepEqual(await startError("h", ["/bin/true"], { cwd: "file:///C:/x" }), {
+      code: -32602,
+      message: "cwd URI `file:///C:/x` is not valid on this exec-server host: " +
+        "'file:///C:/x' is invalid on 'linux'",
+    });
+  });
   await t.step("a missing cwd", async () => {
     assert.deepEqual(
       await startError("g", ["/bin/true"], { cwd: "file:///tmp/does-not-exist-x" }),
@@ -672,6 +624,7 @@ Deno.test("process/start rejects bad requests with the reference's errors", asyn
     await start(client, "dup", ["/bin/sleep", "30"]);
     assert.deepEqual(await startError("dup", ["/bin/true"]), {
       code: -32600,
+      data: { kind: "processExists" },
       message: "process dup already exists",
     });
     await call(client, "process/terminate", { processId: "dup" });
@@ -679,20 +632,20 @@ Deno.test("process/start rejects bad requests with the reference's errors", asyn
     await client.log.processClosed("b");
   });
   await t.step("arg0 is what the program sees as $0", async () => {
-    await start(client, "argv0", ["/bin/sh", "-c", "echo $0"], { arg0: "custom-argv0" });
+    await start(client, "argv0", sh("echo $0"), { arg0: "custom-argv0" });
     await client.log.processClosed("argv0");
     assert.equal(client.log.outputText("argv0"), "custom-argv0\n");
   });
 });
 
 Deno.test("process output delivered after exit keeps closed last (background child holds stdout)", async () => {
-  await using server = await session();
+  await using server = await inProcessSession();
   const client = server.stdio;
-  await start(client, "o1", [
-    "/bin/sh",
-    "-c",
-    "echo first; (sleep 0.5; echo late-from-background-child) & exit 0",
-  ]);
+  await start(
+    client,
+    "o1",
+    sh("echo first; (sleep 0.5; echo late-from-background-child) & exit 0"),
+  );
   const events = await client.log.processClosed("o1");
   assert.equal(client.log.outputText("o1"), "first\nlate-from-background-child\n");
   const kinds = events.map((m) => m.method);
@@ -701,7 +654,7 @@ Deno.test("process output delivered after exit keeps closed last (background chi
 });
 
 Deno.test("process/start answers before the process's first notification", async () => {
-  await using server = await session();
+  await using server = await inProcessSession();
   const client = server.stdio;
   for (const id of ["a", "b", "c", "d", "e"]) await start(client, id, ["/bin/echo", id]);
   for (const id of ["a", "b", "c", "d", "e"]) await client.log.processClosed(id);
@@ -718,14 +671,14 @@ Deno.test("process/start answers before the process's first notification", async
 });
 
 Deno.test("process entry is removed after the retention time and the id can be reused", async () => {
-  await using server = await session({ args: ["--process-retention", "1"] });
+  await using server = await inProcessSession({ processRetentionMs: 1000 });
   const client = server.stdio;
   await start(client, "p", ["/bin/echo", "first"]);
   await client.log.processClosed("p");
   assert.equal(readResult(await call(client, "process/read", { processId: "p" })).closed, true);
   let gone = false;
   for (let i = 0; i < 100 && !gone; i++) {
-    const response = await client.request(nextId++, "process/read", { processId: "p" });
+    const response = await client.request(nextRequestId(), "process/read", { processId: "p" });
     gone = (response.error as { message?: string } | undefined)?.message === "unknown process id p";
     if (!gone) await new Promise((resolve) => setTimeout(resolve, 100));
   }
@@ -748,7 +701,7 @@ Deno.test("process entry is removed after the retention time and the id can be r
 });
 
 Deno.test("process/start with tty: interrupt exits 1 and writes after exit are accepted", async () => {
-  await using server = await session();
+  await using server = await inProcessSession();
   const client = server.stdio;
   await start(client, "t", ["/bin/sleep", "30"], { tty: true, env: {} });
   await call(client, "process/signal", { processId: "t", signal: "interrupt" });
@@ -762,7 +715,7 @@ Deno.test("process/start with tty: interrupt exits 1 and writes after exit are a
 });
 
 Deno.test("process/start with tty resolves argv[0] only through the child's PATH", async () => {
-  await using server = await session();
+  await using server = await inProcessSession();
   const client = server.stdio;
   const startError = async (env: Record<string, string>) => {
     const error = await callError(client, "process/start", {
@@ -781,12 +734,12 @@ Deno.test("process/start with tty resolves argv[0] only through the child's PATH
     /No viable candidates found in PATH "\/nonexistent"$/,
   );
   assert.match(await startError({}), /Unable to resolve the PATH$/);
-  await start(client, "ok", ["true"], { tty: true, env: PATH_ENV });
+  await start(client, "ok", ["true"], { tty: true, env: PROCESS_ENV });
   await client.log.processClosed("ok");
 });
 
 Deno.test("process output bytes pass through unmodified, and any string is a process id", async () => {
-  await using server = await session();
+  await using server = await inProcessSession();
   const client = server.stdio;
   const longId = "x".repeat(1000);
   for (const id of ["", longId, "ü id/with spaces"]) {

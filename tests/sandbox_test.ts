@@ -1,33 +1,23 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { ErrorCode, RpcError } from "../lib/protocol/errors.ts";
-import * as fs from "../lib/server/fs/operations.ts";
+import { FileHandleTable } from "../lib/server/fs/handles.ts";
+import { type FsMethod, runFsOperation } from "../lib/server/fs/operations.ts";
+import { MissingWatchTable } from "../lib/server/fs/watch.ts";
 import { pathFromUri, uriFromPath } from "../lib/server/host/path_uri.ts";
 import { ptySupported, spawnPty } from "../lib/server/process/pty.ts";
-import {
-  bwrapArgs,
-  type FsSandboxMethod,
-  launchSandboxed,
-  looksSandboxDenied,
-  OutputTail,
-  planSandbox,
-  probeSandbox,
-  sandboxAvailable,
-  type SandboxPlan,
-  seccompProgram,
-  withFsSandbox,
-} from "../lib/server/sandbox/bubblewrap.ts";
+import { probeSandbox, sandboxAvailable } from "../lib/server/sandbox/availability.ts";
+import { bwrapArgs } from "../lib/server/sandbox/bubblewrap.ts";
+import { looksSandboxDenied, OutputTail } from "../lib/server/sandbox/denial.ts";
+import { launchSandboxed } from "../lib/server/sandbox/launch.ts";
+import { planSandbox, type SandboxPlan } from "../lib/server/sandbox/policy.ts";
+import { seccompProgram } from "../lib/server/sandbox/seccomp.ts";
 import { capabilities } from "../lib/server/session/environment.ts";
-import {
-  eventually,
-  handshake,
-  pidsMatching,
-  type ServerProcess,
-  startStdio,
-  type StdioClient,
-} from "./helpers/server_harness.ts";
+import { eventually, pidsMatching, type StdioClient } from "./helpers/server_harness.ts";
+import { call, nextRequestId } from "./helpers/rpc.ts";
+import { inProcessSession } from "./helpers/in_process_server.ts";
 
-const TRANSCRIPTS = new URL("../../shared/protocol/transcripts/", import.meta.url);
+const TRANSCRIPTS = new URL("./fixtures/transcripts/", import.meta.url);
 const decoder = new TextDecoder();
 const availability = sandboxAvailable();
 const BWRAP_OK = availability.ok;
@@ -792,13 +782,22 @@ Deno.test({
 // ---------------------------------------------------------------------------
 // fs/* with a sandbox (in-process, no bubblewrap needed).
 
-type FsCall = [FsSandboxMethod, Json, (params: never) => unknown];
+type FsCall = [FsMethod, Json];
+
+/** Runs an fs request as the server does: through the fs operations table. */
+async function runFs(method: FsMethod, params: Json): Promise<unknown> {
+  const context = { files: new FileHandleTable(), watches: new MissingWatchTable(), notify() {} };
+  try {
+    return await runFsOperation(method, params as never, context);
+  } finally {
+    context.files.closeAll();
+  }
+}
 
 async function fsCall(call: FsCall, sandbox: unknown): Promise<string> {
-  const [method, params, run] = call;
-  const full = { ...params, sandbox };
+  const [method, params] = call;
   try {
-    await withFsSandbox(method, full, () => run(full as never));
+    await runFs(method, { ...params, sandbox });
     return "ok";
   } catch (err) {
     assert.ok(err instanceof RpcError, String(err));
@@ -812,7 +811,7 @@ const EISDIR = "-32603 Is a directory (os error 21)";
 const EACCES = "-32600 Permission denied (os error 13)";
 const EBUSY = "-32603 Resource busy (os error 16)";
 
-Deno.test("withFsSandbox() gives fs writes the reference's results under both Codex policies", async () => {
+Deno.test("fs requests under a sandbox get the reference's results under both Codex policies", async () => {
   using layout = makeLayout();
   const { ws, outside } = layout;
   await Deno.mkdir(`${ws}/sub`);
@@ -821,59 +820,59 @@ Deno.test("withFsSandbox() gives fs writes the reference's results under both Co
   // [call, read-only result, workspace-write result], checked against the reference binary.
   const table: [FsCall, string, string][] = [
     [
-      ["fs/writeFile", { path: uri(`${outside}/new.txt`), dataBase64: data }, fs.writeFile],
+      ["fs/writeFile", { path: uri(`${outside}/new.txt`), dataBase64: data }],
       EROFS,
       EROFS,
     ],
     [
-      ["fs/writeFile", { path: uri(`${outside}/existing.txt`), dataBase64: data }, fs.writeFile],
+      ["fs/writeFile", { path: uri(`${outside}/existing.txt`), dataBase64: data }],
       EROFS,
       EROFS,
     ],
-    [["fs/writeFile", { path: uri(`${ws}/in.txt`), dataBase64: data }, fs.writeFile], EROFS, "ok"],
+    [["fs/writeFile", { path: uri(`${ws}/in.txt`), dataBase64: data }], EROFS, "ok"],
     [
-      ["fs/writeFile", { path: uri(`${ws}/.git/g.txt`), dataBase64: data }, fs.writeFile],
+      ["fs/writeFile", { path: uri(`${ws}/.git/g.txt`), dataBase64: data }],
       EROFS,
       EROFS,
     ],
     [
-      ["fs/writeFile", { path: uri(`${ws}/.codex/g.txt`), dataBase64: data }, fs.writeFile],
+      ["fs/writeFile", { path: uri(`${ws}/.codex/g.txt`), dataBase64: data }],
       ENOENT,
       EROFS,
     ],
     [
-      ["fs/writeFile", { path: uri(`${ws}/nodir/x.txt`), dataBase64: data }, fs.writeFile],
+      ["fs/writeFile", { path: uri(`${ws}/nodir/x.txt`), dataBase64: data }],
       ENOENT,
       ENOENT,
     ],
-    [["fs/writeFile", { path: uri(`${ws}/sub`), dataBase64: data }, fs.writeFile], EISDIR, EISDIR],
-    [["fs/writeFile", { path: uri(`${ws}/.aws`), dataBase64: data }, fs.writeFile], EROFS, EISDIR],
+    [["fs/writeFile", { path: uri(`${ws}/sub`), dataBase64: data }], EISDIR, EISDIR],
+    [["fs/writeFile", { path: uri(`${ws}/.aws`), dataBase64: data }], EROFS, EISDIR],
     [
-      ["fs/writeFile", { path: uri(`${ws}/.agents/x/y`), dataBase64: data }, fs.writeFile],
+      ["fs/writeFile", { path: uri(`${ws}/.agents/x/y`), dataBase64: data }],
       ENOENT,
       ENOENT,
     ],
-    [["fs/readFile", { path: uri(`${outside}/existing.txt`) }, fs.readFile], "ok", "ok"],
-    [["fs/createDirectory", { path: uri(`${outside}/d`) }, fs.createDirectory], EROFS, EROFS],
-    [["fs/createDirectory", { path: uri(`${ws}/.codex`) }, fs.createDirectory], EROFS, "ok"],
-    [["fs/createDirectory", { path: uri(`${ws}/sub`) }, fs.createDirectory], "ok", "ok"],
+    [["fs/readFile", { path: uri(`${outside}/existing.txt`) }], "ok", "ok"],
+    [["fs/createDirectory", { path: uri(`${outside}/d`) }], EROFS, EROFS],
+    [["fs/createDirectory", { path: uri(`${ws}/.codex`) }], EROFS, "ok"],
+    [["fs/createDirectory", { path: uri(`${ws}/sub`) }], "ok", "ok"],
     [
-      ["fs/createDirectory", { path: uri(`${ws}/newdir`), recursive: false }, fs.createDirectory],
+      ["fs/createDirectory", { path: uri(`${ws}/newdir`), recursive: false }],
       EROFS,
       "ok",
     ],
-    [["fs/remove", { path: uri(`${outside}/existing.txt`) }, fs.remove], EROFS, EROFS],
-    [["fs/remove", { path: uri(`${outside}/missing`) }, fs.remove], "ok", "ok"],
-    [["fs/remove", { path: uri(`${outside}/missing`), force: false }, fs.remove], ENOENT, ENOENT],
-    [["fs/remove", { path: uri(`${ws}/.git/HEAD`) }, fs.remove], EROFS, EROFS],
-    [["fs/remove", { path: uri(`${ws}/.git`) }, fs.remove], EROFS, EROFS],
-    [["fs/remove", { path: uri(`${ws}/.codex`) }, fs.remove], "ok", EBUSY],
+    [["fs/remove", { path: uri(`${outside}/existing.txt`) }], EROFS, EROFS],
+    [["fs/remove", { path: uri(`${outside}/missing`) }], "ok", "ok"],
+    [["fs/remove", { path: uri(`${outside}/missing`), force: false }], ENOENT, ENOENT],
+    [["fs/remove", { path: uri(`${ws}/.git/HEAD`) }], EROFS, EROFS],
+    [["fs/remove", { path: uri(`${ws}/.git`) }], EROFS, EROFS],
+    [["fs/remove", { path: uri(`${ws}/.codex`) }], "ok", EBUSY],
     [
       ["fs/copy", {
         sourcePath: uri(`${outside}/existing.txt`),
         destinationPath: uri(`${outside}/c.txt`),
         recursive: false,
-      }, fs.copy],
+      }],
       EROFS,
       EROFS,
     ],
@@ -882,7 +881,7 @@ Deno.test("withFsSandbox() gives fs writes the reference's results under both Co
         sourcePath: uri(`${outside}/existing.txt`),
         destinationPath: uri(`${ws}/c.txt`),
         recursive: false,
-      }, fs.copy],
+      }],
       EROFS,
       "ok",
     ],
@@ -909,7 +908,7 @@ Deno.test("withFsSandbox() gives fs writes the reference's results under both Co
   assert.equal(pathExists(`${ws}/.aws`), false);
 });
 
-Deno.test("withFsSandbox() enforces denied paths on reads, writes and walks", async () => {
+Deno.test("fs requests under a sandbox are refused at denied paths on reads, writes and walks", async () => {
   using layout = makeLayout();
   const { ws } = layout;
   await Deno.mkdir(`${ws}/secret`);
@@ -925,39 +924,34 @@ Deno.test("withFsSandbox() enforces denied paths on reads, writes and walks", as
   );
   const uri = uriFromPath;
   const table: [FsCall, string][] = [
-    [["fs/readFile", { path: uri(`${ws}/secret/s.txt`) }, fs.readFile], EACCES],
-    [["fs/readFile", { path: uri(`${ws}/secretfile`) }, fs.readFile], EACCES],
-    [["fs/getMetadata", { path: uri(`${ws}/secret`) }, fs.getMetadata], "ok"],
-    [["fs/getMetadata", { path: uri(`${ws}/secret/s.txt`) }, fs.getMetadata], EACCES],
-    [["fs/readDirectory", { path: uri(`${ws}/secret`) }, fs.readDirectory], EACCES],
-    [["fs/canonicalize", { path: uri(`${ws}/secret`) }, fs.canonicalize], "ok"],
+    [["fs/readFile", { path: uri(`${ws}/secret/s.txt`) }], EACCES],
+    [["fs/readFile", { path: uri(`${ws}/secretfile`) }], EACCES],
+    [["fs/getMetadata", { path: uri(`${ws}/secret`) }], "ok"],
+    [["fs/getMetadata", { path: uri(`${ws}/secret/s.txt`) }], EACCES],
+    [["fs/readDirectory", { path: uri(`${ws}/secret`) }], EACCES],
+    [["fs/canonicalize", { path: uri(`${ws}/secret`) }], "ok"],
     [
-      ["fs/writeFile", { path: uri(`${ws}/secret/n.txt`), dataBase64: "aGkK" }, fs.writeFile],
+      ["fs/writeFile", { path: uri(`${ws}/secret/n.txt`), dataBase64: "aGkK" }],
       EACCES,
     ],
-    [["fs/writeFile", { path: uri(`${ws}/secretfile`), dataBase64: "aGkK" }, fs.writeFile], EROFS],
+    [["fs/writeFile", { path: uri(`${ws}/secretfile`), dataBase64: "aGkK" }], EROFS],
     [
       ["fs/copy", {
         sourcePath: uri(ws),
         destinationPath: uri(`${layout.base}/copy`),
         recursive: true,
-      }, fs.copy],
+      }],
       EACCES,
     ],
   ];
   for (const [call, expected] of table) {
     assert.equal(await fsCall(call, sandbox), expected, `${call[0]} ${JSON.stringify(call[1])}`);
   }
-  const walk = await withFsSandbox("fs/walk", { path: uri(ws), sandbox }, () =>
-    fs.walk({
-      path: uri(ws),
-      options: {
-        maxDepth: 5,
-        maxDirectories: 100,
-        maxEntries: 100,
-        followDirectorySymlinks: false,
-      },
-    }));
+  const walk = await runFs("fs/walk", {
+    path: uri(ws),
+    options: { maxDepth: 5, maxDirectories: 100, maxEntries: 100, followDirectorySymlinks: false },
+    sandbox,
+  }) as { entries: { path: string }[]; errors: unknown[] };
   const listed = walk.entries.map((entry) => pathFromUri(entry.path).slice(ws.length));
   assert.ok(listed.includes("/secret") && listed.includes("/pub/p.txt"), listed.join());
   assert.ok(!listed.includes("/secret/s.txt"), "nothing below a denied directory");
@@ -967,20 +961,16 @@ Deno.test("withFsSandbox() enforces denied paths on reads, writes and walks", as
   }]);
 });
 
-Deno.test("withFsSandbox() runs requests without a sandbox, or with one that restricts nothing", async () => {
+Deno.test("fs requests run without a sandbox, or with one that restricts nothing", async () => {
   using layout = makeLayout();
   const path = uriFromPath(`${layout.outside}/free.txt`);
-  await withFsSandbox("fs/writeFile", { path }, () => fs.writeFile({ path, dataBase64: "aGkK" }));
+  await runFs("fs/writeFile", { path, dataBase64: "aGkK" });
   const disabled = { permissions: { type: "disabled" }, windowsSandboxLevel: "disabled" };
   const other = uriFromPath(`${layout.outside}/free2.txt`);
-  await withFsSandbox(
-    "fs/writeFile",
-    { path: other, sandbox: disabled },
-    () => fs.writeFile({ path: other, dataBase64: "aGkK" }),
-  );
+  await runFs("fs/writeFile", { path: other, dataBase64: "aGkK", sandbox: disabled });
   assert.equal(await Deno.readTextFile(`${layout.outside}/free2.txt`), "hi\n");
   const err = await rejection(
-    withFsSandbox("fs/readFile", { path, sandbox: { bogus: 1 } }, () => fs.readFile({ path })),
+    runFs("fs/readFile", { path, sandbox: { bogus: 1 } }),
   );
   assert.equal(err.code, ErrorCode.InvalidParams);
   assert.equal(err.message, "missing field `permissions`");
@@ -992,14 +982,6 @@ Deno.test("withFsSandbox() runs requests without a sandbox, or with one that res
 const WIRED = "processSandbox" in capabilities();
 const WIRE_SKIP = !WIRED ? " (skipped: the server does not wire sandboxes yet)" : SKIP_REASON;
 
-let nextId = 1;
-
-async function rpc(client: StdioClient, method: string, params: unknown): Promise<Json> {
-  const response = await client.request(nextId++, method, params);
-  if (response.error) throw new Error(`${method} failed: ${JSON.stringify(response.error)}`);
-  return response.result as Json;
-}
-
 /** Reads a process to its end; returns its output and the final read. */
 async function readToEnd(
   client: StdioClient,
@@ -1008,7 +990,7 @@ async function readToEnd(
   let out = "";
   let afterSeq = 0;
   while (true) {
-    const result = await rpc(client, "process/read", { processId, afterSeq, waitMs: 2000 });
+    const result = await call(client, "process/read", { processId, afterSeq, waitMs: 2000 });
     for (const chunk of result.chunks as { seq: number; chunk: string }[]) {
       out += decoder.decode(Uint8Array.fromBase64(chunk.chunk));
     }
@@ -1023,11 +1005,10 @@ for (const policy of ["workspace_write", "read_only"] as const) {
     ignore: !WIRED || !BWRAP_OK,
     async fn() {
       using layout = makeLayout();
-      await using server: ServerProcess & { stdio: StdioClient } = await startStdio();
-      await handshake(server.stdio);
+      await using server = await inProcessSession();
       const params = codexRequest(policy, layout.ws);
       const env = { ...(params.env as Record<string, string>), HOME: layout.base };
-      const started = await rpc(server.stdio, "process/start", { ...params, env });
+      const started = await call(server.stdio, "process/start", { ...params, env });
       assert.deepEqual(started, { processId: params.processId, sandboxType: "linuxSeccomp" });
       const { out, last } = await readToEnd(server.stdio, params.processId as string);
       assert.match(out, /^CODEX_E2E_PIDCHAIN: 2$/m);
@@ -1044,14 +1025,13 @@ for (const policy of ["workspace_write", "read_only"] as const) {
 
 Deno.test({
   name: `fs/writeFile with the Codex sandbox fails outside the workspace over stdio${WIRE_SKIP}`,
-  ignore: !WIRED,
+  ignore: !WIRED || !BWRAP_OK,
   async fn() {
     using layout = makeLayout();
-    await using server: ServerProcess & { stdio: StdioClient } = await startStdio();
-    await handshake(server.stdio);
+    await using server = await inProcessSession();
     const sandbox = codexRequest("workspace_write", layout.ws).sandbox;
     const outside = uriFromPath(`${layout.outside}/new.txt`);
-    const refused = await server.stdio.request(nextId++, "fs/writeFile", {
+    const refused = await server.stdio.request(nextRequestId(), "fs/writeFile", {
       path: outside,
       dataBase64: "aGkK",
       sandbox,
@@ -1062,7 +1042,7 @@ Deno.test({
     });
     const inside = uriFromPath(`${layout.ws}/new.txt`);
     assert.deepEqual(
-      await rpc(server.stdio, "fs/writeFile", { path: inside, dataBase64: "aGkK", sandbox }),
+      await call(server.stdio, "fs/writeFile", { path: inside, dataBase64: "aGkK", sandbox }),
       {},
     );
     assert.equal(pathExists(`${layout.outside}/new.txt`), false);

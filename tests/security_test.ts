@@ -18,20 +18,22 @@
  */
 
 import assert from "node:assert/strict";
-import { handshake, type Json, type ProtocolClient } from "./helpers/server_harness.ts";
 import {
-  RawWebSocket,
-  type ScopedServer,
-  startScopedServer,
-} from "./helpers/reliability_server.ts";
-
-let nextId = 1;
+  handshake,
+  type Json,
+  type ProtocolClient,
+  ServerProcess,
+  startStdio,
+  type StdioServer,
+} from "./helpers/server_harness.ts";
+import { RawWebSocket } from "./helpers/reliability_server.ts";
+import { nextRequestId } from "./helpers/rpc.ts";
 
 // ---------------------------------------------------------------------------
 // WebSocket authentication
 
 async function upgradeStatus(
-  server: ScopedServer,
+  server: ServerProcess,
   options: { path?: string; headers?: Record<string, string>; noUpgrade?: boolean },
 ): Promise<{ status: number; body: string; protocol?: string; ms: number }> {
   const started = performance.now();
@@ -49,7 +51,7 @@ Deno.test("WebSocket auth refuses every upgrade without the exact bearer token",
   const dir = await Deno.makeTempDir({ prefix: "es-auth-" });
   const token = crypto.getRandomValues(new Uint8Array(32)).toHex();
   await Deno.writeTextFile(`${dir}/token`, `${token}\n`);
-  await using server = await startScopedServer({
+  await using server = await ServerProcess.start({
     listen: "ws",
     args: ["--ws-auth", "capability-token", "--ws-token-file", `${dir}/token`],
   });
@@ -69,6 +71,11 @@ Deno.test("WebSocket auth refuses every upgrade without the exact bearer token",
     await t.step("missing or malformed Authorization", async () => {
       const missing = await refused("no header", {});
       assert.equal(missing.body, "missing websocket bearer token");
+      // As the reference: the scheme in any case, then the token with surrounding spaces trimmed.
+      for (const value of [`bearer ${token}`, `Bearer  ${token}`, `BEARER ${token}  `]) {
+        const accepted = await upgradeStatus(server, { headers: { Authorization: value } });
+        assert.equal(accepted.status, 101, JSON.stringify(value));
+      }
       for (
         const value of [
           "",
@@ -77,7 +84,7 @@ Deno.test("WebSocket auth refuses every upgrade without the exact bearer token",
           `Basic ${btoa(`user:${token}`)}`,
           `Token ${token}`,
           `${token}`,
-          `Bearer  ${token}`,
+          `Bearer\t${token}`,
           `Bearer ${token} ${token}`,
           `Bearer "${token}"`,
           `Bearer ${token.toUpperCase()}`,
@@ -250,7 +257,7 @@ async function assertRefused(
   params: Json,
   what: string,
 ): Promise<void> {
-  const response = await client.request(nextId++, method, params);
+  const response = await client.request(nextRequestId(), method, params);
   const text = JSON.stringify(response);
   const secret64 = b64(SECRET).slice(0, 12);
   assert.ok(
@@ -263,12 +270,31 @@ async function assertRefused(
   assert.equal(error.data?.kind, "permissionDenied", `${what}: ${text}`);
 }
 
-async function scopedFsServer(l: Layout, permissions: string[]): Promise<ScopedServer> {
-  return await startScopedServer({
-    listen: "stdio",
+/** The error of a path that does not exist, which metadata lookups outside the scope answer. */
+const MISSING = { code: -32004, message: "No such file or directory (os error 2)" };
+
+/** Sends one metadata lookup; asserts it answers exactly like a missing path. */
+async function assertHidden(
+  client: ProtocolClient,
+  method: string,
+  params: Json,
+  what: string,
+): Promise<void> {
+  const response = await client.request(nextRequestId(), method, params);
+  assert.deepEqual(response.error, MISSING, `${what}: ${JSON.stringify(response)}`);
+}
+
+/** A stdio server in `l.scope` with these permissions (and env, sys), past the handshake. */
+async function scopedFsServer(
+  l: Layout,
+  permissions: string[],
+): Promise<StdioServer> {
+  const server = await startStdio({
     permissions: [...permissions, "--allow-env", "--allow-sys"],
     cwd: l.scope,
   });
+  await handshake(server.stdio);
+  return server;
 }
 
 Deno.test("path traversal out of --allow-read/--allow-write scopes is refused", async () => {
@@ -279,8 +305,7 @@ Deno.test("path traversal out of --allow-read/--allow-write scopes is refused", 
       `--allow-read=${l.scope}`,
       `--allow-write=${l.scope}`,
     ]);
-    const client = server.stdio!;
-    await handshake(client);
+    const client = server.stdio;
     const escapes = [
       `${l.scope}/../outside/secret.txt`,
       `${l.scope}/%2e%2e/outside/secret.txt`,
@@ -294,11 +319,11 @@ Deno.test("path traversal out of --allow-read/--allow-write scopes is refused", 
     for (const path of escapes) {
       const target = uri(path);
       await assertRefused(client, "fs/readFile", { path: target }, `readFile ${path}`);
-      await assertRefused(client, "fs/getMetadata", { path: target }, `getMetadata ${path}`);
+      await assertHidden(client, "fs/getMetadata", { path: target }, `getMetadata ${path}`);
       await assertRefused(
         client,
         "fs/open",
-        { handleId: `h${nextId}`, path: target },
+        { handleId: `h${nextRequestId()}`, path: target },
         `open ${path}`,
       );
       await assertRefused(
@@ -358,8 +383,7 @@ Deno.test({
         `--allow-read=${l.scope}`,
         `--allow-write=${l.scope}`,
       ]);
-      const client = server.stdio!;
-      await handshake(client);
+      const client = server.stdio;
       const s = l.scope;
       const reads: [string, string, Json][] = [
         ["readFile through a file link", "fs/readFile", { path: uri(`${s}/file-link`) }],
@@ -369,9 +393,6 @@ Deno.test({
         }],
         ["readFile through a parent link", "fs/readFile", {
           path: uri(`${s}/parent-link/outside/secret.txt`),
-        }],
-        ["getMetadata through a directory link", "fs/getMetadata", {
-          path: uri(`${s}/dir-link/secret.txt`),
         }],
         ["readDirectory of a directory link", "fs/readDirectory", { path: uri(`${s}/dir-link`) }],
         ["open through a directory link", "fs/open", {
@@ -428,8 +449,13 @@ Deno.test({
           assert.equal(await snapshot(l.outside), before, `${what} changed the outside directory`);
         });
       }
+      for (const method of ["fs/getMetadata", "fs/canonicalize"]) {
+        await t.step(`${method} through a directory link answers like a missing path`, async () => {
+          await assertHidden(client, method, { path: uri(`${s}/dir-link/secret.txt`) }, method);
+        });
+      }
       await t.step("walk of the scope does not descend into linked directories", async () => {
-        const response = await client.request(nextId++, "fs/walk", {
+        const response = await client.request(nextRequestId(), "fs/walk", {
           path: uri(s),
           options: {
             maxDepth: 3,
@@ -447,6 +473,35 @@ Deno.test({
   },
 });
 
+Deno.test("metadata lookups outside --allow-read answer like a missing path, revealing nothing", async () => {
+  const l = await layout();
+  try {
+    await using server = await scopedFsServer(l, [`--allow-read=${l.scope}`]);
+    const client = server.stdio;
+    const paths = [
+      l.secret, // an existing file
+      l.outside, // an existing directory
+      `${l.outside}/absent.txt`, // nothing there
+      l.root, // a parent of the scope (Codex probes each parent for `.git`)
+      `${l.root}/.git`,
+      `${l.scope}/file-link`, // a link in the scope to an existing file outside
+    ];
+    for (const method of ["fs/getMetadata", "fs/canonicalize"]) {
+      for (const path of paths) await assertHidden(client, method, { path: uri(path) }, path);
+      // Inside the scope nothing changes: a real lookup, and the same error for a missing path.
+      const own = await client.request(nextRequestId(), method, {
+        path: uri(`${l.scope}/own.txt`),
+      });
+      assert.ok(own.result, JSON.stringify(own));
+      await assertHidden(client, method, { path: uri(`${l.scope}/absent`) }, "absent in scope");
+    }
+    // Reading is still refused with the permission error that names the flag.
+    await assertRefused(client, "fs/readFile", { path: uri(l.secret) }, "readFile outside");
+  } finally {
+    await Deno.remove(l.root, { recursive: true });
+  }
+});
+
 Deno.test({
   name: "a write-only scope does not write through a symlink to outside it",
   // Without read access symlinks cannot be resolved; fs/writeFile replaces the path itself.
@@ -455,8 +510,7 @@ Deno.test({
     const before = await snapshot(l.outside);
     try {
       await using server = await scopedFsServer(l, [`--allow-write=${l.scope}`]);
-      const client = server.stdio!;
-      await handshake(client);
+      const client = server.stdio;
       await assertRefused(client, "fs/writeFile", {
         path: uri(`${l.scope}/file-link`),
         dataBase64: b64("pwned"),
@@ -506,8 +560,8 @@ interface StartOutcome {
 }
 
 async function tryStart(client: ProtocolClient, params: Json): Promise<StartOutcome> {
-  const processId = `p${nextId}`;
-  const response = await client.request(nextId++, "process/start", {
+  const processId = `p${nextRequestId()}`;
+  const response = await client.request(nextRequestId(), "process/start", {
     processId,
     cwd: "file:///tmp",
     tty: false,
@@ -522,7 +576,7 @@ async function tryStart(client: ProtocolClient, params: Json): Promise<StartOutc
 Deno.test("--allow-run scopes cannot be escaped through argv[0], arg0, PATH or LD_ variables", async (t) => {
   const r = await runSetup();
   try {
-    await using server = await startScopedServer({
+    await using server = await ServerProcess.start({
       listen: "stdio",
       permissions: [
         "--allow-run=/bin/sh",
@@ -622,7 +676,7 @@ Deno.test({
   fn: async (t) => {
     const r = await runSetup();
     try {
-      await using server = await startScopedServer({
+      await using server = await ServerProcess.start({
         listen: "stdio",
         permissions: [
           "--allow-run=sh,/bin/sh",

@@ -4,48 +4,29 @@ import {
   eventually,
   handshake,
   type Json,
-  MAIN_TS,
   pidAlive,
   pidsMatching,
   type ProtocolClient,
-  SERVER_PERMISSIONS,
   ServerProcess,
   startStdio,
   type WsClient,
 } from "./helpers/server_harness.ts";
+import { InProcessServer } from "./helpers/in_process_server.ts";
+import { call, callError, nextRequestId, sh, startProcess } from "./helpers/rpc.ts";
 
-const PATH_ENV = { PATH: "/usr/bin:/bin" };
-
-let nextId = 100;
-
-async function call(client: ProtocolClient, method: string, params?: unknown): Promise<Json> {
-  const response = await client.request(nextId++, method, params);
-  if (response.error) throw new Error(`${method} failed: ${JSON.stringify(response.error)}`);
-  return response.result as Json;
-}
-
-async function callError(client: ProtocolClient, method: string, params?: unknown): Promise<Json> {
-  const response = await client.request(nextId++, method, params);
-  assert.ok(response.error, `${method} should fail, got ${JSON.stringify(response.result)}`);
-  return response.error as Json;
-}
-
+/** Starts `/bin/sh -c script` as a pipe process. */
 function start(client: ProtocolClient, processId: string, script: string, extra: Json = {}) {
-  return call(client, "process/start", {
-    processId,
-    argv: ["/bin/sh", "-c", script],
-    cwd: "file:///tmp",
-    env: PATH_ENV,
-    tty: false,
-    ...extra,
-  });
+  return startProcess(client, processId, sh(script), extra);
 }
 
 /** Resumes `sessionId` on a new connection, retrying while the old one is still attached. */
-async function resume(server: ServerProcess, sessionId: string): Promise<WsClient> {
+async function resume(
+  server: { connect(): Promise<WsClient> },
+  sessionId: string,
+): Promise<WsClient> {
   for (let attempt = 0; attempt < 100; attempt++) {
     const client = await server.connect();
-    const response = await client.request(nextId++, "initialize", {
+    const response = await client.request(nextRequestId(), "initialize", {
       clientName: "resumer",
       resumeSessionId: sessionId,
     });
@@ -73,7 +54,7 @@ function seqsOf(events: Json[]): number[] {
 }
 
 Deno.test("session resumed within the TTL keeps its processes and continues seq numbers", async () => {
-  await using server = await ServerProcess.start({ listen: "ws" });
+  await using server = await InProcessServer.websocket();
   const dir = await tempDir();
   try {
     const a = await server.connect();
@@ -119,7 +100,7 @@ function existsSync(path: string): boolean {
 }
 
 Deno.test("session attached to a connection cannot be resumed (-32010)", async () => {
-  await using server = await ServerProcess.start({ listen: "ws" });
+  await using server = await InProcessServer.websocket();
   await using a = await server.connect();
   const sessionId = await handshake(a);
   await using b = await server.connect();
@@ -147,17 +128,24 @@ Deno.test("session attached to a connection cannot be resumed (-32010)", async (
   assert.deepEqual(await call(a, "environment/status"), { status: "ready" }, "a is unaffected");
 });
 
-Deno.test("session resume of an unknown id fails with -32600", async () => {
-  await using server = await ServerProcess.start({ listen: "ws" });
+Deno.test("session resume of an unknown id fails with -32600 and data.kind unknownSession", async () => {
+  await using server = await InProcessServer.websocket();
   await using client = await server.connect();
   assert.deepEqual(
     await client.request(1, "initialize", { clientName: "c", resumeSessionId: "does-not-exist" }),
-    { error: { code: -32600, message: "unknown session id does-not-exist" }, id: 1 },
+    {
+      error: {
+        code: -32600,
+        data: { kind: "unknownSession" },
+        message: "unknown session id does-not-exist",
+      },
+      id: 1,
+    },
   );
 });
 
 Deno.test("session resume over stdio always fails: one process, one session", async () => {
-  await using server = await startStdio();
+  await using server = InProcessServer.stdio();
   const sessionId = await handshake(server.stdio);
   const again = await server.stdio.request(1, "initialize", {
     clientName: "c",
@@ -170,7 +158,7 @@ Deno.test("session resume over stdio always fails: one process, one session", as
 });
 
 Deno.test("session expiry after the TTL kills its processes and forgets the id", async () => {
-  await using server = await ServerProcess.start({ listen: "ws", args: ["--session-ttl", "1"] });
+  await using server = await InProcessServer.websocket({ ttlMs: 1000 });
   const tag = String(Math.floor(Math.random() * 1e9));
   const needle = `sleep 1000.${tag}`;
   const a = await server.connect();
@@ -186,12 +174,19 @@ Deno.test("session expiry after the TTL kills its processes and forgets the id",
   await using b = await server.connect();
   assert.deepEqual(
     await b.request(1, "initialize", { clientName: "late", resumeSessionId: sessionId }),
-    { error: { code: -32600, message: `unknown session id ${sessionId}` }, id: 1 },
+    {
+      error: {
+        code: -32600,
+        data: { kind: "unknownSession" },
+        message: `unknown session id ${sessionId}`,
+      },
+      id: 1,
+    },
   );
 });
 
 Deno.test("session detached by a client close keeps processes running until the TTL", async () => {
-  await using server = await ServerProcess.start({ listen: "ws" });
+  await using server = await InProcessServer.websocket();
   const tag = String(Math.floor(Math.random() * 1e9));
   const a = await server.connect();
   const sessionId = await handshake(a);
@@ -207,7 +202,7 @@ Deno.test("session detached by a client close keeps processes running until the 
 });
 
 Deno.test("session: file handles belong to the connection, processes to the session", async () => {
-  await using server = await ServerProcess.start({ listen: "ws" });
+  await using server = await InProcessServer.websocket();
   const dir = await tempDir();
   try {
     await Deno.writeTextFile(`${dir}/a.txt`, "hello");
@@ -236,10 +231,7 @@ Deno.test("session: file handles belong to the connection, processes to the sess
 });
 
 Deno.test("concurrency: with --concurrent-requests 4 a status request overtakes a long poll", async () => {
-  await using server = await ServerProcess.start({
-    listen: "ws",
-    args: ["--concurrent-requests", "4"],
-  });
+  await using server = await InProcessServer.websocket({ concurrentRequests: 4 });
   await using client = await server.connect();
   await handshake(client);
   await start(client, "slow", "sleep 30");
@@ -267,7 +259,7 @@ Deno.test("concurrency: with --concurrent-requests 4 a status request overtakes 
 });
 
 Deno.test("concurrency: by default requests run strictly in arrival order", async () => {
-  await using server = await startStdio();
+  await using server = InProcessServer.stdio();
   const client = server.stdio;
   await handshake(client);
   await start(client, "slow", "sleep 30");
@@ -280,10 +272,7 @@ Deno.test("concurrency: by default requests run strictly in arrival order", asyn
 });
 
 Deno.test("concurrency: requests before initialized run inline even with --concurrent-requests", async () => {
-  await using server = await ServerProcess.start({
-    listen: "ws",
-    args: ["--concurrent-requests", "4"],
-  });
+  await using server = await InProcessServer.websocket({ concurrentRequests: 4 });
   await using client = await server.connect();
   await client.send({ id: 1, method: "environment/status" });
   await client.send({ id: 2, method: "initialize", params: { clientName: "c" } });
@@ -350,7 +339,7 @@ Deno.test("fatal protocol errors end the connection without a reply", async (t) 
     });
   }
   await t.step("over WebSocket the session detaches and can be resumed", async () => {
-    await using server = await ServerProcess.start({ listen: "ws" });
+    await using server = await InProcessServer.websocket();
     const a = await server.connect();
     const sessionId = await handshake(a);
     await a.send({ method: "foo/bar" });
@@ -361,7 +350,7 @@ Deno.test("fatal protocol errors end the connection without a reply", async (t) 
 });
 
 Deno.test("WebSocket listener routes HTTP like the reference", async (t) => {
-  await using server = await ServerProcess.start({ listen: "ws" });
+  await using server = await InProcessServer.websocket();
   assert.match(server.url, /^ws:\/\/127\.0\.0\.1:\d+$/);
   const http = server.url.replace(/^ws:/, "http:");
   await t.step("GET /readyz is 200 with an empty body", async () => {
@@ -398,7 +387,7 @@ Deno.test("WebSocket listener routes HTTP like the reference", async (t) => {
 });
 
 Deno.test("WebSocket malformed messages name the peer and empty frames are not ignored", async () => {
-  await using server = await ServerProcess.start({ listen: "ws" });
+  await using server = await InProcessServer.websocket();
   await using client = await server.connect();
   await client.sendRaw("");
   await client.sendRaw("not json");
@@ -420,7 +409,7 @@ Deno.test("WebSocket malformed messages name the peer and empty frames are not i
 });
 
 Deno.test("stdio wire details match the reference", async (t) => {
-  await using server = await startStdio();
+  await using server = InProcessServer.stdio();
   const client = server.stdio;
   await t.step("-0 is accepted as an id and echoed as 0", async () => {
     await client.sendRaw('{"id":-0,"method":"environment/status"}');
@@ -469,7 +458,7 @@ Deno.test("stdio wire details match the reference", async (t) => {
 });
 
 Deno.test("WebSocket server sends one JSON message per text frame without a newline", async () => {
-  await using server = await ServerProcess.start({ listen: "ws" });
+  await using server = await InProcessServer.websocket();
   await using client = await server.connect();
   await handshake(client);
   await client.request(1, "environment/status");
@@ -479,30 +468,8 @@ Deno.test("WebSocket server sends one JSON message per text frame without a newl
   }
 });
 
-Deno.test("CLI refuses an unsupported --listen URL and --concurrent-requests 0", async () => {
-  for (
-    const [args, pattern] of [
-      [
-        ["--listen", "bogus"],
-        /unsupported --listen URL `bogus`; expected `ws:\/\/IP:PORT` or `stdio`/,
-      ],
-      [["--listen", "stdio", "--concurrent-requests", "0"], /concurrent-requests/],
-    ] as const
-  ) {
-    const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
-      args: ["run", ...SERVER_PERMISSIONS, MAIN_TS, ...args],
-      stdin: "null",
-      stdout: "piped",
-      stderr: "piped",
-    }).output();
-    assert.notEqual(code, 0, args.join(" "));
-    assert.equal(stdout.length, 0, "nothing on stdout");
-    assert.match(new TextDecoder().decode(stderr), pattern);
-  }
-});
-
 Deno.test("initialized after a failed initialize is fatal", async () => {
-  await using server = await startStdio();
+  await using server = InProcessServer.stdio();
   const client = server.stdio;
   const failed = await client.request(1, "initialize", {
     clientName: "c",
@@ -516,7 +483,7 @@ Deno.test("initialized after a failed initialize is fatal", async () => {
 });
 
 Deno.test("session resume delivers new notifications before initialized is sent", async () => {
-  await using server = await ServerProcess.start({ listen: "ws" });
+  await using server = await InProcessServer.websocket();
   const a = await server.connect();
   const sessionId = await handshake(a);
   await start(a, "p", "read x; echo got:$x", { pipeStdin: true });
@@ -549,10 +516,7 @@ Deno.test("session resume delivers new notifications before initialized is sent"
 });
 
 Deno.test("concurrency lanes: control requests pass while the ordinary lane is full", async () => {
-  await using server = await ServerProcess.start({
-    listen: "ws",
-    args: ["--concurrent-requests", "2"],
-  });
+  await using server = await InProcessServer.websocket({ concurrentRequests: 2 });
   await using client = await server.connect();
   await handshake(client);
   await start(client, "slow", "sleep 30");

@@ -21,14 +21,15 @@
  */
 
 import { parseArgs } from "node:util";
-import { handshake, type Json, type ProtocolClient } from "./helpers/server_harness.ts";
-import { descendants, fdCount, rssKib, sleep, waitUntil } from "./helpers/reliability_proc.ts";
 import {
-  collectGarbage,
-  freePort,
-  type ScopedServer,
-  startScopedServer,
-} from "./helpers/reliability_server.ts";
+  handshake,
+  type Json,
+  type ProtocolClient,
+  ServerProcess,
+} from "./helpers/server_harness.ts";
+import { sh, startParams } from "./helpers/rpc.ts";
+import { descendants, fdCount, rssKib, sleep, waitUntil } from "./helpers/reliability_proc.ts";
+import { collectGarbage, freePort } from "./helpers/reliability_server.ts";
 
 interface Sample {
   /** Seconds since the start of the load. */
@@ -38,7 +39,6 @@ interface Sample {
   children: number;
 }
 
-const ENV = { PATH: "/usr/bin:/bin" };
 let nextId = 1;
 let requests = 0;
 let processes = 0;
@@ -60,17 +60,11 @@ async function call(client: ProtocolClient, method: string, params?: unknown): P
 
 async function startProcess(client: ProtocolClient, processId: string, script: string) {
   processes++;
-  await call(client, "process/start", {
-    processId,
-    argv: ["/bin/sh", "-c", script],
-    cwd: "file:///tmp",
-    env: ENV,
-    tty: false,
-  });
+  await call(client, "process/start", startParams(processId, sh(script)));
 }
 
 /** One round of one worker. */
-async function round(server: ScopedServer, worker: number, n: number, dir: string): Promise<void> {
+async function round(server: ServerProcess, worker: number, n: number, dir: string): Promise<void> {
   const client = await server.connect();
   try {
     const sessionId = await handshake(client);
@@ -154,7 +148,7 @@ async function main(): Promise<number> {
   const workers = Number(values.workers);
   const dir = await Deno.makeTempDir({ prefix: "es-soak-" });
   const inspectPort = freePort();
-  const server = await startScopedServer({
+  const server = await ServerProcess.start({
     listen: "ws",
     args: ["--process-retention", "5", "--session-ttl", "5"],
     denoFlags: [`--inspect=127.0.0.1:${inspectPort}`],

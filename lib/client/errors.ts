@@ -13,7 +13,7 @@
  *
  * @example Tell a refused token from an unreachable server
  * ```ts
- * import { ConnectError } from "./errors.ts";
+ * import { ConnectError } from "@exec-server/exec-server";
  * const err = new ConnectError("ws://127.0.0.1:1", "Invalid status code: 401");
  * console.log(err.status, err.message);
  * ```
@@ -47,7 +47,7 @@ export class ConnectError extends Error {
  *
  * @example
  * ```ts
- * import { SessionLostError } from "./errors.ts";
+ * import { SessionLostError } from "@exec-server/exec-server";
  * console.log(new SessionLostError("6564152f").message);
  * ```
  */

@@ -53,14 +53,20 @@ export type ProcessEvent = OutputChunk | OutputGap;
  * is reported as an {@linkcode OutputGap}, never skipped silently.
  *
  * @example Run a command and collect its output
- * ```ts ignore
- * import { connect } from "../../mod.ts";
- * await using client = await connect("ws://127.0.0.1:8765");
- * const proc = await client.startProcess({ argv: ["/bin/echo", "hi"] });
- * for await (const event of proc) {
- *   if (event.kind === "output") await Deno.stdout.write(event.data);
+ * ```ts
+ * import { connect } from "@exec-server/exec-server";
+ * import { serveWebSocket } from "@exec-server/exec-server/server";
+ * const server = await serveWebSocket();
+ * try {
+ *   await using client = await connect(server.url);
+ *   const proc = await client.startProcess({ argv: ["/bin/echo", "hi"] });
+ *   for await (const event of proc) {
+ *     if (event.kind === "output") await Deno.stdout.write(event.data);
+ *   }
+ *   console.log("exit code", await proc.exited); // 0
+ * } finally {
+ *   await server.shutdown();
  * }
- * console.log("exit code", await proc.exited);
  * ```
  */
 export interface ProcessHandle extends AsyncIterable<ProcessEvent> {

@@ -7,11 +7,13 @@
  */
 
 import { constants as osConstants } from "node:os";
-import { parseArgs } from "node:util";
+import { defineFlags, FlagError, parseFlags, renderFlagHelp } from "../cli/flags.ts";
 import { ClosedError, RemoteError, TimedOutError } from "../rpc/connection.ts";
 import { connect, type ExecClient } from "./client.ts";
 import { ConnectError, SessionLostError } from "./errors.ts";
 import type { ProcessHandle } from "./process_handle.ts";
+import type { TokenSource } from "./dial.ts";
+import { tokenFromEnv, tokenFromFile } from "./token_source.ts";
 
 /** Exit code for a bad command line. */
 export const RUN_USAGE_EXIT = 2;
@@ -19,6 +21,49 @@ export const RUN_USAGE_EXIT = 2;
 export const RUN_FAILURE_EXIT = 255;
 
 const SIGPIPE_EXIT = 141;
+
+/** The flags of `exec-server run`: its parser and its help's option list come from here. */
+const RUN_FLAGS = defineFlags({
+  url: {
+    kind: "string",
+    value: "URL",
+    help: "the server, ws://HOST:PORT or wss://HOST:PORT (required)",
+  },
+  "token-file": {
+    kind: "string",
+    value: "FILE",
+    help: 'send the file\'s content (trimmed) as "Authorization: Bearer <token>",\n' +
+      "read again before every reconnect (a capability token or a JWT)",
+  },
+  "token-env": {
+    kind: "string",
+    value: "NAME",
+    help: "send the value of environment variable NAME instead (trimmed)",
+  },
+  tty: {
+    kind: "boolean",
+    help: "run CMD on a pseudo-terminal; the local terminal (if any) is put\n" +
+      "in raw mode and restored on exit",
+  },
+  cwd: {
+    kind: "string",
+    value: "DIR",
+    help: "remote working directory (absolute path or file: URI;\n" +
+      "default: the server's working directory)",
+  },
+  env: {
+    kind: "list",
+    value: "K=V",
+    help: "set a variable in CMD's environment; CMD inherits the server's\n" +
+      "environment minus variables named like *KEY*, *SECRET* or *TOKEN*",
+  },
+  "no-stdin": {
+    kind: "boolean",
+    short: "n",
+    help: "do not forward stdin (CMD's stdin is /dev/null)",
+  },
+  help: { kind: "boolean", short: "h", help: "print this help" },
+});
 
 /** The help text of `exec-server run`. */
 export const RUN_HELP: string =
@@ -29,17 +74,7 @@ local stdout and stderr, forwards local stdin and signals, and exits with the
 remote exit code.
 
 Options:
-  --url URL          the server, ws://HOST:PORT or wss://HOST:PORT (required)
-  --token-file FILE  send the file's content (trimmed) as "Authorization: Bearer <token>"
-  --tty              run CMD on a pseudo-terminal; the local terminal (if any) is put
-                     in raw mode and restored on exit
-  --cwd DIR          remote working directory (absolute path or file: URI;
-                     default: the server's working directory)
-  --env K=V          set a variable in CMD's environment (repeatable); CMD inherits
-                     the server's environment minus variables named like *KEY*,
-                     *SECRET* or *TOKEN*
-  -n, --no-stdin     do not forward stdin (CMD's stdin is /dev/null)
-  -h, --help         print this help
+${renderFlagHelp(RUN_FLAGS)}
 
 Local stdin is forwarded until it ends, then CMD's stdin is closed (with --tty:
 an end-of-file character, Ctrl-D, is typed). SIGINT, SIGTERM, SIGHUP and SIGQUIT
@@ -55,7 +90,7 @@ token, lost session).
 
 interface RunFlags {
   url: string;
-  token?: string;
+  token?: TokenSource;
   tty: boolean;
   cwd?: string;
   env: Record<string, string>;
@@ -109,47 +144,33 @@ export async function runCommand(args: string[]): Promise<number> {
 async function parseRunArgs(args: string[]): Promise<RunFlags | undefined> {
   let parsed;
   try {
-    parsed = parseArgs({
-      args,
-      strict: true,
-      allowPositionals: true,
-      allowNegative: true,
-      options: {
-        url: { type: "string" },
-        "token-file": { type: "string" },
-        tty: { type: "boolean", default: false },
-        cwd: { type: "string" },
-        env: { type: "string", multiple: true, default: [] },
-        stdin: { type: "boolean", default: true },
-        n: { type: "boolean", short: "n", default: false },
-        help: { type: "boolean", short: "h", default: false },
-      },
-    });
+    parsed = parseFlags(RUN_FLAGS, args, { rest: true });
   } catch (err) {
-    throw new UsageError((err as Error).message);
+    if (err instanceof FlagError) throw new UsageError(err.message);
+    throw err;
   }
-  const values = parsed.values;
+  const values = parsed.flags;
   if (values.help) return undefined;
   if (!values.url) throw new UsageError("--url is required");
   if (!/^wss?:\/\//i.test(values.url)) {
     throw new UsageError(`--url must be a ws:// or wss:// URL, got "${values.url}"`);
   }
-  if (parsed.positionals.length === 0) throw new UsageError("no command given after --");
+  if (parsed.rest.length === 0) throw new UsageError("no command given after --");
   const env: Record<string, string> = {};
-  for (const pair of values.env ?? []) {
+  for (const pair of values.env) {
     const eq = pair.indexOf("=");
     if (eq <= 0) throw new UsageError(`--env expects K=V, got "${pair}"`);
     env[pair.slice(0, eq)] = pair.slice(eq + 1);
   }
-  let token: string | undefined;
-  if (values["token-file"] !== undefined) {
-    try {
-      token = (await Deno.readTextFile(values["token-file"])).trim();
-    } catch (err) {
-      throw new UsageError(
-        `cannot read --token-file "${values["token-file"]}": ${(err as Error).message}`,
-      );
-    }
+  if (values["token-file"] !== undefined && values["token-env"] !== undefined) {
+    throw new UsageError("--token-file and --token-env cannot be used together");
+  }
+  let token: TokenSource | undefined;
+  try {
+    if (values["token-file"] !== undefined) token = await tokenFromFile(values["token-file"]);
+    if (values["token-env"] !== undefined) token = tokenFromEnv(values["token-env"]);
+  } catch (err) {
+    throw new UsageError((err as Error).message);
   }
   let cwd: string | undefined;
   if (values.cwd !== undefined) {
@@ -160,11 +181,11 @@ async function parseRunArgs(args: string[]): Promise<RunFlags | undefined> {
   return {
     url: values.url,
     token,
-    tty: values.tty!,
+    tty: values.tty,
     cwd,
     env,
-    stdin: values.stdin! && !values.n,
-    argv: parsed.positionals,
+    stdin: !values["no-stdin"],
+    argv: parsed.rest,
   };
 }
 

@@ -23,6 +23,77 @@ export const ErrorCode = {
 /** One of the numeric codes in {@linkcode ErrorCode}. */
 export type ErrorCodeValue = typeof ErrorCode[keyof typeof ErrorCode];
 
+/**
+ * Every `error.data.kind` this server sends, with the code it comes with and
+ * what it means: a program tells conditions apart by `data.kind`, never by
+ * the message text. The reference sends only the three `spawn*` kinds; the
+ * others are this server's extension (the code and message stay the
+ * reference's).
+ */
+export const ERROR_KINDS = {
+  spawnNotFound: {
+    code: ErrorCode.InternalError,
+    description: "process/start: the program or the working directory does not exist (ENOENT).",
+  },
+  spawnPermissionDenied: {
+    code: ErrorCode.InternalError,
+    description: "process/start: the program is not executable, or is a directory (EACCES).",
+  },
+  spawnFailed: {
+    code: ErrorCode.InternalError,
+    description:
+      "process/start: any other spawn failure (bad argv, no sandbox, no pseudo-terminal).",
+  },
+  permissionDenied: {
+    code: ErrorCode.InvalidRequest,
+    description:
+      "The server's own permission flags do not cover the resource; `data` also names `permission`, `resource` and `flag`.",
+  },
+  unknownSession: {
+    code: ErrorCode.InvalidRequest,
+    description:
+      "initialize: `resumeSessionId` names no session (it never existed or its TTL expired).",
+  },
+  processExists: {
+    code: ErrorCode.InvalidRequest,
+    description: "process/start: the session already has a process with this `processId`.",
+  },
+} as const satisfies Record<string, { code: ErrorCodeValue; description: string }>;
+
+/** One of the `data.kind` values of {@linkcode ERROR_KINDS}. */
+export type ErrorKind = keyof typeof ERROR_KINDS;
+
+/**
+ * Returns the `data.kind` of an error's `data` member when it is one of
+ * {@linkcode ERROR_KINDS}, else `undefined`.
+ *
+ * @example
+ * ```ts
+ * import { errorKind } from "@exec-server/exec-server";
+ * console.log(errorKind({ kind: "unknownSession" })); // "unknownSession"
+ * console.log(errorKind({ field: "argv" })); // undefined
+ * ```
+ *
+ * @param data The `data` member of a wire error.
+ */
+export function errorKind(data: unknown): ErrorKind | undefined {
+  if (data === null || typeof data !== "object") return undefined;
+  const kind = (data as { kind?: unknown }).kind;
+  return typeof kind === "string" && Object.hasOwn(ERROR_KINDS, kind)
+    ? kind as ErrorKind
+    : undefined;
+}
+
+/**
+ * Builds an error of the given kind with the kind's code and `data: {kind}`.
+ *
+ * @param kind The `data.kind`.
+ * @param message The message sent on the wire.
+ */
+export function kindError(kind: ErrorKind, message: string): RpcError {
+  return new RpcError(ERROR_KINDS[kind].code, message, { data: { kind } });
+}
+
 /** The `error` member of an error response, as it goes on the wire. */
 export interface WireError {
   /** Numeric error code. */

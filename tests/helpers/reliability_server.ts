@@ -1,171 +1,16 @@
 /**
- * Reliability test helpers around the server process: starting `main.ts`
- * with *chosen* Deno permission flags (the shared harness always grants the
- * full set), and a raw WebSocket client on a plain TCP socket, which can do
- * what a `WebSocket` object cannot: stop reading, send invalid UTF-8 in a text
- * frame, or send an arbitrary upgrade request.
+ * Reliability test helpers around the server process: a raw WebSocket client
+ * on a plain TCP socket, which can do what a `WebSocket` object cannot (stop
+ * reading, send invalid UTF-8 in a text frame, or send an arbitrary upgrade
+ * request), and a forced garbage collection through the V8 inspector.
  *
- * The protocol clients themselves are the shared harness's
- * ({@linkcode StdioClient}, {@linkcode WsClient}).
+ * Servers and protocol clients are the shared harness's
+ * (`ServerProcess`, `StdioClient`, `WsClient`).
  *
  * @module
  */
 
-import { LineSplitStream } from "../../lib/rpc/stdio_transport.ts";
-import { MAIN_TS, SERVER_PERMISSIONS, StdioClient, WsClient } from "./server_harness.ts";
-
-/** Options for {@linkcode startScopedServer}. */
-export interface ScopedServerOptions {
-  /** `stdio` or `ws` (listens on `ws://127.0.0.1:0`). */
-  listen: "stdio" | "ws";
-  /**
-   * Deno permission flags of the server, e.g. `["--allow-read=/srv"]`.
-   *
-   * @default {the harness's full set}
-   */
-  permissions?: string[];
-  /** Extra server flags after `--listen`. */
-  args?: string[];
-  /** Extra Deno runtime flags before `main.ts` (e.g. `--v8-flags=...`). */
-  denoFlags?: string[];
-  /**
-   * The server's whole environment.
-   *
-   * @default {PATH, HOME and LANG of the test runner}
-   */
-  env?: Record<string, string>;
-  /**
-   * Working directory.
-   *
-   * @default {"/tmp"}
-   */
-  cwd?: string;
-  /**
-   * stdio mode: leave the server's stdout to the test (`child.stdout`) instead
-   * of a {@linkcode StdioClient}, e.g. to stop reading it.
-   *
-   * @default {false}
-   */
-  manualStdout?: boolean;
-}
-
-/** A server started by {@linkcode startScopedServer}. */
-export interface ScopedServer extends AsyncDisposable {
-  /** The server's pid. */
-  readonly pid: number;
-  /** `stdio` or the printed `ws://127.0.0.1:PORT`. */
-  readonly url: string;
-  /** The host:port of a WebSocket server. */
-  readonly port: number;
-  /** The stdio client (stdio mode). */
-  readonly stdio: StdioClient | undefined;
-  /** The child process. */
-  readonly child: Deno.ChildProcess;
-  /** Everything the server wrote to stderr, once it exited. */
-  readonly stderr: Promise<string>;
-  /** Connects a WebSocket client (ws mode). */
-  connect(): Promise<WsClient>;
-  /** Sends a signal (ignored when the server is gone). */
-  kill(signal?: Deno.Signal): void;
-  /** Stops the server (stdin EOF + SIGTERM, SIGKILL after 5 s) and collects its status. */
-  stop(): Promise<Deno.CommandStatus>;
-}
-
-/** Default environment of servers started here. */
-export function defaultServerEnv(): Record<string, string> {
-  return {
-    PATH: Deno.env.get("PATH") ?? "/usr/local/bin:/usr/bin:/bin",
-    HOME: Deno.env.get("HOME") ?? "/root",
-    LANG: "C.UTF-8",
-  };
-}
-
-/** Starts `main.ts` with the given permission flags. */
-export async function startScopedServer(options: ScopedServerOptions): Promise<ScopedServer> {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      ...(options.denoFlags ?? []),
-      ...(options.permissions ?? SERVER_PERMISSIONS),
-      MAIN_TS,
-      "--listen",
-      options.listen === "stdio" ? "stdio" : "ws://127.0.0.1:0",
-      ...(options.args ?? []),
-    ],
-    cwd: options.cwd ?? "/tmp",
-    env: options.env ?? defaultServerEnv(),
-    clearEnv: true,
-    stdin: "piped",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  const stderr = new Response(child.stderr).text().catch(() => "");
-  let url = "stdio";
-  let stdio: StdioClient | undefined;
-  let stdoutDone: Promise<void>;
-  if (options.listen === "stdio" && options.manualStdout) {
-    stdoutDone = Promise.resolve();
-  } else if (options.listen === "stdio") {
-    stdio = new StdioClient(child);
-    stdoutDone = stdio.done;
-  } else {
-    const lines = child.stdout.pipeThrough(new LineSplitStream()).getReader();
-    const first = await lines.read();
-    if (first.done || typeof first.value !== "string") {
-      child.kill("SIGKILL");
-      await child.status;
-      lines.releaseLock();
-      throw new Error(`server printed no URL; stderr:\n${await stderr}`);
-    }
-    url = first.value.trim();
-    stdoutDone = (async () => {
-      while (!(await lines.read()).done) { /* nothing else is expected on stdout */ }
-    })();
-  }
-  const kill = (signal: Deno.Signal = "SIGTERM") => {
-    try {
-      child.kill(signal);
-    } catch {
-      // Already gone.
-    }
-  };
-  let stopped: Promise<Deno.CommandStatus> | undefined;
-  const stop = () =>
-    stopped ??= (async () => {
-      if (stdio) await stdio.close();
-      else if (options.manualStdout) {
-        await child.stdin.close().catch(() => {});
-      } else {
-        await child.stdin.close().catch(() => {});
-        kill("SIGTERM");
-      }
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const status = await Promise.race([
-        child.status,
-        new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), 5000))),
-      ]);
-      clearTimeout(timer);
-      if (status === undefined) kill("SIGKILL");
-      const final = await child.status;
-      await stdoutDone;
-      await stderr;
-      return final;
-    })();
-  return {
-    pid: child.pid,
-    url,
-    port: url.startsWith("ws://") ? Number(new URL(url).port) : 0,
-    stdio,
-    child,
-    stderr,
-    connect: () => WsClient.connect(url),
-    kill,
-    stop,
-    async [Symbol.asyncDispose]() {
-      await stop();
-    },
-  };
-}
+import { concat } from "./server_harness.ts";
 
 // ---------------------------------------------------------------------------
 // Raw WebSocket client
@@ -240,7 +85,7 @@ export class RawWebSocket implements AsyncDisposable {
     while ((end = indexOfCrlfCrlf(buffer)) < 0) {
       const more = await readSome(conn);
       if (more === null) break;
-      buffer = join(buffer, more);
+      buffer = concat([buffer, more]);
     }
     if (end < 0) {
       conn.close();
@@ -262,7 +107,7 @@ export class RawWebSocket implements AsyncDisposable {
       while (rest.length < length) {
         const more = await readSome(conn);
         if (more === null) break;
-        rest = join(rest, more);
+        rest = concat([rest, more]);
       }
       body = new TextDecoder().decode(rest.subarray(0, length));
       rest = new Uint8Array(0);
@@ -302,7 +147,7 @@ export class RawWebSocket implements AsyncDisposable {
       if (frame.opcode === 0xa) continue;
       fragments.push(frame.payload);
       if (frame.fin) {
-        const text = new TextDecoder().decode(join(...fragments));
+        const text = new TextDecoder().decode(concat(fragments));
         fragments = [];
         return text;
       }
@@ -314,7 +159,7 @@ export class RawWebSocket implements AsyncDisposable {
       while (this.#buffer.length < n) {
         const more = await readSome(this.conn);
         if (more === null) return false;
-        this.#buffer = join(this.#buffer, more);
+        this.#buffer = concat([this.#buffer, more]);
       }
       return true;
     };
@@ -390,17 +235,6 @@ async function readSome(conn: Deno.Conn): Promise<Uint8Array | null> {
     return null;
   }
   return n === null ? null : buf.subarray(0, n);
-}
-
-function join(...parts: Uint8Array[]): Uint8Array {
-  if (parts.length === 1) return parts[0]!;
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const part of parts) {
-    out.set(part, at);
-    at += part.length;
-  }
-  return out;
 }
 
 function indexOfCrlfCrlf(bytes: Uint8Array): number {

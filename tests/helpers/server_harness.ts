@@ -41,36 +41,55 @@ export interface Received {
   at: number;
 }
 
-/** Encodes a value as compact JSON; bigints are written with all their digits. */
-export function toJson(value: unknown): string {
+/**
+ * Encodes a value as compact JSON; bigints are written with all their digits.
+ * `verbatim` may return the text of a value to insert as it is (e.g. a
+ * deliberately malformed member); it is asked for every value.
+ */
+export function toJson(value: unknown, verbatim?: (value: unknown) => string | undefined): string {
+  const raw = verbatim?.(value);
+  if (raw !== undefined) return raw;
   if (typeof value === "bigint") return value.toString();
   if (value === null || typeof value !== "object") return JSON.stringify(value) ?? "null";
-  if (Array.isArray(value)) return `[${value.map((v) => toJson(v ?? null)).join(",")}]`;
+  if (Array.isArray(value)) return `[${value.map((v) => toJson(v ?? null, verbatim)).join(",")}]`;
   if (typeof (value as { toJSON?: unknown }).toJSON === "function") {
     return JSON.stringify(value);
   }
   const members: string[] = [];
   for (const [key, member] of Object.entries(value)) {
     if (member === undefined) continue;
-    members.push(`${JSON.stringify(key)}:${toJson(member)}`);
+    members.push(`${JSON.stringify(key)}:${toJson(member, verbatim)}`);
   }
   return `{${members.join(",")}}`;
 }
 
-/** Options for {@linkcode startServer}. */
+/** Options for {@linkcode ServerProcess.start}. */
 export interface StartServerOptions {
   /**
-   * Transport to listen on.
+   * Transport to listen on: `stdio`, `ws` (`ws://127.0.0.1:0`) or a `ws://` URL.
    *
    * @default {"stdio"}
    */
-  listen?: "stdio" | "ws";
+  listen?: "stdio" | "ws" | `ws://${string}`;
   /** Extra command-line flags, e.g. `["--concurrent-requests", "4"]`. */
   args?: string[];
   /**
+   * Deno permission flags of the server, e.g. `["--allow-read=/srv"]`.
+   *
+   * @default {SERVER_PERMISSIONS}
+   */
+  permissions?: string[];
+  /** Extra Deno runtime flags before `main.ts` (e.g. `--v8-flags=...`). */
+  denoFlags?: string[];
+  /**
+   * The program and its leading arguments, instead of `deno run <flags> main.ts`; e.g.
+   * `[codexBin, "exec-server"]` to run the reference. `--listen …` and `args` follow.
+   */
+  command?: readonly string[];
+  /**
    * Environment of the server. Replaces the environment entirely.
    *
-   * @default {the test runner's PATH, HOME and LANG}
+   * @default {defaultServerEnv()}
    */
   env?: Record<string, string>;
   /**
@@ -79,6 +98,39 @@ export interface StartServerOptions {
    * @default {"/tmp"}
    */
   cwd?: string;
+  /**
+   * stdio mode: leave the server's stdout to the test (`child.stdout`) instead
+   * of a {@linkcode StdioClient}, e.g. to stop reading it.
+   *
+   * @default {false}
+   */
+  manualStdout?: boolean;
+}
+
+/** The environment servers start with: the test runner's PATH and HOME, and a UTF-8 locale. */
+export function defaultServerEnv(): Record<string, string> {
+  return {
+    PATH: Deno.env.get("PATH") ?? "/usr/local/bin:/usr/bin:/bin",
+    HOME: Deno.env.get("HOME") ?? "/root",
+    LANG: "C.UTF-8",
+  };
+}
+
+/**
+ * Reads a child's stdout up to its first line (the URL a WebSocket server
+ * prints, a client's ready line) and keeps draining the rest in `rest`.
+ * Resolves `line` with `undefined` when stdout ended first.
+ */
+export async function firstLine(
+  stdout: ReadableStream<Uint8Array>,
+): Promise<{ line: string | undefined; rest: Promise<void> }> {
+  const lines = stdout.pipeThrough(new LineSplitStream()).getReader();
+  const first = await lines.read();
+  const rest = (async () => {
+    if (first.done) return;
+    while (!(await lines.read()).done) { /* nothing else is expected on stdout */ }
+  })();
+  return { line: typeof first.value === "string" ? first.value.trim() : undefined, rest };
 }
 
 /** Collects messages and lets tests wait for them. */
@@ -271,7 +323,7 @@ abstract class BaseClient implements ProtocolClient {
   }
 }
 
-/** A running server process. */
+/** A running server process (`main.ts`). */
 export class ServerProcess implements AsyncDisposable {
   /** The child process. */
   readonly child: Deno.ChildProcess;
@@ -284,19 +336,21 @@ export class ServerProcess implements AsyncDisposable {
   /** In stdio mode: the protocol client on the server's stdin/stdout. */
   readonly stdio: StdioClient | undefined;
   #stdoutDone: Promise<void>;
+  #stopped: Promise<Deno.CommandStatus> | undefined;
 
   private constructor(
     child: Deno.ChildProcess,
     url: string,
     stdio: StdioClient | undefined,
     stdoutDone: Promise<void>,
+    stderr: Promise<string>,
   ) {
     this.child = child;
     this.url = url;
     this.stdio = stdio;
     this.status = child.status;
     this.#stdoutDone = stdoutDone;
-    this.stderr = new Response(child.stderr).text().catch(() => "");
+    this.stderr = stderr;
   }
 
   /** The server's pid. */
@@ -304,48 +358,51 @@ export class ServerProcess implements AsyncDisposable {
     return this.child.pid;
   }
 
-  /** Starts `main.ts` with the given transport and flags. */
+  /** The port of a WebSocket server (0 in stdio mode). */
+  get port(): number {
+    return this.url.startsWith("ws") ? Number(new URL(this.url).port) : 0;
+  }
+
+  /** Starts `main.ts` with the given transport, permissions and flags. */
   static async start(options: StartServerOptions = {}): Promise<ServerProcess> {
     const listen = options.listen ?? "stdio";
-    const env = options.env ?? {
-      PATH: Deno.env.get("PATH") ?? "/usr/local/bin:/usr/bin:/bin",
-      HOME: Deno.env.get("HOME") ?? "/root",
-      LANG: "C.UTF-8",
-    };
-    const child = new Deno.Command(Deno.execPath(), {
+    const [program, ...leading] = options.command ?? [
+      Deno.execPath(),
+      "run",
+      ...(options.denoFlags ?? []),
+      ...(options.permissions ?? SERVER_PERMISSIONS),
+      MAIN_TS,
+    ];
+    const child = new Deno.Command(program!, {
       args: [
-        "run",
-        ...SERVER_PERMISSIONS,
-        MAIN_TS,
+        ...leading,
         "--listen",
-        listen === "stdio" ? "stdio" : "ws://127.0.0.1:0",
+        listen === "ws" ? "ws://127.0.0.1:0" : listen,
         ...(options.args ?? []),
       ],
       cwd: options.cwd ?? "/tmp",
-      env,
+      env: options.env ?? defaultServerEnv(),
       clearEnv: true,
       stdin: "piped",
       stdout: "piped",
       stderr: "piped",
     }).spawn();
+    const stderr = new Response(child.stderr).text().catch(() => "");
+    if (listen === "stdio" && options.manualStdout) {
+      return new ServerProcess(child, "stdio", undefined, Promise.resolve(), stderr);
+    }
     if (listen === "stdio") {
       const stdio = new StdioClient(child);
-      return new ServerProcess(child, "stdio", stdio, stdio.done);
+      return new ServerProcess(child, "stdio", stdio, stdio.done, stderr);
     }
-    // WebSocket: the first stdout line is the URL; drain the rest.
-    const lines = child.stdout.pipeThrough(new LineSplitStream()).getReader();
-    const first = await lines.read();
-    if (first.done || typeof first.value !== "string") {
+    // WebSocket: the first stdout line is the URL.
+    const { line, rest } = await firstLine(child.stdout);
+    if (line === undefined) {
       child.kill("SIGKILL");
       await child.status;
-      const err = await new Response(child.stderr).text().catch(() => "");
-      lines.releaseLock();
-      throw new Error(`server printed no URL; stderr:\n${err}`);
+      throw new Error(`server printed no URL; stderr:\n${await stderr}`);
     }
-    const drained = (async () => {
-      while (!(await lines.read()).done) { /* nothing else is expected on stdout */ }
-    })();
-    return new ServerProcess(child, first.value.trim(), undefined, drained);
+    return new ServerProcess(child, line, undefined, rest, stderr);
   }
 
   /** Connects a new WebSocket client (ws mode only). */
@@ -353,7 +410,7 @@ export class ServerProcess implements AsyncDisposable {
     return WsClient.connect(this.url);
   }
 
-  /** Sends a signal to the server process. */
+  /** Sends a signal to the server process (ignored when it is gone). */
   kill(signal: Deno.Signal = "SIGTERM"): void {
     try {
       this.child.kill(signal);
@@ -362,16 +419,19 @@ export class ServerProcess implements AsyncDisposable {
     }
   }
 
-  /** Stops the server: stdin EOF (stdio) or SIGTERM (ws), then SIGKILL after 5 s. */
-  async stop(): Promise<Deno.CommandStatus> {
+  /**
+   * Stops the server: stdin EOF (stdio) or stdin EOF and SIGTERM (ws), then
+   * SIGKILL after 5 s; collects its status, stdout and stderr.
+   */
+  stop(): Promise<Deno.CommandStatus> {
+    return this.#stopped ??= this.#stop();
+  }
+
+  async #stop(): Promise<Deno.CommandStatus> {
     if (this.stdio) await this.stdio.close();
     else {
-      try {
-        await this.child.stdin.close();
-      } catch {
-        // Already closed.
-      }
-      this.kill("SIGTERM");
+      await this.child.stdin.close().catch(() => {});
+      if (this.url !== "stdio") this.kill("SIGTERM");
     }
     let timer: ReturnType<typeof setTimeout> | undefined;
     const status = await Promise.race([
@@ -399,13 +459,13 @@ export class StdioClient extends BaseClient {
   /** Resolves when stdout reached EOF. */
   readonly done: Promise<void>;
 
-  /** Wraps a spawned server's pipes. */
-  constructor(child: Deno.ChildProcess) {
+  /** Wraps a server's input and output: a child's pipes, or in-memory streams. */
+  constructor(pipes: { stdin: WritableStream<Uint8Array>; stdout: ReadableStream<Uint8Array> }) {
     super();
-    this.#writer = child.stdin.getWriter();
+    this.#writer = pipes.stdin.getWriter();
     this.done = (async () => {
       try {
-        for await (const line of child.stdout.pipeThrough(new LineSplitStream())) {
+        for await (const line of pipes.stdout.pipeThrough(new LineSplitStream())) {
           if (typeof line === "string") this.log.push(line);
           else this.log.push(JSON.stringify({ transportFault: line.fault }));
         }
@@ -558,10 +618,12 @@ export async function eventually(condition: () => boolean, timeoutMs = 10_000): 
   return condition();
 }
 
+/** A stdio server process with its client. */
+export type StdioServer = ServerProcess & { stdio: StdioClient };
+
 /** Starts a stdio server and returns it with its client. */
 export async function startStdio(
-  options: Omit<StartServerOptions, "listen"> = {},
-): Promise<ServerProcess & { stdio: StdioClient }> {
-  const server = await ServerProcess.start({ ...options, listen: "stdio" });
-  return server as ServerProcess & { stdio: StdioClient };
+  options: Omit<StartServerOptions, "listen" | "manualStdout"> = {},
+): Promise<StdioServer> {
+  return await ServerProcess.start({ ...options, listen: "stdio" }) as StdioServer;
 }

@@ -7,9 +7,12 @@
 
 import type { LoggedMessage } from "./ws_proxy.ts";
 
-/** Where this machine's Codex CLI 0.171.0 lives when `CODEX_BIN` is not set. */
-export const DEFAULT_CODEX_BIN =
-  "/root/codex-ref/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex";
+/**
+ * Where `.ci/run` installs the Codex CLI 0.171.0 (`npm install --prefix ~/codex-ref`), used when
+ * `CODEX_BIN` is not set.
+ */
+export const DEFAULT_CODEX_BIN = `${Deno.env.get("HOME") ?? ""}/codex-ref/node_modules/` +
+  "@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex";
 
 /** The repository root (two levels above this file). */
 export const REPO_ROOT: string = decodeURIComponent(new URL("../../", import.meta.url).pathname)

@@ -6,8 +6,7 @@
 
 import { ErrorCode, invalidRequest, RpcError } from "../../protocol/errors.ts";
 import { fsError, osError, osErrorCode } from "../host/os_errors.ts";
-import { pathFromUri } from "../host/path_uri.ts";
-import { requireRead, requireWrite } from "../host/permissions.ts";
+import type { ParamsOf, ResultOf } from "../../protocol/methods.ts";
 
 /** Most open handles per connection. */
 const MAX_HANDLES = 128;
@@ -16,56 +15,6 @@ const MAX_HANDLE_ID_BYTES = 32;
 /** Largest block for one read or write. */
 const MAX_BLOCK = 1_048_576;
 const MAX_FILE_OFFSET = 9_223_372_036_854_775_807n;
-
-/** Params of `fs/open`. */
-export interface OpenParams {
-  /** Client-chosen id, at most 32 bytes (`""` is valid). */
-  handleId: string;
-  /** `file:` URI of the file. */
-  path: string;
-  /** `"read"` an existing regular file (default) or create-or-truncate it for writing. */
-  mode?: "read" | "replace" | null;
-}
-
-/** Result of `fs/open`. */
-export interface OpenResult {
-  /** The id the handle was opened under. */
-  handleId: string;
-}
-
-/** Params of `fs/readBlock`. */
-export interface ReadBlockParams {
-  /** An open read handle. */
-  handleId: string;
-  /** Byte offset to read at. */
-  offset: number | bigint;
-  /** Bytes wanted, 1 to 1,048,576. */
-  len: number;
-}
-
-/** Result of `fs/readBlock`. */
-export interface ReadBlockResult {
-  /** The bytes read, standard base64. */
-  chunk: string;
-  /** Fewer than `len` bytes were returned: the end of the file was reached. */
-  eof: boolean;
-}
-
-/** Params of `fs/writeBlock`. */
-export interface WriteBlockParams {
-  /** An open `replace` handle. */
-  handleId: string;
-  /** Byte offset to write at; writing past the end leaves a zero-filled gap. */
-  offset: number | bigint;
-  /** The bytes to write (already decoded from base64), 1 to 1,048,576 of them. */
-  chunk: Uint8Array;
-}
-
-/** Params of `fs/close`. */
-export interface CloseParams {
-  /** The handle to close; unknown ids are accepted. */
-  handleId: string;
-}
 
 interface Handle {
   file: Deno.FsFile;
@@ -81,7 +30,7 @@ interface Handle {
  * ```ts
  * import { FileHandleTable } from "./handles.ts";
  * const table = new FileHandleTable();
- * await table.open({ handleId: "h", path: "file:///etc/hostname" });
+ * await table.open("h", "/etc/hostname", "read");
  * console.log(await table.readBlock({ handleId: "h", offset: 0, len: 4096 }));
  * await table.close({ handleId: "h" });
  * ```
@@ -98,19 +47,21 @@ export class FileHandleTable {
   /**
    * `fs/open`: opens a file under a client-chosen id.
    *
-   * @param params `{handleId, path, mode?}`.
+   * @param id Client-chosen id, at most 32 bytes (`""` is valid).
+   * @param path Native absolute path, its access for `mode` already checked.
+   * @param mode `read` an existing regular file, or create-or-truncate it for writing (`replace`).
    */
-  async open(params: OpenParams): Promise<OpenResult> {
-    const path = pathFromUri(params.path);
-    const id = params.handleId;
+  async open(
+    id: string,
+    path: string,
+    mode: "read" | "replace",
+  ): Promise<ResultOf<"fs/open">> {
     checkId(id);
     if (this.#handles.has(id)) throw invalidRequest(`file handle \`${id}\` already exists`);
     if (this.#handles.size >= MAX_HANDLES) {
       throw invalidRequest(`at most ${MAX_HANDLES} file handles may be open per connection`);
     }
-    const replace = params.mode === "replace";
-    if (replace) requireWrite(path);
-    else requireRead(path);
+    const replace = mode === "replace";
     this.#handles.set(id, undefined);
     let file: Deno.FsFile;
     try {
@@ -133,7 +84,7 @@ export class FileHandleTable {
    *
    * @param params `{handleId, offset, len}`.
    */
-  async readBlock(params: ReadBlockParams): Promise<ReadBlockResult> {
+  async readBlock(params: ParamsOf<"fs/readBlock">): Promise<ResultOf<"fs/readBlock">> {
     checkId(params.handleId);
     const len = params.len;
     if (!(len >= 1 && len <= MAX_BLOCK)) {
@@ -159,7 +110,7 @@ export class FileHandleTable {
    *
    * @param params `{handleId, offset, chunk}`.
    */
-  async writeBlock(params: WriteBlockParams): Promise<Record<string, never>> {
+  async writeBlock(params: ParamsOf<"fs/writeBlock">): Promise<ResultOf<"fs/writeBlock">> {
     checkId(params.handleId);
     const chunk = params.chunk;
     if (chunk.length < 1 || chunk.length > MAX_BLOCK) {
@@ -183,7 +134,7 @@ export class FileHandleTable {
    *
    * @param params `{handleId}`.
    */
-  async close(params: CloseParams): Promise<Record<string, never>> {
+  async close(params: ParamsOf<"fs/close">): Promise<ResultOf<"fs/close">> {
     checkId(params.handleId);
     const handle = this.#handles.get(params.handleId);
     if (handle === undefined) return {};

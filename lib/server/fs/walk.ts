@@ -6,8 +6,9 @@
 
 import { invalidRequest } from "../../protocol/errors.ts";
 import { fsError } from "../host/os_errors.ts";
-import { joinPath, pathFromUri, uriFromPath } from "../host/path_uri.ts";
-import { mayRead, requireRead } from "../host/permissions.ts";
+import type { ParamsOf, ResultOf } from "../../protocol/methods.ts";
+import { joinPath, uriFromPath } from "../host/path_uri.ts";
+import { mayRead } from "../host/permissions.ts";
 
 /** Largest accepted `maxDepth`. */
 const MAX_DEPTH = 64;
@@ -16,53 +17,11 @@ const MAX_DIRECTORIES = 10_000;
 /** Largest accepted `maxEntries`. */
 const MAX_ENTRIES = 50_000;
 
-/** The `options` member of `fs/walk`. */
-export interface WalkOptions {
-  /** Directories at this depth are listed but not expanded; the root's children are depth 0. */
-  maxDepth: number;
-  /** Most directories read, the root included. */
-  maxDirectories: number;
-  /** Most entries counted (listed or skipped), errors excluded. */
-  maxEntries: number;
-  /** List symlinks to directories as directories and expand them. */
-  followDirectorySymlinks: boolean;
-  /** List directories whose name starts with `.` without expanding them; default `false`. */
-  pruneHiddenDirectories?: boolean | null;
-}
+/** The `options` member of `fs/walk`: limits and symlink handling. */
+export type WalkOptions = ParamsOf<"fs/walk">["options"];
 
-/** Params of `fs/walk`. */
-export interface WalkParams {
-  /** `file:` URI of the root directory. */
-  path: string;
-  /** Limits and symlink handling. */
-  options: WalkOptions;
-}
-
-/** One listed entry. */
-export interface WalkEntry {
-  /** `file:` URI of the entry (below the root as given, not canonicalized). */
-  path: string;
-  /** Regular file or directory; other types are never listed. */
-  kind: "file" | "directory";
-}
-
-/** A path the walk could not inspect. */
-export interface WalkError {
-  /** `file:` URI of the path. */
-  path: string;
-  /** The OS error text, e.g. `Permission denied (os error 13)`. */
-  message: string;
-}
-
-/** Result of `fs/walk`. */
-export interface WalkResult {
-  /** Entries, level by level, each directory's children sorted by name. */
-  entries: WalkEntry[];
-  /** Per-path failures that did not stop the walk. */
-  errors: WalkError[];
-  /** A limit stopped the walk early. */
-  truncated: boolean;
-}
+type WalkResult = ResultOf<"fs/walk">;
+type WalkError = WalkResult["errors"][number];
 
 interface PendingDirectory {
   path: string;
@@ -77,11 +36,20 @@ interface PendingDirectory {
  * end. A root that is a file, or a symlink when `followDirectorySymlinks` is
  * false, gives an empty result.
  *
- * @param params `{path, options}`.
+ * @param root Native absolute path of the root, its read access already checked.
+ * @param options Limits and symlink handling.
+ *
+ * @example List a tree
+ * ```ts
+ * import { walk } from "./walk.ts";
+ * const dir = await Deno.makeTempDir();
+ * await Deno.writeTextFile(`${dir}/f`, "");
+ * const options = { maxDepth: 1, maxDirectories: 10, maxEntries: 10, followDirectorySymlinks: false };
+ * console.log((await walk(dir, options)).entries.length); // 1
+ * await Deno.remove(dir, { recursive: true });
+ * ```
  */
-export async function walk(params: WalkParams): Promise<WalkResult> {
-  const root = pathFromUri(params.path);
-  const options = params.options;
+export async function walk(root: string, options: WalkOptions): Promise<WalkResult> {
   const { maxDepth, maxDirectories, maxEntries, followDirectorySymlinks } = options;
   // maxDepth 0 is valid: it lists the root's children only.
   if (maxDirectories === 0 || maxEntries === 0) {
@@ -93,7 +61,6 @@ export async function walk(params: WalkParams): Promise<WalkResult> {
         `directories=${MAX_DIRECTORIES}, entries=${MAX_ENTRIES}`,
     );
   }
-  requireRead(root);
   const result: WalkResult = { entries: [], errors: [], truncated: false };
   let rootCanonical: string;
   try {

@@ -6,22 +6,8 @@
 
 import { dirname } from "node:path";
 import { fsError, osErrorCode } from "../host/os_errors.ts";
-import { pathFromUri } from "../host/path_uri.ts";
+import type { ResultOf } from "../../protocol/methods.ts";
 import { requireRead } from "../host/permissions.ts";
-
-/** Params of `fs/watchMissing`. */
-export interface WatchMissingParams {
-  /** Client-chosen id, echoed in `fs/missingChanged`. */
-  watchId: number;
-  /** `file:` URIs of paths that do not exist yet. */
-  missing: string[];
-}
-
-/** Result of `fs/watchMissing`. */
-export interface WatchMissingResult {
-  /** `false` when nothing was registered: empty list, a path exists, or the id is taken. */
-  watching: boolean;
-}
 
 interface Watch {
   watchers: Deno.FsWatcher[];
@@ -43,7 +29,7 @@ interface Watch {
  * const table = new MissingWatchTable();
  * const dir = await Deno.makeTempDir();
  * const fired = Promise.withResolvers<number>();
- * await table.watchMissing({ watchId: 1, missing: [`file://${dir}/later`] }, fired.resolve);
+ * await table.watchMissing(1, [`${dir}/later`], fired.resolve);
  * await Deno.writeTextFile(`${dir}/later`, "");
  * console.log(await fired.promise); // 1
  * await table.closeAll();
@@ -62,21 +48,20 @@ export class MissingWatchTable {
    * `fs/watchMissing`: registers a one-shot watch; `notify(watchId)` is called
    * once when one of the paths (or a missing ancestor of it) appears.
    *
-   * @param params `{watchId, missing}`.
+   * @param id Client-chosen id, echoed in `fs/missingChanged`.
+   * @param paths Native absolute paths that do not exist yet, their read access already checked.
    * @param notify Sends `fs/missingChanged {watchId}` to the client.
    */
   async watchMissing(
-    params: WatchMissingParams,
+    id: number,
+    paths: readonly string[],
     notify: (watchId: number) => void,
-  ): Promise<WatchMissingResult> {
-    const id = params.watchId;
-    const paths = params.missing.map(pathFromUri);
+  ): Promise<ResultOf<"fs/watchMissing">> {
     if (paths.length === 0 || this.#watches.has(id)) return { watching: false };
     // ancestor directory → the paths of its children whose creation fires the watch
     const targets = new Map<string, Set<string>>();
     try {
       for (const path of paths) {
-        requireRead(path);
         if (await exists(path)) return { watching: false };
         const next = await nextMissing(path);
         if (next === undefined) return { watching: false };

@@ -31,6 +31,46 @@ const HEX = /^[0-9A-Fa-f]{2}$/;
  * ```
  */
 export function pathFromUri(uri: string): string {
+  const parsed = parseFileUri(uri);
+  if (typeof parsed === "string") return parsed;
+  throw new RpcError(ErrorCode.InvalidRequest, notNativeMessage(parsed.foreign));
+}
+
+/**
+ * Parses the `cwd` of `process/start`: as {@linkcode pathFromUri}, except that
+ * a URI of another host or a Windows drive is invalid params (`-32602`) naming
+ * the `cwd`, as the reference answers it there.
+ *
+ * @param uri The `cwd` URI sent by the client.
+ * @returns The absolute native path.
+ * @throws {RpcError} `-32602` for every URI that is not a local path.
+ *
+ * @example A cwd on another host
+ * ```ts
+ * import { cwdPathFromUri } from "./path_uri.ts";
+ * try {
+ *   cwdPathFromUri("file://otherhost/tmp");
+ * } catch (err) {
+ *   console.log((err as { code: number }).code); // -32602
+ * }
+ * ```
+ */
+export function cwdPathFromUri(uri: string): string {
+  const parsed = parseFileUri(uri);
+  if (typeof parsed === "string") return parsed;
+  throw invalidParams(
+    `cwd URI \`${parsed.foreign}\` is not valid on this exec-server host: ${
+      notNativeMessage(parsed.foreign)
+    }`,
+  );
+}
+
+function notNativeMessage(href: string): string {
+  return `'${href}' is invalid on 'linux'`;
+}
+
+/** The native path, or the normalised URI when it names another host or a drive. */
+function parseFileUri(uri: string): string | { foreign: string } {
   let url: URL;
   try {
     url = new URL(uri);
@@ -47,11 +87,9 @@ export function pathFromUri(uri: string): string {
     throw invalidParams("query parameters are not allowed in path URIs");
   }
   if (hashAt >= 0) throw invalidParams("fragments are not allowed in path URIs");
-  if (url.hostname !== "" || WINDOWS_DRIVE.test(url.pathname)) {
-    throw new RpcError(ErrorCode.InvalidRequest, `'${href}' is invalid on 'linux'`);
-  }
+  if (url.hostname !== "" || WINDOWS_DRIVE.test(url.pathname)) return { foreign: href };
   const bytes = percentDecode(url.pathname);
-  if (bytes.includes(0)) throw invalidParams(`'${href}' is invalid on 'linux'`);
+  if (bytes.includes(0)) throw invalidParams(notNativeMessage(href));
   const decoded = new TextDecoder("utf-8", { fatal: false }).decode(bytes);
   return "/" + decoded.split("/").filter((part) => part !== "").join("/");
 }

@@ -10,6 +10,7 @@
  */
 
 import { ErrorCode, RpcError } from "../../protocol/errors.ts";
+import { osError } from "./os_errors.ts";
 
 /** The Deno permissions the server checks. */
 export type PermissionName = "read" | "write" | "net" | "run";
@@ -119,6 +120,26 @@ function checkPath(permission: "read" | "write", path: string): void {
  */
 export function requireRead(path: string): void {
   checkPath("read", path);
+}
+
+/**
+ * For metadata lookups (`fs/getMetadata`, `fs/canonicalize`): throws the
+ * not-found error of a missing path unless the server may read `path` (and
+ * the file its symlinks lead to). A path outside the read scope thus answers
+ * exactly like one that does not exist, revealing nothing about it, and a
+ * client probing parent directories (Codex looks for `.git` and `AGENTS.md`
+ * in each) sees the answer it expects for an absent file.
+ *
+ * @param path An absolute native path.
+ * @throws {RpcError} `-32004` `No such file or directory (os error 2)`.
+ */
+export function requireReadOrMissing(path: string): void {
+  try {
+    checkPath("read", path);
+  } catch (err) {
+    if (err instanceof RpcError) throw osError("ENOENT");
+    throw err;
+  }
 }
 
 /**

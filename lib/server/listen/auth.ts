@@ -36,11 +36,64 @@ function constantTimeEqual(a: Uint8Array, b: Uint8Array): boolean {
   return diff === 0;
 }
 
-function unauthorized(message: string): Response {
+/**
+ * A refusal of the upgrade: HTTP 401 with a short plain-text reason (the
+ * reference's wording).
+ *
+ * @param message The reason.
+ */
+export function unauthorized(message: string): Response {
   return new Response(message, {
     status: 401,
     headers: { "content-type": "text/plain; charset=utf-8" },
   });
+}
+
+/** The credential an upgrade request presents, or its refusal. */
+export type PresentedToken =
+  | { ok: true; token: string; protocol?: string }
+  | { ok: false; response: Response };
+
+/**
+ * Finds the bearer credential of an upgrade request, for either mode.
+ *
+ * `Authorization` is read as the reference reads it: visible ASCII, a scheme
+ * matching `Bearer` in any case, one space, then the token with surrounding
+ * whitespace trimmed. Without that header, a browser's subprotocol entry
+ * `exec-server.bearer.<token>` is used; the selected subprotocol is then
+ * `exec-server` when offered too. Tokens in the query string are refused.
+ *
+ * @param request The upgrade request.
+ */
+export function presentedToken(request: Request): PresentedToken {
+  const url = new URL(request.url);
+  if (url.searchParams.has("token") || url.searchParams.has("access_token")) {
+    return { ok: false, response: unauthorized("tokens in the query string are not accepted") };
+  }
+  const header = request.headers.get("authorization");
+  if (header !== null) {
+    const space = header.indexOf(" ");
+    const token = header.slice(space + 1).trim();
+    if (
+      !/^[\t\x20-\x7e]*$/.test(header) || space < 0 ||
+      header.slice(0, space).toLowerCase() !== "bearer" || token === ""
+    ) {
+      return { ok: false, response: unauthorized("invalid authorization header") };
+    }
+    return { ok: true, token };
+  }
+  const offered = (request.headers.get("sec-websocket-protocol") ?? "").split(",").map((p) =>
+    p.trim()
+  );
+  const entry = offered.find((p) => p.startsWith(`${BEARER_SUBPROTOCOL}.`));
+  if (entry === undefined || entry === `${BEARER_SUBPROTOCOL}.`) {
+    return { ok: false, response: unauthorized("missing websocket bearer token") };
+  }
+  return {
+    ok: true,
+    token: entry.slice(BEARER_SUBPROTOCOL.length + 1),
+    protocol: offered.includes(SUBPROTOCOL) ? SUBPROTOCOL : entry,
+  };
 }
 
 /**
@@ -59,35 +112,32 @@ export function capabilityTokenAuth(
   const expected = Uint8Array.fromHex(sha256Hex.toLowerCase());
   const encoder = new TextEncoder();
   return async (request) => {
-    const url = new URL(request.url);
-    if (url.searchParams.has("token") || url.searchParams.has("access_token")) {
-      return { ok: false, response: unauthorized("tokens in the query string are not accepted") };
-    }
-    let token: string | undefined;
-    let protocol: string | undefined;
-    const header = request.headers.get("authorization");
-    if (header !== null) {
-      const match = /^Bearer (.+)$/i.exec(header);
-      token = match?.[1];
-    } else {
-      const offered = (request.headers.get("sec-websocket-protocol") ?? "").split(",").map((p) =>
-        p.trim()
-      );
-      const entry = offered.find((p) => p.startsWith(`${BEARER_SUBPROTOCOL}.`));
-      if (entry) {
-        token = entry.slice(BEARER_SUBPROTOCOL.length + 1);
-        protocol = offered.includes(SUBPROTOCOL) ? SUBPROTOCOL : entry;
-      }
-    }
-    if (token === undefined) {
-      return { ok: false, response: unauthorized("missing websocket bearer token") };
-    }
-    const digest = await sha256(encoder.encode(token));
+    const presented = presentedToken(request);
+    if (!presented.ok) return presented;
+    const digest = await sha256(encoder.encode(presented.token));
     if (!constantTimeEqual(digest, expected)) {
       return { ok: false, response: unauthorized("invalid websocket bearer token") };
     }
-    return { ok: true, protocol };
+    return { ok: true, protocol: presented.protocol };
   };
+}
+
+/**
+ * Reads a secret file once: its content trimmed of surrounding whitespace,
+ * which must not be empty. Error messages name the file, never its content.
+ *
+ * @param path The file.
+ */
+export async function readSecretFile(path: string): Promise<string> {
+  let content: string;
+  try {
+    content = await Deno.readTextFile(path);
+  } catch (err) {
+    throw new TypeError(`Cannot read secret file "${path}": ${(err as Error).message}`);
+  }
+  const secret = content.trim();
+  if (secret === "") throw new TypeError(`Cannot use secret file "${path}": it is empty`);
+  return secret;
 }
 
 /**
@@ -97,7 +147,5 @@ export function capabilityTokenAuth(
  * @param path The token file.
  */
 export async function tokenFileDigest(path: string): Promise<string> {
-  const token = (await Deno.readTextFile(path)).trim();
-  if (token === "") throw new TypeError(`Cannot use token file "${path}": it is empty`);
-  return (await sha256(new TextEncoder().encode(token))).toHex();
+  return (await sha256(new TextEncoder().encode(await readSecretFile(path)))).toHex();
 }

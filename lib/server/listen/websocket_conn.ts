@@ -294,7 +294,7 @@ export function websocketConnTransport(
         const parts = queue.splice(0, take);
         await writeAll(conn, join(parts, bytes));
         queuedBytes -= bytes;
-        if (queuedBytes <= highWater) for (const wake of drained.splice(0)) wake();
+        if (queuedBytes <= highWater) { for (const wake of drained.splice(0)) wake(); }
       }
     } catch {
       closeConn();

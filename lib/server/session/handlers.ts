@@ -11,26 +11,20 @@ import type { ClientRequestName, ParamsOf, ResultOf } from "../../protocol/metho
 import { protocolJsonSchema } from "../../protocol/json_schema.ts";
 import type { JsonSchema } from "../../protocol/schema.ts";
 import { environmentInfo, grantExtensions, supportedExtensions, VERSION } from "./environment.ts";
-import * as fs from "../fs/operations.ts";
-import type { FileHandleTable, MissingWatchTable } from "../fs/operations.ts";
+import { FS_OPERATIONS, type FsContext, type FsMethod, runFsOperation } from "../fs/operations.ts";
 import type { HttpRequestTable } from "../http/request.ts";
-import { withFsSandbox } from "../sandbox/bubblewrap.ts";
+import { uriFromPath } from "../host/path_uri.ts";
+import { describeServerSandbox } from "../sandbox/server_policy.ts";
 import type { Session } from "./registry.ts";
 
 /** What a handler can reach: its connection's state and its session. */
-export interface HandlerContext {
+export interface HandlerContext extends FsContext {
   /** The attached session (handlers other than `initialize` run only once there is one). */
   readonly session: Session;
   /** Creates or resumes the session for this connection. */
   initialize(params: ParamsOf<"initialize">): ResultOf<"initialize">;
-  /** This connection's open file handles. */
-  readonly files: FileHandleTable;
-  /** This connection's `fs/watchMissing` watches. */
-  readonly watches: MissingWatchTable;
   /** This connection's HTTP requests and body streams. */
   readonly http: HttpRequestTable;
-  /** Sends a notification to this connection. */
-  notify(method: string, params: unknown): void;
 }
 
 /** One handler per client request of the method table. */
@@ -56,6 +50,16 @@ function describedSchema(): JsonSchema {
   return schema;
 }
 
+/** The `fs/*` handlers: each runs its entry of the fs operations table. */
+function fsHandlers(): Pick<Handlers, FsMethod> {
+  const handlers: Partial<Record<FsMethod, unknown>> = {};
+  for (const method of Object.keys(FS_OPERATIONS) as FsMethod[]) {
+    handlers[method] = (params: ParamsOf<FsMethod>, context: HandlerContext) =>
+      runFsOperation(method, params, context);
+  }
+  return handlers as Pick<Handlers, FsMethod>;
+}
+
 /** The handlers, keyed by wire name. */
 export const HANDLERS: Handlers = {
   "initialize": (params, ctx) => {
@@ -67,11 +71,19 @@ export const HANDLERS: Handlers = {
   },
   "environment/info": () => environmentInfo(),
   "environment/status": () => ({ status: "ready" }),
-  "protocol/describe": () => ({
-    version: VERSION,
-    extensions: supportedExtensions(),
-    schema: describedSchema(),
-  }),
+  "protocol/describe": () => {
+    const sandbox = describeServerSandbox();
+    return {
+      version: VERSION,
+      extensions: supportedExtensions(),
+      schema: describedSchema(),
+      sandbox: {
+        ...sandbox,
+        writableRoots: sandbox.writableRoots.map(uriFromPath),
+        denyRead: sandbox.denyRead.map(uriFromPath),
+      },
+    };
+  },
 
   "process/start": (params, ctx) => ctx.session.processes.start(params),
   "process/read": (params, ctx) => ctx.session.processes.read(params),
@@ -80,28 +92,7 @@ export const HANDLERS: Handlers = {
   "process/terminate": (params, ctx) => ctx.session.processes.terminate(params),
   "process/resize": (params, ctx) => ctx.session.processes.resize(params),
 
-  "fs/readFile": (params) => withFsSandbox("fs/readFile", params, () => fs.readFile(params)),
-  "fs/writeFile": (params) => withFsSandbox("fs/writeFile", params, () => fs.writeFile(params)),
-  "fs/createDirectory": (params) =>
-    withFsSandbox("fs/createDirectory", params, () => fs.createDirectory(params)),
-  "fs/getMetadata": (params) =>
-    withFsSandbox("fs/getMetadata", params, () => fs.getMetadata(params)),
-  "fs/canonicalize": (params) =>
-    withFsSandbox("fs/canonicalize", params, () => fs.canonicalize(params)),
-  "fs/readDirectory": (params) =>
-    withFsSandbox("fs/readDirectory", params, () => fs.readDirectory(params)),
-  "fs/walk": (params) => withFsSandbox("fs/walk", params, () => fs.walk(params)),
-  "fs/remove": (params) => withFsSandbox("fs/remove", params, () => fs.remove(params)),
-  "fs/copy": (params) => withFsSandbox("fs/copy", params, () => fs.copy(params)),
-  "fs/open": (params, ctx) => withFsSandbox("fs/open", params, () => ctx.files.open(params)),
-  "fs/readBlock": (params, ctx) => ctx.files.readBlock(params),
-  "fs/writeBlock": (params, ctx) => ctx.files.writeBlock(params),
-  "fs/close": (params, ctx) => ctx.files.close(params),
-  "fs/watchMissing": (params, ctx) =>
-    ctx.watches.watchMissing(
-      params,
-      (watchId) => ctx.notify("fs/missingChanged", { watchId }),
-    ),
+  ...fsHandlers(),
 
   "http/request": (params, ctx) =>
     ctx.http.request({

@@ -5,8 +5,9 @@
  * @module
  */
 
-import { ErrorCode, invalidRequest, RpcError } from "../../protocol/errors.ts";
-import { type NotificationSink, ProcessTable } from "../process/table.ts";
+import { ErrorCode, kindError, RpcError } from "../../protocol/errors.ts";
+import type { NotificationSink } from "../process/managed_process.ts";
+import { ProcessTable } from "../process/table.ts";
 
 /** Default time a detached session waits for a resume, in ms (the reference's ≈ 80 s). */
 export const DEFAULT_SESSION_TTL_MS = 80_000;
@@ -118,7 +119,7 @@ export class SessionRegistry {
   /** Re-attaches a detached session; errors as the reference (unknown id -32600, attached -32010). */
   resume(id: string, owner: object, sink: NotificationSink): Session {
     const session = this.#sessions.get(id);
-    if (!session) throw invalidRequest(`unknown session id ${id}`);
+    if (!session) throw kindError("unknownSession", `unknown session id ${id}`);
     if (session.attached) {
       throw new RpcError(
         ErrorCode.SessionAlreadyAttached,

@@ -1,0 +1,71 @@
+/**
+ * `fs/readFile` (SPEC §10.2): a whole regular file, within a size limit.
+ *
+ * @module
+ */
+
+import { invalidRequest } from "../../protocol/errors.ts";
+import type { ResultOf } from "../../protocol/methods.ts";
+import { fsError } from "../host/os_errors.ts";
+
+/** Largest file `fs/readFile` returns: 512 MiB, as the reference. */
+export const READ_FILE_LIMIT = 536_870_912;
+
+/**
+ * `fs/readFile`: returns a regular file's content (symlinks followed).
+ *
+ * Files larger than {@linkcode READ_FILE_LIMIT} are refused with `-32600`;
+ * read those with `fs/open` and `fs/readBlock` instead.
+ *
+ * @param path Native absolute path, its access already checked.
+ *
+ * @example Read a file
+ * ```ts
+ * import { readFile } from "./read_file.ts";
+ * const path = await Deno.makeTempFile();
+ * await Deno.writeTextFile(path, "hi");
+ * console.log(await readFile(path)); // { dataBase64: "aGk=" }
+ * await Deno.remove(path);
+ * ```
+ */
+export async function readFile(path: string): Promise<ResultOf<"fs/readFile">> {
+  try {
+    // stat before open: opening a FIFO for reading would block.
+    assertReadableFile(path, await Deno.stat(path));
+    using file = await Deno.open(path, { read: true });
+    const info = await file.stat();
+    assertReadableFile(path, info);
+    const data = await readToEnd(file, info.size);
+    return { dataBase64: data.toBase64() };
+  } catch (err) {
+    throw fsError(err);
+  }
+}
+
+function assertReadableFile(path: string, info: Deno.FileInfo): void {
+  if (!info.isFile) throw invalidRequest(`path \`${path}\` is not a file`);
+  if (info.size > READ_FILE_LIMIT) {
+    throw invalidRequest(`file is too large to read: limit is ${READ_FILE_LIMIT} bytes`);
+  }
+}
+
+/** Reads the rest of `file`, expecting about `expected` bytes and enforcing the limit. */
+async function readToEnd(file: Deno.FsFile, expected: number): Promise<Uint8Array> {
+  let data = new Uint8Array(expected);
+  let filled = 0;
+  while (true) {
+    if (filled === data.length) {
+      // The file grew since `stat`: make room, within the limit.
+      if (data.length >= READ_FILE_LIMIT) {
+        if ((await file.read(new Uint8Array(1))) === null) return data;
+        throw invalidRequest(`file is too large to read: limit is ${READ_FILE_LIMIT} bytes`);
+      }
+      const grown = new Uint8Array(Math.min(READ_FILE_LIMIT, Math.max(65_536, data.length * 2)));
+      grown.set(data);
+      data = grown;
+    }
+    const n = await file.read(data.subarray(filled));
+    if (n === null) return data.subarray(0, filled);
+    filled += n;
+  }
+}

@@ -1,0 +1,178 @@
+import assert from "node:assert/strict";
+import {
+  connect,
+  type ExecClient,
+  ExecOutputLimitError,
+  ExecTimeoutError,
+  RemoteError,
+} from "../mod.ts";
+import { serveWebSocket } from "../lib/server/listen/listen.ts";
+
+/** Runs `fn` with a client of a server in this process; both are stopped afterwards. */
+async function withClient(fn: (client: ExecClient) => Promise<void>): Promise<void> {
+  const server = await serveWebSocket();
+  try {
+    await using client = await connect(server.url);
+    await fn(client);
+  } finally {
+    await server.shutdown();
+  }
+}
+
+function pidAlive(pid: number): boolean {
+  try {
+    Deno.kill(pid, "SIGCONT");
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+Deno.test("client.exec resolves with the exit code and stdout and stderr as text", async () => {
+  await withClient(async (client) => {
+    const result = await client.exec(["sh", "-c", "echo out; echo err >&2; exit 3"]);
+    assert.deepEqual(result, { exitCode: 3, stdout: "out\n", stderr: "err\n" });
+  });
+});
+
+Deno.test("client.exec never splits a UTF-8 character written in two pieces", async () => {
+  await withClient(async (client) => {
+    const { stdout } = await client.exec([
+      "sh",
+      "-c",
+      "printf '\\342\\202'; sleep 0.2; printf '\\254\\n'",
+    ]);
+    assert.equal(stdout, "€\n");
+  });
+});
+
+Deno.test("client.exec with encoding bytes returns every byte value exactly", async () => {
+  await withClient(async (client) => {
+    const all = new Uint8Array(256).map((_, i) => i);
+    const { stdout, stderr } = await client.exec(["cat"], { stdin: all, encoding: "bytes" });
+    assert.ok(stdout instanceof Uint8Array);
+    assert.deepEqual(stdout, all);
+    assert.deepEqual(stderr, new Uint8Array());
+  });
+});
+
+Deno.test("client.exec stdin may be a string, bytes or a ReadableStream, then ends", async (t) => {
+  await withClient(async (client) => {
+    await t.step("string", async () => {
+      assert.equal((await client.exec(["cat"], { stdin: "héllo" })).stdout, "héllo");
+    });
+    await t.step("bytes", async () => {
+      const stdin = new TextEncoder().encode("bytes");
+      assert.equal((await client.exec(["cat"], { stdin })).stdout, "bytes");
+    });
+    await t.step("stream", async () => {
+      const stdin = ReadableStream.from(["a", "b", "c"].map((s) => new TextEncoder().encode(s)));
+      assert.equal((await client.exec(["wc", "-c"], { stdin })).stdout.trim(), "3");
+    });
+    await t.step("none: stdin is empty", async () => {
+      assert.equal((await client.exec(["cat"])).stdout, "");
+    });
+  });
+});
+
+Deno.test("client.exec cwd takes a plain absolute path or a file: URL, not a relative path", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "es exec %#" });
+  try {
+    await withClient(async (client) => {
+      assert.equal((await client.exec(["pwd"], { cwd: dir })).stdout, `${dir}\n`);
+      const url = new URL(`file://${encodeURI(dir).replaceAll("#", "%23").replaceAll("?", "%3F")}`);
+      assert.equal((await client.exec(["pwd"], { cwd: url })).stdout, `${dir}\n`);
+      await assert.rejects(() => client.exec(["pwd"], { cwd: "tmp" }), TypeError);
+    });
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("client.exec past timeoutMs kills the process group and rejects with ExecTimeoutError", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    await withClient(async (client) => {
+      const err = await client.exec(
+        ["sh", "-c", `sleep 30 & echo $! > ${dir}/pid; echo started; wait`],
+        { timeoutMs: 500 },
+      ).then(() => undefined, (e) => e);
+      assert.ok(err instanceof ExecTimeoutError, String(err));
+      assert.equal(err.timeoutMs, 500);
+      assert.equal(err.partial.stdout, "started\n");
+      const pid = Number(await Deno.readTextFile(`${dir}/pid`));
+      for (let i = 0; i < 100 && pidAlive(pid); i++) await new Promise((r) => setTimeout(r, 50));
+      assert.ok(!pidAlive(pid), "the background job of the group was killed");
+    });
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("client.exec aborted by its signal rejects with the signal's reason", async () => {
+  await withClient(async (client) => {
+    const controller = new AbortController();
+    const running = client.exec(["sleep", "30"], { signal: controller.signal });
+    const reason = new Error("stop");
+    setTimeout(() => controller.abort(reason), 100);
+    await assert.rejects(running, (err) => err === reason);
+    await assert.rejects(
+      () => client.exec(["true"], { signal: AbortSignal.abort(reason) }),
+      (err) => err === reason,
+    );
+  });
+});
+
+Deno.test("client.exec collects maxOutputBytes per stream and rejects one byte beyond", async () => {
+  await withClient(async (client) => {
+    const atLimit = await client.exec(["printf", "1234567890"], { maxOutputBytes: 10 });
+    assert.equal(atLimit.stdout, "1234567890");
+    await assert.rejects(
+      () => client.exec(["printf", "12345678901"], { maxOutputBytes: 10 }),
+      ExecOutputLimitError,
+    );
+  });
+});
+
+Deno.test("client.exec environment: the server's minus *TOKEN*-like names, env on top; inheritEnv false gives only env", async () => {
+  Deno.env.set("EXEC_TEST_TOKEN", "hidden");
+  Deno.env.set("EXEC_TEST_PLAIN", "seen");
+  try {
+    await withClient(async (client) => {
+      const script = 'echo "$EXEC_TEST_PLAIN|$EXEC_TEST_TOKEN|$EXTRA|$HOME"';
+      const inherited = await client.exec(["/bin/sh", "-c", script], { env: { EXTRA: "x" } });
+      assert.equal(inherited.stdout, `seen||x|${Deno.env.get("HOME")}\n`);
+      const bare = await client.exec(["/bin/sh", "-c", script], {
+        env: { EXTRA: "y" },
+        inheritEnv: false,
+      });
+      assert.equal(bare.stdout, "||y|\n");
+      const proc = await client.startProcess({ argv: ["/bin/sh", "-c", script] });
+      let text = "";
+      for await (const chunk of proc.text()) text += chunk;
+      assert.equal(text, inherited.stdout.replace("|x|", "||"), "startProcess has the same rule");
+    });
+  } finally {
+    Deno.env.delete("EXEC_TEST_TOKEN");
+    Deno.env.delete("EXEC_TEST_PLAIN");
+  }
+});
+
+Deno.test("client.exec of a missing program rejects with data.kind spawnNotFound", async () => {
+  await withClient(async (client) => {
+    const err = await client.exec(["/nonexistent/program"]).then(() => undefined, (e) => e);
+    assert.ok(err instanceof RemoteError);
+    assert.deepEqual(err.data, { kind: "spawnNotFound" });
+  });
+});
+
+Deno.test("client.exec with tty runs on a terminal and returns its output as stdout", async () => {
+  await withClient(async (client) => {
+    const { exitCode, stdout, stderr } = await client.exec(["sh", "-c", "tty; echo e >&2"], {
+      tty: true,
+    });
+    assert.equal(exitCode, 0);
+    assert.match(stdout, /^\/dev\/pts\/\d+\r\ne\r\n$/);
+    assert.equal(stderr, "");
+  });
+});
