@@ -10,8 +10,7 @@ import { readSharedSecret, signedBearerAuth } from "./lib/server/listen/signed_b
 import { VERSION } from "./lib/server/session/environment.ts";
 import { FlagError } from "./lib/cli/flags.ts";
 import { parseServerFlags, type ServerFlags, serverHelp } from "./lib/cli/server_flags.ts";
-import { log, setLogLevel } from "./lib/server/host/log.ts";
-import { raiseFileLimit } from "./lib/server/host/file_limit.ts";
+import { setLogLevel } from "./lib/server/host/log.ts";
 import { type RunningServer, serveStdio, serveWebSocket } from "./lib/server/listen/listen.ts";
 import { sandboxAvailable } from "./lib/server/sandbox/availability.ts";
 import {
@@ -157,8 +156,6 @@ async function main(args: string[]): Promise<void> {
   const listen = flags.listen;
   setLogLevel(flags["log-level"]);
   setServerSandbox(sandboxFromFlags(flags));
-  const fileLimit = raiseFileLimit();
-  log("debug", `open file limit: ${fileLimit ? fileLimit.soft : "unchanged (libc unavailable)"}`);
   const authorize = await authFromFlags(flags);
   if (
     listen.kind === "ws" && !isLoopback(listen.host) && !authorize && !flags["insecure-no-auth"]

@@ -15,7 +15,7 @@ import { Connection, INBOUND_QUEUE_LIMIT } from "../lib/rpc/connection.ts";
 import { Semaphore } from "../lib/rpc/semaphore.ts";
 import type { Inbound, Transport } from "../lib/rpc/transport.ts";
 import { rssKib, sleep } from "./helpers/reliability_proc.ts";
-import { startScopedServer } from "./helpers/reliability_server.ts";
+import { ServerProcess } from "./helpers/server_harness.ts";
 
 /** A transport whose peer offers `total` requests and never reads a reply. */
 function floodingTransport(total: number): Transport & { pulled(): number } {
@@ -67,7 +67,7 @@ for (const concurrency of [1, 4, 64]) {
 }
 
 Deno.test("a stdio client flooding requests at --concurrent-requests 4 without reading is throttled", async () => {
-  await using server = await startScopedServer({
+  await using server = await ServerProcess.start({
     listen: "stdio",
     manualStdout: true,
     args: ["--concurrent-requests", "4"],
@@ -80,7 +80,7 @@ Deno.test("a stdio client flooding requests at --concurrent-requests 4 without r
   ));
   await stdout.read();
   const idle = rssKib(server.pid);
-  const total = 40_000;
+  const total = 100_000;
   let written = 0;
   const pad = "p".repeat(1000);
   const writing = (async () => {
@@ -95,9 +95,9 @@ Deno.test("a stdio client flooding requests at --concurrent-requests 4 without r
   })().catch(() => {});
   // Nobody reads stdout: once the pipes and the bounded queue are full, the writes stall.
   let stalled = -1;
-  for (let round = 0; round < 100 && stalled < 0 && written < total; round++) {
+  for (let round = 0; round < 60 && stalled < 0 && written < total; round++) {
     const before = written;
-    await sleep(300);
+    await sleep(1000);
     if (written === before && written < total) stalled = written;
   }
   const peak = rssKib(server.pid);
@@ -105,6 +105,8 @@ Deno.test("a stdio client flooding requests at --concurrent-requests 4 without r
     `attack ${JSON.stringify({ stalledAt: stalled, total, idleKib: idle, peakKib: peak })}`,
   );
   assert.ok(stalled > 0, `the server read all ${written} requests although no reply was read`);
+  // About 100 MiB of requests were offered; what the server holds stays well below that.
+  assert.ok(peak - idle < 96 * 1024, `RSS grew from ${idle} to ${peak} KiB`);
   server.kill("SIGKILL");
   await writer.abort().catch(() => {});
   await stdout.cancel().catch(() => {});

@@ -11,15 +11,11 @@
  */
 
 import assert from "node:assert/strict";
-import { handshake } from "./helpers/server_harness.ts";
-import {
-  RawWebSocket,
-  type ScopedServer,
-  startScopedServer,
-} from "./helpers/reliability_server.ts";
+import { handshake, ServerProcess } from "./helpers/server_harness.ts";
+import { RawWebSocket } from "./helpers/reliability_server.ts";
 
 async function answerTo(
-  server: ScopedServer,
+  server: ServerProcess,
   options: { path?: string; headers?: Record<string, string>; noUpgrade?: boolean },
 ): Promise<{ status: number; body: string }> {
   await using raw = await RawWebSocket.connect(server.port, options);
@@ -41,7 +37,7 @@ function foreignOrigins(port: number): string[] {
   ];
 }
 
-async function stillServes(server: ScopedServer): Promise<void> {
+async function stillServes(server: ServerProcess): Promise<void> {
   await using client = await server.connect();
   await handshake(client);
   const started = await client.request(2, "process/start", {
@@ -55,7 +51,7 @@ async function stillServes(server: ScopedServer): Promise<void> {
 }
 
 Deno.test("an upgrade carrying any Origin header gets 403 with an empty body and no upgrade", async () => {
-  await using server = await startScopedServer({ listen: "ws" });
+  await using server = await ServerProcess.start({ listen: "ws" });
   for (const origin of foreignOrigins(server.port)) {
     const answer = await answerTo(server, { headers: { Origin: origin } });
     assert.deepEqual(answer, { status: 403, body: "" }, `Origin: ${JSON.stringify(origin)}`);
@@ -64,7 +60,7 @@ Deno.test("an upgrade carrying any Origin header gets 403 with an empty body and
 });
 
 Deno.test("a request carrying an Origin header gets 403 on every path, as the reference answers", async () => {
-  await using server = await startScopedServer({ listen: "ws" });
+  await using server = await ServerProcess.start({ listen: "ws" });
   const headers = { Origin: "https://evil.example" };
   assert.equal((await answerTo(server, { path: "/readyz", headers, noUpgrade: true })).status, 403);
   assert.equal((await answerTo(server, { path: "/other", headers, noUpgrade: true })).status, 403);
@@ -73,13 +69,13 @@ Deno.test("a request carrying an Origin header gets 403 on every path, as the re
 });
 
 Deno.test("an upgrade without an Origin header (a non-browser client) is unaffected", async () => {
-  await using server = await startScopedServer({ listen: "ws" });
+  await using server = await ServerProcess.start({ listen: "ws" });
   assert.equal((await answerTo(server, {})).status, 101);
   await stillServes(server);
 });
 
 Deno.test("--allow-origin admits exactly each listed origin and no other", async () => {
-  await using server = await startScopedServer({
+  await using server = await ServerProcess.start({
     listen: "ws",
     args: ["--allow-origin", "https://app.example", "--allow-origin", "http://localhost:3000"],
   });

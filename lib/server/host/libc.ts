@@ -54,8 +54,6 @@ export const LIBC_SYMBOLS = {
   access: { parameters: ["buffer", "i32"], result: "i32" },
   stat: { parameters: ["buffer", "buffer"], result: "i32", optional: true },
   getenv: { parameters: ["buffer"], result: "pointer" },
-  getrlimit: { parameters: ["i32", "buffer"], result: "i32" },
-  setrlimit: { parameters: ["i32", "buffer"], result: "i32" },
   strerror: { parameters: ["i32"], result: "pointer" },
   __errno_location: { parameters: [], result: "pointer" },
 } as const;
@@ -84,7 +82,6 @@ export const C = {
   X_OK: 1,
   S_IFMT: 0o170000,
   S_IFDIR: 0o040000,
-  RLIMIT_NOFILE: 7,
   ESRCH: 3,
   EINTR: 4,
   EIO: 5,

@@ -264,7 +264,7 @@ export function websocketConnTransport(
   let queue: Uint8Array[] = [];
   let queuedBytes = 0;
   let writing = false;
-  let drained: (() => void)[] = [];
+  const drained: (() => void)[] = [];
   let flushed = Promise.resolve();
 
   function closeConn(): void {
