@@ -12,6 +12,13 @@ import { FlagError } from "./lib/cli/flags.ts";
 import { parseServerFlags, type ServerFlags, serverHelp } from "./lib/cli/server_flags.ts";
 import { setLogLevel } from "./lib/server/host/log.ts";
 import { type RunningServer, serveStdio, serveWebSocket } from "./lib/server/listen/listen.ts";
+import { sandboxAvailable } from "./lib/server/sandbox/bubblewrap.ts";
+import {
+  confines,
+  type ServerSandbox,
+  serverSandbox,
+  setServerSandbox,
+} from "./lib/server/sandbox/server_policy.ts";
 
 /** Exit code for bad command lines. */
 const USAGE_EXIT = 2;
@@ -83,6 +90,48 @@ async function authFromFlags(
   }
 }
 
+/** The flags that name the server's secret files: denied inside every sandbox. */
+const SECRET_FILE_FLAGS = ["ws-token-file", "ws-shared-secret-file", "tls-key"] as const;
+
+/**
+ * The server's own sandbox from its flags. A confining mode that cannot be
+ * enforced here (no bubblewrap, no user namespaces) stops the server: it
+ * never runs processes unconfined when told to confine them.
+ */
+function sandboxFromFlags(flags: ServerFlags): ServerSandbox {
+  let sandbox: ServerSandbox;
+  try {
+    sandbox = serverSandbox({
+      mode: flags.sandbox,
+      writableRoots: flags["writable-root"],
+      denyRead: flags["deny-read"],
+      networkAccess: flags["network-access"],
+      secretFiles: SECRET_FILE_FLAGS.flatMap((name) => flags[name] ?? []),
+    });
+  } catch (err) {
+    fail((err as Error).message);
+  }
+  for (const root of sandbox.writableRoots) {
+    let directory = false;
+    try {
+      directory = Deno.statSync(root).isDirectory;
+    } catch {
+      // Reported below.
+    }
+    if (!directory) fail(`--writable-root ${root} is not an existing directory`);
+  }
+  if (confines(sandbox)) {
+    const availability = sandboxAvailable();
+    if (!availability.ok) {
+      fail(
+        `--sandbox ${sandbox.mode} cannot be enforced here, so the server does not start: ${availability.reason}`,
+        1,
+      );
+    }
+  }
+  return sandbox;
+}
+
 async function main(args: string[]): Promise<void> {
   if (args[0] === "run") {
     // Loaded on demand: the client is not part of the server's start-up path.
@@ -106,6 +155,7 @@ async function main(args: string[]): Promise<void> {
   }
   const listen = flags.listen;
   setLogLevel(flags["log-level"]);
+  setServerSandbox(sandboxFromFlags(flags));
   const authorize = await authFromFlags(flags);
   if (
     listen.kind === "ws" && !isLoopback(listen.host) && !authorize && !flags["insecure-no-auth"]

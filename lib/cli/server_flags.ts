@@ -7,6 +7,7 @@
  */
 
 import { VERSION } from "../server/session/environment.ts";
+import { SANDBOX_MODES } from "../server/sandbox/server_policy.ts";
 import { defineFlags, FlagError, type FlagValues, parseFlags, renderFlagHelp } from "./flags.ts";
 
 /** Where the server listens: its stdin/stdout, or a WebSocket address. */
@@ -147,6 +148,30 @@ export const SERVER_FLAGS = defineFlags({
     kind: "string",
     value: "FILE",
     help: "the PEM private key of --tls-cert",
+  },
+  sandbox: {
+    kind: "enum",
+    value: "MODE",
+    choices: SANDBOX_MODES,
+    default: "danger-full-access",
+    help: "the ceiling for every process and fs call of every client (Codex's policies):\n" +
+      "read-only, or workspace-write (only the --writable-root dirs); processes\n" +
+      "run under bubblewrap with a private /tmp and a loopback-only network",
+  },
+  "writable-root": {
+    kind: "list",
+    value: "DIR",
+    help: "workspace-write: a directory processes and fs calls may write (repeatable)",
+  },
+  "deny-read": {
+    kind: "list",
+    value: "PATH",
+    help: "a path processes and fs calls may not read (repeatable; the server's\n" +
+      "token, secret and key files are denied without it)",
+  },
+  "network-access": {
+    kind: "boolean",
+    help: "with a confining --sandbox, let processes use the host's network",
   },
   "log-level": {
     kind: "enum",

@@ -337,9 +337,24 @@ export const METHODS = {
   ),
   "protocol/describe": request(
     "environment info",
-    "Extension protocolDescribe: the server's version, its extensions and the protocol's JSON Schema.",
+    "Extension protocolDescribe: the server's version, its extensions, the protocol's JSON Schema and what the server's own sandbox enforces.",
     unit(),
-    object({ version: string(), extensions: array(string()), schema: any() }, {
+    object({
+      version: string(),
+      extensions: array(string()),
+      schema: any(),
+      sandbox: object({
+        mode: literal("read-only", "workspace-write", "danger-full-access"),
+        writableRoots: array(PathUri),
+        denyRead: array(PathUri),
+        networkAccess: boolean(),
+        privateTmp: boolean(),
+      }, {
+        name: "ServerSandbox",
+        description:
+          "What the server's own --sandbox enforces on every process and fs call of every client",
+      }),
+    }, {
       name: "ProtocolDescription",
     }),
     "control",

@@ -2,7 +2,7 @@
  * A seeded message generator for fuzzing the server's decoder and router,
  * with the outcome the spec prescribes for every generated message.
  *
- * Every case says what the server must do with it (SPEC §2, §4.5):
+ * Every case says what the server must do with it (docs/protocol.md §2, §4.5):
  *
  * - `reply`: answer with exactly this id, with a result and/or one of the
  *   allowed error codes;
@@ -864,7 +864,7 @@ export class FuzzGenerator {
     return this.#reply("valid request", text, key, { result: true, codes: [] });
   }
 
-  /** A message that must end the connection without a reply (spec §4.5). */
+  /** A message that must end the connection without a reply (docs/protocol.md §4.5). */
   nextFatal(): FuzzCase {
     const c = this.#fatal();
     this.#count(c.category);

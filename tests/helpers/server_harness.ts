@@ -76,6 +76,11 @@ export interface StartServerOptions {
   /** Extra Deno runtime flags before `main.ts` (e.g. `--v8-flags=...`). */
   denoFlags?: string[];
   /**
+   * The program and its leading arguments, instead of `deno run <flags> main.ts`; e.g.
+   * `[codexBin, "exec-server"]` to run the reference. `--listen …` and `args` follow.
+   */
+  command?: readonly string[];
+  /**
    * Environment of the server. Replaces the environment entirely.
    *
    * @default {defaultServerEnv()}
@@ -355,12 +360,16 @@ export class ServerProcess implements AsyncDisposable {
   /** Starts `main.ts` with the given transport, permissions and flags. */
   static async start(options: StartServerOptions = {}): Promise<ServerProcess> {
     const listen = options.listen ?? "stdio";
-    const child = new Deno.Command(Deno.execPath(), {
+    const [program, ...leading] = options.command ?? [
+      Deno.execPath(),
+      "run",
+      ...(options.denoFlags ?? []),
+      ...(options.permissions ?? SERVER_PERMISSIONS),
+      MAIN_TS,
+    ];
+    const child = new Deno.Command(program!, {
       args: [
-        "run",
-        ...(options.denoFlags ?? []),
-        ...(options.permissions ?? SERVER_PERMISSIONS),
-        MAIN_TS,
+        ...leading,
         "--listen",
         listen === "ws" ? "ws://127.0.0.1:0" : listen,
         ...(options.args ?? []),
@@ -603,10 +612,12 @@ export async function eventually(condition: () => boolean, timeoutMs = 10_000): 
   return condition();
 }
 
+/** A stdio server process with its client. */
+export type StdioServer = ServerProcess & { stdio: StdioClient };
+
 /** Starts a stdio server and returns it with its client. */
 export async function startStdio(
-  options: Omit<StartServerOptions, "listen"> = {},
-): Promise<ServerProcess & { stdio: StdioClient }> {
-  const server = await ServerProcess.start({ ...options, listen: "stdio" });
-  return server as ServerProcess & { stdio: StdioClient };
+  options: Omit<StartServerOptions, "listen" | "manualStdout"> = {},
+): Promise<StdioServer> {
+  return await ServerProcess.start({ ...options, listen: "stdio" }) as StdioServer;
 }

@@ -2,8 +2,9 @@
  * The fs operations table: for every `fs/*` request of the method table,
  * the paths it reads and writes (its access rules) and the function that
  * runs it. {@linkcode runFsOperation} is the one place a request's paths are
- * resolved and checked: the request's `sandbox` (when it has one), then the
- * server's Deno permissions, both derived from the access rules, and only
+ * resolved and checked: the request's `sandbox` (when it has one) and the
+ * server's own `--sandbox` (when it confines), then the server's Deno
+ * permissions, both derived from the access rules, and only
  * then the operation, which receives the checked paths. A metadata read
  * outside the server's read scope answers like a missing path; every other
  * access outside it gets a `permissionDenied` error.
@@ -17,7 +18,7 @@
 
 import type { ClientRequestName, ParamsOf, ResultOf } from "../../protocol/methods.ts";
 import { requireRead, requireReadOrMissing, requireWrite } from "../host/permissions.ts";
-import { checkFsAccess, planFsSandbox, restrictListing } from "../sandbox/fs_guard.ts";
+import { checkFsAccess, fsSandboxChecks, restrictListing } from "../sandbox/fs_guard.ts";
 import { copiesTo, type PathAccess, reads, removes, writes } from "./access.ts";
 import { copy } from "./copy.ts";
 import { createDirectory, readDirectory } from "./directory.ts";
@@ -176,10 +177,11 @@ export function runFsOperation<M extends FsMethod>(
     run(params: ParamsOf<M>, paths: readonly PathAccess[], context: FsContext): ResultOf<M>;
   };
   // The sandbox first: an invalid one is reported before an invalid path, as by the reference.
-  const plan = planFsSandbox((params as { sandbox?: unknown }).sandbox);
+  const checks = fsSandboxChecks((params as { sandbox?: unknown }).sandbox);
   const paths = entry.access(params);
-  const confined = plan?.isolation === "filesystem";
-  if (confined && checkFsAccess(plan, paths) === "done") {
+  // The client's sandbox, then the server's own: each may refuse.
+  const verdicts = checks.map((check) => checkFsAccess(check.plan, paths, check.refusals));
+  if (verdicts.includes("done")) {
     // Only `mkdir -p` can be done without running, and its result is `{}`.
     return {} as ResultOf<M>;
   }
@@ -189,9 +191,12 @@ export function runFsOperation<M extends FsMethod>(
     else requireRead(path.path);
   }
   const result = entry.run(params, paths, context);
-  const listing = confined ? paths.find((path) => path.kind === "listing") : undefined;
+  const listing = checks.length > 0 ? paths.find((path) => path.kind === "listing") : undefined;
   if (listing === undefined) return result;
   return Promise.resolve(result).then((walked) =>
-    restrictListing(plan!, listing.path, walked as ResultOf<"fs/walk">) as ResultOf<M>
+    checks.reduce(
+      (restricted, check) => restrictListing(check.plan, listing.path, restricted),
+      walked as ResultOf<"fs/walk">,
+    ) as ResultOf<M>
   );
 }

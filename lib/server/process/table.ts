@@ -30,12 +30,8 @@ import { cwdPathFromUri } from "../host/path_uri.ts";
 import { permissionDenied, requireRun, requireSafeLoaderEnv } from "../host/permissions.ts";
 import { OutputCoalescer } from "./output_coalescer.ts";
 import { spawnPty } from "./pty.ts";
-import {
-  launchSandboxed,
-  looksSandboxDenied,
-  OutputTail,
-  planSandbox,
-} from "../sandbox/bubblewrap.ts";
+import { launchSandboxed, looksSandboxDenied, OutputTail } from "../sandbox/bubblewrap.ts";
+import { effectivePlan } from "../sandbox/server_policy.ts";
 import { SIGNALS } from "../host/libc.ts";
 
 /** Most bytes of output retained per process (oldest whole chunks are evicted). */
@@ -721,7 +717,8 @@ export class ProcessTable {
     if (params.argv.some((arg) => arg.includes("\0")) || params.arg0?.includes("\0")) {
       throw spawnError("spawnFailed", "nul byte found in provided data");
     }
-    const sandbox = planSandbox(params.sandbox, { cwd, env });
+    // The client's sandbox narrowed by the server's own (`--sandbox`).
+    const sandbox = effectivePlan(params.sandbox, { cwd, env });
     const program = params.argv[0]!;
     if (program === "") throw spawnError("spawnFailed", "missing program for pipe spawn");
     // Extension params are ignored, as the reference ignores unknown members, unless opted in to.

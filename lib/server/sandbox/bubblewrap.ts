@@ -40,6 +40,7 @@ import {
   type SandboxPlan,
 } from "./policy.ts";
 import { seccompArch, type SeccompMode, seccompProgram } from "./seccomp.ts";
+import { PRIVATE_TMP_BYTES } from "./server_policy.ts";
 
 export {
   accessAt,
@@ -380,6 +381,7 @@ export function bwrapArgs(plan: SandboxPlan, argv: string[], options: BwrapArgsO
   if (plan.isolation === "filesystem") {
     args.push("--unshare-pid", "--unshare-ipc");
     args.push(plan.rootAccess === "write" ? "--bind" : "--ro-bind", "/", "/", "--dev", "/dev");
+    if (plan.privateTmp) args.push("--size", String(PRIVATE_TMP_BYTES), "--tmpfs", "/tmp");
     for (const mount of plan.mounts) {
       if (mount.node === "missing") {
         args.push("--perms", mount.access === "deny" ? "0000" : "0555", "--tmpfs", mount.path);

@@ -34,9 +34,17 @@ import {
   mountAt,
   pathIsUnder,
   planSandbox,
+  type PlanSandboxOptions,
   type SandboxAccess,
   type SandboxPlan,
 } from "./policy.ts";
+import {
+  activeServerSandbox,
+  ceilingPlan,
+  confines,
+  effectivePlan,
+  sandboxPermissionDenied,
+} from "./server_policy.ts";
 
 const MAX_SYMLINK_HOPS = 40;
 
@@ -91,9 +99,28 @@ function isMountPoint(plan: SandboxPlan, path: string): boolean {
   return plan.mounts.some((mount) => mount.path === path);
 }
 
-function refuse(access: SandboxAccess): never {
+/**
+ * How a refusal is reported: `access` is what the plan gives the path.
+ * For a client's sandbox, the error the sandboxed operation would get;
+ * for the server's own sandbox, the typed permission error.
+ */
+export type FsRefusal = (access: SandboxAccess, path: string) => never;
+
+/** The errors a sandboxed operation gets from the kernel (the reference's). */
+const kernelRefusal: FsRefusal = (access) => {
   throw osError(access === "deny" ? "EACCES" : "EROFS");
+};
+
+/** How the refusals of one plan are reported, by the kind of access refused. */
+export interface FsRefusals {
+  /** A refused read. */
+  read: FsRefusal;
+  /** A refused write. */
+  write: FsRefusal;
 }
+
+/** The refusals of a client's sandbox: the errors the sandboxed operation would get. */
+const KERNEL_REFUSALS: FsRefusals = { read: kernelRefusal, write: kernelRefusal };
 
 /** What a path is inside the sandbox, resolved like the kernel would. */
 interface Located {
@@ -146,13 +173,13 @@ function locate(plan: SandboxPlan, path: string, follow: boolean): Located {
 }
 
 /** Refuses a write at a location (a new entry, or an existing non-directory). */
-function requireWritable(plan: SandboxPlan, path: string): void {
+function requireWritable(plan: SandboxPlan, path: string, refuse: FsRefusal): void {
   const mount = mountAt(plan, path);
   const access = mount?.access ?? plan.rootAccess;
   if (access === "write") return;
   // A denied file is an empty, unreadable, read-only file in the sandbox.
-  if (mount?.path === path && mount.node === "file") refuse("read");
-  refuse(access);
+  if (mount?.path === path && mount.node === "file") refuse("read", path);
+  refuse(access, path);
 }
 
 /**
@@ -167,6 +194,7 @@ function requireWritable(plan: SandboxPlan, path: string): void {
  * copied symlink or tree), `directories` (`mkdir -p`), `remove`.
  * @param path Native absolute path as requested.
  * @param recursive For `remove`: the subtree goes too.
+ * @param refuse How a refusal is thrown (default: the sandboxed operation's error).
  * @throws {RpcError} The error the sandboxed operation would get.
  */
 export function checkFsWrite(
@@ -174,21 +202,22 @@ export function checkFsWrite(
   operation: "file" | "entry" | "directories" | "remove",
   path: string,
   recursive = false,
+  refuse: FsRefusal = kernelRefusal,
 ): "run" | "done" {
   if (plan.isolation !== "filesystem") return "run";
-  if (operation === "directories") return checkMkdirAll(plan, path);
-  if (operation === "remove") return checkRemove(plan, path, recursive);
+  if (operation === "directories") return checkMkdirAll(plan, path, refuse);
+  if (operation === "remove") return checkRemove(plan, path, recursive, refuse);
   const located = locate(plan, path, operation === "file");
   if (operation === "file") {
     if (located.kind === "directory") throw osError("EISDIR");
   } else if (located.kind !== "missing") {
     throw osError("EEXIST");
   }
-  requireWritable(plan, located.path);
+  requireWritable(plan, located.path, refuse);
   return "run";
 }
 
-function checkMkdirAll(plan: SandboxPlan, path: string): "run" | "done" {
+function checkMkdirAll(plan: SandboxPlan, path: string, refuse: FsRefusal): "run" | "done" {
   let current = "/";
   for (const part of path.split("/").filter((p) => p !== "")) {
     const next = join(current, part);
@@ -199,7 +228,7 @@ function checkMkdirAll(plan: SandboxPlan, path: string): "run" | "done" {
     const info = lstatOrNull(next);
     if (info === null) {
       // The first directory to create decides.
-      requireWritable(plan, next);
+      requireWritable(plan, next, refuse);
       return "run";
     }
     if (info.isSymlink) {
@@ -216,7 +245,12 @@ function checkMkdirAll(plan: SandboxPlan, path: string): "run" | "done" {
   return "done";
 }
 
-function checkRemove(plan: SandboxPlan, path: string, recursive: boolean): "run" | "done" {
+function checkRemove(
+  plan: SandboxPlan,
+  path: string,
+  recursive: boolean,
+  refuse: FsRefusal,
+): "run" | "done" {
   let located: Located;
   try {
     located = locate(plan, path, false);
@@ -232,16 +266,17 @@ function checkRemove(plan: SandboxPlan, path: string, recursive: boolean): "run"
     if (
       recursive && located.kind === "directory" && access !== "write" && hasEntries(located.path)
     ) {
-      refuse(access);
+      refuse(access, located.path);
     }
     throw osError("EBUSY");
   }
-  requireWritable(plan, located.path);
+  requireWritable(plan, located.path, refuse);
   if (recursive && located.kind === "directory") {
     const inside = plan.mounts.filter((mount) =>
       mount.path !== located.path && pathIsUnder(mount.path, located.path)
     );
-    if (inside.some((mount) => mount.access !== "write")) throw osError("EROFS");
+    const fixed = inside.find((mount) => mount.access !== "write");
+    if (fixed !== undefined) refuse("read", fixed.path);
     if (inside.length > 0) throw osError("EBUSY");
   }
   return "run";
@@ -255,6 +290,7 @@ function checkRemove(plan: SandboxPlan, path: string, recursive: boolean): "run"
  * @param path Native absolute path as requested.
  * @param subtree The whole tree below `path` is read (a recursive copy).
  * @param metadataOnly Only `stat`/`realpath` (the denied path itself is visible).
+ * @param refuse How a refusal is thrown (default: the sandboxed operation's error).
  * @throws {RpcError} `-32600 Permission denied (os error 13)`.
  */
 export function checkFsRead(
@@ -262,15 +298,24 @@ export function checkFsRead(
   path: string,
   subtree = false,
   metadataOnly = false,
+  refuse: FsRefusal = kernelRefusal,
 ): void {
   if (plan.isolation !== "filesystem") return;
   const canonical = canonicalPath(path).path;
   for (const mount of plan.mounts) {
     if (mount.access !== "deny") continue;
     const exactlyIt = mount.path === canonical;
-    if (pathIsUnder(canonical, mount.path) && !(exactlyIt && metadataOnly)) refuse("deny");
-    if (subtree && pathIsUnder(mount.path, canonical)) refuse("deny");
+    if (pathIsUnder(canonical, mount.path) && !(exactlyIt && metadataOnly)) {
+      refuse("deny", canonical);
+    }
+    if (subtree && pathIsUnder(mount.path, canonical)) refuse("deny", mount.path);
   }
+}
+
+/** Planning options for an fs request: the server's cwd and `TMPDIR`. */
+function planOptions(): PlanSandboxOptions {
+  const tmpdir = envGet("TMPDIR");
+  return { cwd: serverCwd(), env: tmpdir === undefined ? {} : { TMPDIR: tmpdir } };
 }
 
 /**
@@ -282,11 +327,7 @@ export function checkFsRead(
  */
 export function planFsSandbox(sandbox: unknown): SandboxPlan | undefined {
   if (sandbox === undefined || sandbox === null) return undefined;
-  const tmpdir = envGet("TMPDIR");
-  return planSandbox(sandbox, {
-    cwd: serverCwd(),
-    env: tmpdir === undefined ? {} : { TMPDIR: tmpdir },
-  });
+  return planSandbox(sandbox, planOptions());
 }
 
 /**
@@ -298,20 +339,29 @@ export function planFsSandbox(sandbox: unknown): SandboxPlan | undefined {
  *
  * @param plan The request's plan.
  * @param accesses Every path the request reads or writes, from the fs operations table.
+ * @param refusals How refusals are thrown (default: the sandboxed operation's errors).
  * @throws {RpcError} The error the sandboxed operation would get.
  */
-export function checkFsAccess(plan: SandboxPlan, accesses: readonly PathAccess[]): "run" | "done" {
+export function checkFsAccess(
+  plan: SandboxPlan,
+  accesses: readonly PathAccess[],
+  refusals: FsRefusals = KERNEL_REFUSALS,
+): "run" | "done" {
   let verdict: "run" | "done" = "run";
+  const { read, write } = refusals;
   for (const access of accesses) {
     if (access.access === "read") {
       const subtree = access.kind === "tree" && lstatOrNull(access.path)?.isDirectory === true;
-      checkFsRead(plan, access.path, subtree, access.kind === "metadata");
+      const metadataOnly = access.kind === "metadata" || access.kind === "existence";
+      checkFsRead(plan, access.path, subtree, metadataOnly, read);
     } else if (access.kind === "copy") {
       const source = lstatOrNull(access.from);
-      if (source !== null) checkFsWrite(plan, source.isFile ? "file" : "entry", access.path);
+      if (source !== null) {
+        checkFsWrite(plan, source.isFile ? "file" : "entry", access.path, false, write);
+      }
     } else if (access.kind === "remove") {
-      checkFsWrite(plan, "remove", access.path, access.recursive);
-    } else if (checkFsWrite(plan, access.kind, access.path) === "done") {
+      checkFsWrite(plan, "remove", access.path, access.recursive, write);
+    } else if (checkFsWrite(plan, access.kind, access.path, false, write) === "done") {
       verdict = "done";
     }
   }
@@ -350,4 +400,44 @@ export function restrictListing(
     if (listed) errors.push({ path: uriFromPath(dir), message });
   }
   return { ...result, entries, errors };
+}
+
+/** The refusals of the server's own sandbox: the typed permission error. */
+const CEILING_REFUSALS: FsRefusals = {
+  read: (_, path) => {
+    throw sandboxPermissionDenied("read", path);
+  },
+  write: (_, path) => {
+    throw sandboxPermissionDenied("write", path);
+  },
+};
+
+/** A plan an fs request is checked against, and how its refusals are reported. */
+export interface FsSandboxCheck {
+  /** The plan (its isolation is `"filesystem"`). */
+  readonly plan: SandboxPlan;
+  /** How its refusals are thrown. */
+  readonly refusals: FsRefusals;
+}
+
+/**
+ * The plans an fs request is checked against, in order: the client's
+ * `sandbox` (the reference's errors; without a server ceiling it also
+ * hides the server's secret files), then the server's own `--sandbox` (the
+ * typed permission error of {@linkcode sandboxPermissionDenied}). Empty when
+ * nothing restricts the file system.
+ *
+ * @param sandbox The request's wire `sandbox` value.
+ * @throws {RpcError} `-32602` for an invalid `sandbox`.
+ */
+export function fsSandboxChecks(sandbox: unknown): FsSandboxCheck[] {
+  const options = planOptions();
+  const server = activeServerSandbox();
+  const confined = confines(server);
+  const checks: FsSandboxCheck[] = [];
+  const client = confined ? planFsSandbox(sandbox) : effectivePlan(sandbox, options, server);
+  if (client?.isolation === "filesystem") checks.push({ plan: client, refusals: KERNEL_REFUSALS });
+  const ceiling = confined ? ceilingPlan(server, options) : undefined;
+  if (ceiling !== undefined) checks.push({ plan: ceiling, refusals: CEILING_REFUSALS });
+  return checks;
 }

@@ -71,6 +71,13 @@ export interface SandboxPlan {
   readonly rootAccess: "read" | "write";
   /** Mounts over the root, parents before children. */
   readonly mounts: readonly SandboxMount[];
+  /**
+   * The process gets a private, empty `/tmp` (a tmpfs of
+   * `PRIVATE_TMP_BYTES`, gone with the sandbox) instead of the host's: set
+   * by the server's own `--sandbox`. Mounts below `/tmp` are layered on it.
+   * File operations of the server itself see the host's `/tmp`.
+   */
+  readonly privateTmp?: boolean;
 }
 
 /** Options for {@linkcode planSandbox}. */
@@ -479,16 +486,48 @@ export function planSandbox(
   }
   const { root, candidates } = expand(context, permissions.entries, options);
   if (context.useLegacyLandlock) throw unsupported("`useLegacyLandlock`");
-  const rootAccess = root === "write" ? "write" : "read";
+  const paths = candidates.map((candidate) => ({
+    path: candidate.spelled,
+    access: candidate.access,
+  }));
+  return planFromPaths(root === "write" ? "write" : "read", paths, permissions.network, options);
+}
+
+/** One path of {@linkcode planFromPaths}. */
+export interface PlanPath {
+  /** Absolute path as given (canonicalized here). */
+  readonly path: string;
+  /** Access to it and everything below it. */
+  readonly access: SandboxAccess;
+}
+
+/**
+ * Resolves a plan from absolute paths, as {@linkcode planSandbox} does for
+ * the entries of a `sandbox` value: canonical paths, `deny` beats `write`
+ * beats `read`, protected names kept read-only in writable roots, missing
+ * restrictions covered.
+ *
+ * @param rootAccess Access to the whole file system below the paths.
+ * @param paths The paths with their access.
+ * @param network The network policy.
+ * @param options Synthetic mount points (see {@linkcode PlanSandboxOptions}).
+ * @throws {RpcError} `-32603` for a restriction that crosses a writable symlink.
+ */
+export function planFromPaths(
+  rootAccess: "read" | "write",
+  paths: readonly PlanPath[],
+  network: NetworkPolicy,
+  options: { synthetic?: ReadonlySet<string> } = {},
+): SandboxPlan {
   const synthetic = options.synthetic ?? new Set(syntheticMountPoints.keys());
+  const candidates = paths.map((entry) => ({ spelled: entry.path, access: entry.access }));
   const mounts = resolveMounts(rootAccess, candidates, synthetic);
-  const network = permissions.network;
   const isolation: SandboxIsolation = rootAccess === "read" || mounts.length > 0
     ? "filesystem"
     : network === "restricted"
     ? "network"
     : "none";
-  return { ...base, isolation, network, rootAccess, mounts };
+  return { type: "linuxSeccomp", isolation, network, rootAccess, mounts };
 }
 
 interface Resolved {
@@ -671,4 +710,86 @@ export function mountAt(plan: SandboxPlan, path: string): SandboxMount | undefin
  */
 export function pathIsUnder(path: string, root: string): boolean {
   return isUnder(path, root);
+}
+
+const RANK: Record<SandboxAccess, number> = { deny: 0, read: 1, write: 2 };
+
+function lesser(a: SandboxAccess, b: SandboxAccess): SandboxAccess {
+  return RANK[a] <= RANK[b] ? a : b;
+}
+
+/**
+ * The intersection of two plans: every path gets the lesser of its two
+ * accesses (`deny` < `read` < `write`), the network is `restricted` when
+ * either restricts it, and `/tmp` is private when one plan makes it private
+ * and the other lets it be written. This is how the server's own
+ * `--sandbox` (the ceiling) narrows a client's `sandbox`: the client can
+ * only take away.
+ *
+ * @param a A plan.
+ * @param b Another plan.
+ * @returns A plan that allows what both allow.
+ *
+ * @example A read-only root narrows a writable one
+ * ```ts
+ * import { intersectPlans, type SandboxPlan } from "./policy.ts";
+ * const writable: SandboxPlan = {
+ *   type: "linuxSeccomp",
+ *   isolation: "none",
+ *   network: "enabled",
+ *   rootAccess: "write",
+ *   mounts: [],
+ * };
+ * const readOnly: SandboxPlan = { ...writable, isolation: "filesystem", rootAccess: "read" };
+ * console.log(intersectPlans(writable, readOnly).rootAccess); // "read"
+ * ```
+ */
+export function intersectPlans(a: SandboxPlan, b: SandboxPlan): SandboxPlan {
+  const rootAccess = a.rootAccess === "write" && b.rootAccess === "write" ? "write" : "read";
+  const network = a.network === "restricted" || b.network === "restricted"
+    ? "restricted"
+    : "enabled";
+  const privateTmp = (a.privateTmp === true && accessAt(b, "/tmp") === "write") ||
+    (b.privateTmp === true && accessAt(a, "/tmp") === "write");
+  const nodes = new Map<string, SandboxMount["node"]>();
+  for (const mount of [...a.mounts, ...b.mounts]) {
+    if (!nodes.has(mount.path) || mount.node === "missing") nodes.set(mount.path, mount.node);
+  }
+  const paths = [...nodes.keys()].sort((x, y) => depth(x) - depth(y) || (x < y ? -1 : 1));
+  const mounts: SandboxMount[] = [];
+  for (const path of paths) {
+    const access = lesser(accessAt(a, path), accessAt(b, path));
+    const node = nodes.get(path)!;
+    let around: SandboxMount | undefined;
+    for (const mount of mounts) {
+      if (
+        isUnder(path, mount.path) &&
+        (around === undefined || depth(mount.path) > depth(around.path))
+      ) {
+        around = mount;
+      }
+    }
+    const aroundAccess = around?.access ?? rootAccess;
+    // Inside a denied directory nothing is reachable: do not re-expose anything.
+    if (aroundAccess === "deny") continue;
+    if (node === "missing") {
+      // A cover for a missing restriction is needed only where the process could create it.
+      if (access !== "write" && aroundAccess === "write") mounts.push({ path, access, node });
+      continue;
+    }
+    if (access !== aroundAccess) mounts.push({ path, access, node });
+  }
+  const isolation: SandboxIsolation = rootAccess === "read" || mounts.length > 0 || privateTmp
+    ? "filesystem"
+    : network === "restricted"
+    ? "network"
+    : "none";
+  return {
+    type: "linuxSeccomp",
+    isolation,
+    network,
+    rootAccess,
+    mounts,
+    ...(privateTmp ? { privateTmp } : {}),
+  };
 }

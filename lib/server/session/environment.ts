@@ -8,6 +8,7 @@ import { type EnvironmentInfo, type ExtensionName, EXTENSIONS } from "../../prot
 import { uriFromPath } from "../host/path_uri.ts";
 import { ptySupported } from "../process/pty.ts";
 import { sandboxCapability } from "../sandbox/bubblewrap.ts";
+import { confines } from "../sandbox/server_policy.ts";
 
 /** This server's version, reported as `executorVersion`. */
 export const VERSION = "0.1.0";
@@ -55,6 +56,8 @@ function safeUri(path: string | undefined, fallback: string): string {
 /**
  * The capability flags this server really implements. Everything Codex may
  * ask for that we do not do is `false`, so a client never relies on it.
+ * `serverSandbox` is `true` when the server's own `--sandbox` confines every
+ * process and `fs/*` call (details in `protocol/describe`).
  */
 export function capabilities(): Record<string, boolean> {
   return {
@@ -75,6 +78,7 @@ export function capabilities(): Record<string, boolean> {
     linuxRootWritePreservesDevices: false,
     linuxApprovedRootWritePreservesRestrictions: false,
     processSandbox: sandboxCapability(),
+    serverSandbox: confines(),
     ptyProcesses: ptySupported({ probe: false }),
     ...Object.fromEntries(supportedExtensions().map((name) => [name, true])),
   };

@@ -13,6 +13,8 @@ import type { JsonSchema } from "../../protocol/schema.ts";
 import { environmentInfo, grantExtensions, supportedExtensions, VERSION } from "./environment.ts";
 import { FS_OPERATIONS, type FsContext, type FsMethod, runFsOperation } from "../fs/operations.ts";
 import type { HttpRequestTable } from "../http/request.ts";
+import { uriFromPath } from "../host/path_uri.ts";
+import { describeServerSandbox } from "../sandbox/server_policy.ts";
 import type { Session } from "./registry.ts";
 
 /** What a handler can reach: its connection's state and its session. */
@@ -69,11 +71,19 @@ export const HANDLERS: Handlers = {
   },
   "environment/info": () => environmentInfo(),
   "environment/status": () => ({ status: "ready" }),
-  "protocol/describe": () => ({
-    version: VERSION,
-    extensions: supportedExtensions(),
-    schema: describedSchema(),
-  }),
+  "protocol/describe": () => {
+    const sandbox = describeServerSandbox();
+    return {
+      version: VERSION,
+      extensions: supportedExtensions(),
+      schema: describedSchema(),
+      sandbox: {
+        ...sandbox,
+        writableRoots: sandbox.writableRoots.map(uriFromPath),
+        denyRead: sandbox.denyRead.map(uriFromPath),
+      },
+    };
+  },
 
   "process/start": (params, ctx) => ctx.session.processes.start(params),
   "process/read": (params, ctx) => ctx.session.processes.read(params),

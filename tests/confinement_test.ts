@@ -1,0 +1,577 @@
+/**
+ * Operator confinement (`--sandbox`, `--writable-root`, `--deny-read`,
+ * `--network-access`): the server's owner sets a ceiling that every process
+ * and every `fs/*` call of every client runs under; a client's own `sandbox`
+ * can only narrow it.
+ */
+
+import assert from "node:assert/strict";
+import { sandboxAvailable } from "../lib/server/sandbox/bubblewrap.ts";
+import { uriFromPath } from "../lib/server/host/path_uri.ts";
+import { type Json, MAIN_TS, SERVER_PERMISSIONS, startStdio } from "./helpers/server_harness.ts";
+
+const availability = sandboxAvailable();
+const SKIP = availability.ok ? "" : ` (ignored: ${availability.reason})`;
+
+/** A writable root W, an outside directory O and a secret directory S, under /var/tmp. */
+function makeLayout():
+  & { base: string; w: string; o: string; s: string; secret: string }
+  & Disposable {
+  const base = Deno.realPathSync(
+    Deno.makeTempDirSync({ dir: "/var/tmp", prefix: "confine-test-" }),
+  );
+  const w = `${base}/w`;
+  const o = `${base}/o`;
+  const s = `${base}/s`;
+  for (const dir of [w, o, s]) Deno.mkdirSync(dir);
+  const secret = `secret-${crypto.randomUUID()}`;
+  Deno.writeTextFileSync(`${s}/secret.txt`, `${secret}\n`);
+  return {
+    base,
+    w,
+    o,
+    s,
+    secret,
+    [Symbol.dispose]() {
+      Deno.removeSync(base, { recursive: true });
+    },
+  };
+}
+
+/** A TCP listener on the host's loopback that counts the connections it accepts. */
+function loopbackListener(): { port: number; accepted: () => number } & AsyncDisposable {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  let accepted = 0;
+  const loop = (async () => {
+    try {
+      for await (const conn of listener) {
+        accepted++;
+        conn.close();
+      }
+    } catch {
+      // Closed.
+    }
+  })();
+  return {
+    port: (listener.addr as Deno.NetAddr).port,
+    accepted: () => accepted,
+    async [Symbol.asyncDispose]() {
+      listener.close();
+      await loop;
+    },
+  };
+}
+
+/** The probe: tries each forbidden thing and prints one `NAME=ok|no` line per attempt. */
+const PROBE = [
+  "W=$1; O=$2; S=$3; PORT=$4; T=$5",
+  'try() { name=$1; shift; if "$@" >/dev/null 2>&1; then echo "$name=ok"; else echo "$name=no"; fi; }',
+  'try WRITE_IN sh -c \'echo inside > "$0/inside.txt"\' "$W"',
+  'try WRITE_OUT sh -c \'echo outside > "$0/outside.txt"\' "$O"',
+  'try WRITE_TMP sh -c \'echo tmp > "/tmp/$0"\' "$T"',
+  'echo "SECRET=$(cat "$S/secret.txt" 2>/dev/null)"',
+  'try NET bash -c \'exec 3<>"/dev/tcp/127.0.0.1/$0"\' "$PORT"',
+  "echo DONE",
+].join("\n");
+
+interface ProbeResult {
+  lines: Record<string, string>;
+  output: string;
+  sandboxType: unknown;
+  sandboxDenied: unknown;
+}
+
+let processCounter = 0;
+
+/** Runs the probe through `process/start` (pipe or tty) and collects what it printed. */
+async function runProbe(
+  client: Awaited<ReturnType<typeof startStdio>>["stdio"],
+  layout: ReturnType<typeof makeLayout>,
+  port: number,
+  options: { tty: boolean; sandbox?: Json },
+): Promise<ProbeResult & { tmpName: string }> {
+  const processId = `probe-${++processCounter}`;
+  const tmpName = `confine-probe-${crypto.randomUUID()}`;
+  const response = await client.request(processCounter + 100, "process/start", {
+    processId,
+    argv: ["/bin/bash", "-c", PROBE, "probe", layout.w, layout.o, layout.s, String(port), tmpName],
+    cwd: uriFromPath(layout.w),
+    env: { PATH: "/usr/bin:/bin" },
+    tty: options.tty,
+    ...(options.sandbox ? { sandbox: options.sandbox } : {}),
+  });
+  assert.ok(response.result, `process/start failed: ${JSON.stringify(response)}`);
+  const events = await client.log.processClosed(processId, 30_000);
+  const output = client.log.outputText(processId, options.tty ? "pty" : "stdout");
+  assert.match(output, /DONE/, `the probe did not finish: ${output}`);
+  const lines: Record<string, string> = {};
+  for (const match of output.matchAll(/^([A-Z_]+)=(.*?)\r?$/gm)) lines[match[1]!] = match[2]!;
+  const exited = events.find((m) => m.method === "process/exited")?.params as Json;
+  return {
+    lines,
+    output,
+    sandboxType: (response.result as Json).sandboxType,
+    sandboxDenied: exited.sandboxDenied,
+    tmpName,
+  };
+}
+
+const CEILING_ARGS = (layout: ReturnType<typeof makeLayout>) => [
+  "--sandbox",
+  "workspace-write",
+  "--writable-root",
+  layout.w,
+  "--deny-read",
+  layout.s,
+];
+
+const ROOT = { type: "special", value: { kind: "root" } };
+
+/** Client sandboxes wider than the ceiling. */
+const WIDER: Record<string, Json> = {
+  "no sandbox of its own": {},
+  "a disabled sandbox": {
+    sandbox: { permissions: { type: "disabled" }, windowsSandboxLevel: "disabled" },
+  },
+  "a full-write, network-enabled sandbox": {
+    sandbox: {
+      permissions: {
+        type: "managed",
+        network: "enabled",
+        file_system: { type: "restricted", entries: [{ path: ROOT, access: "write" }] },
+      },
+      windowsSandboxLevel: "disabled",
+    },
+  },
+};
+
+function assertConfined(
+  result: ProbeResult & { tmpName: string },
+  layout: ReturnType<typeof makeLayout>,
+  accepted: number,
+) {
+  const context = `output:\n${result.output}`;
+  assert.equal(result.lines.WRITE_IN, "ok", `a write inside the writable root failed; ${context}`);
+  assert.equal(Deno.readTextFileSync(`${layout.w}/inside.txt`), "inside\n");
+  assert.equal(
+    result.lines.WRITE_OUT,
+    "no",
+    `a write outside the writable root worked; ${context}`,
+  );
+  assert.throws(() => Deno.lstatSync(`${layout.o}/outside.txt`), Deno.errors.NotFound);
+  assert.throws(() => Deno.lstatSync(`/tmp/${result.tmpName}`), Deno.errors.NotFound);
+  assert.equal(result.lines.SECRET, "", `the denied file was read; ${context}`);
+  assert.ok(!result.output.includes(layout.secret), context);
+  assert.equal(result.lines.NET, "no", `the host's loopback was reachable; ${context}`);
+  assert.equal(accepted, 0, "the loopback listener accepted a connection");
+  assert.equal(result.sandboxType, "linuxSeccomp");
+}
+
+for (const [label, extra] of Object.entries(WIDER)) {
+  for (const tty of [false, true]) {
+    const mode = tty ? "tty" : "pipe";
+    Deno.test({
+      name:
+        `--sandbox workspace-write confines a ${mode} shell of a client with ${label}: no writes outside the writable root, no reads of a denied path, no host loopback${SKIP}`,
+      ignore: !availability.ok,
+      async fn() {
+        using layout = makeLayout();
+        await using listener = loopbackListener();
+        await using server = await startStdio({ args: CEILING_ARGS(layout) });
+        const client = server.stdio;
+        const init = await client.request(0, "initialize", { clientName: "confine-test" });
+        assert.ok(
+          init.result,
+          `initialize failed: ${JSON.stringify(init)}; stderr: ${await stderrOf(server, init)}`,
+        );
+        await client.send({ method: "initialized", params: {} });
+        const result = await runProbe(client, layout, listener.port, {
+          tty,
+          sandbox: extra.sandbox as Json | undefined,
+        });
+        assertConfined(result, layout, listener.accepted());
+      },
+    });
+  }
+}
+
+/** The server's stderr when initialize failed (the server exited), for the failure message. */
+async function stderrOf(
+  server: Awaited<ReturnType<typeof startStdio>>,
+  init: Json,
+): Promise<string> {
+  if (init.result) return "";
+  server.kill("SIGKILL");
+  return await server.stderr;
+}
+
+Deno.test({
+  name:
+    `without --sandbox the same probe writes outside, reads the secret and reaches the loopback${SKIP}`,
+  ignore: !availability.ok,
+  async fn() {
+    using layout = makeLayout();
+    await using listener = loopbackListener();
+    await using server = await startStdio();
+    const client = server.stdio;
+    await client.request(0, "initialize", { clientName: "confine-test" });
+    await client.send({ method: "initialized", params: {} });
+    const result = await runProbe(client, layout, listener.port, { tty: false });
+    try {
+      assert.equal(result.lines.WRITE_IN, "ok", result.output);
+      assert.equal(result.lines.WRITE_OUT, "ok", result.output);
+      assert.equal(result.lines.SECRET, layout.secret, result.output);
+      assert.equal(result.lines.NET, "ok", result.output);
+      assert.equal(result.sandboxType, "none");
+    } finally {
+      Deno.removeSync(`/tmp/${result.tmpName}`);
+    }
+  },
+});
+
+Deno.test({
+  name:
+    `a client's read-only sandbox narrows the ceiling: no write even inside the writable root${SKIP}`,
+  ignore: !availability.ok,
+  async fn() {
+    using layout = makeLayout();
+    await using listener = loopbackListener();
+    await using server = await startStdio({ args: CEILING_ARGS(layout) });
+    const client = server.stdio;
+    await client.request(0, "initialize", { clientName: "confine-test" });
+    await client.send({ method: "initialized", params: {} });
+    const readOnly = {
+      permissions: {
+        type: "managed",
+        network: "restricted",
+        file_system: { type: "restricted", entries: [{ path: ROOT, access: "read" }] },
+      },
+      windowsSandboxLevel: "disabled",
+    };
+    const result = await runProbe(client, layout, listener.port, { tty: false, sandbox: readOnly });
+    assert.equal(result.lines.WRITE_IN, "no", result.output);
+    assert.throws(() => Deno.lstatSync(`${layout.w}/inside.txt`), Deno.errors.NotFound);
+    assert.equal(result.lines.WRITE_OUT, "no", result.output);
+    assert.equal(result.lines.SECRET, "", result.output);
+    assert.equal(result.lines.NET, "no", result.output);
+    assert.equal(result.sandboxType, "linuxSeccomp");
+  },
+});
+
+Deno.test({
+  name:
+    `--network-access gives confined processes the network, still without writes outside the writable root${SKIP}`,
+  ignore: !availability.ok,
+  async fn() {
+    using layout = makeLayout();
+    await using listener = loopbackListener();
+    await using server = await startStdio({ args: [...CEILING_ARGS(layout), "--network-access"] });
+    const client = server.stdio;
+    await client.request(0, "initialize", { clientName: "confine-test" });
+    await client.send({ method: "initialized", params: {} });
+    const result = await runProbe(client, layout, listener.port, { tty: false });
+    assert.equal(result.lines.NET, "ok", result.output);
+    assert.equal(result.lines.WRITE_OUT, "no", result.output);
+    assert.equal(result.lines.SECRET, "", result.output);
+  },
+});
+
+/** Sends one request and returns its response. */
+async function call(
+  client: Awaited<ReturnType<typeof startStdio>>["stdio"],
+  method: string,
+  params: Json,
+): Promise<Json> {
+  return await client.request(`${method}-${++processCounter}`, method, params);
+}
+
+function assertPermissionDenied(response: Json, permission: "read" | "write", what: string): void {
+  const error = response.error as { code: number; data?: Json } | undefined;
+  assert.ok(error, `${what} succeeded: ${JSON.stringify(response)}`);
+  assert.equal(error.code, -32600, `${what}: ${JSON.stringify(error)}`);
+  assert.equal(error.data?.kind, "permissionDenied", `${what}: ${JSON.stringify(error)}`);
+  assert.equal(error.data?.permission, permission, `${what}: ${JSON.stringify(error)}`);
+}
+
+const DATA = btoa("data\n");
+
+Deno.test({
+  name:
+    `--sandbox workspace-write refuses fs writes outside the writable roots and reads of denied paths with the typed permission error${SKIP}`,
+  ignore: !availability.ok,
+  async fn() {
+    using layout = makeLayout();
+    Deno.writeTextFileSync(`${layout.o}/existing.txt`, "old\n");
+    await using server = await startStdio({ args: CEILING_ARGS(layout) });
+    const client = server.stdio;
+    await client.request(0, "initialize", { clientName: "confine-test" });
+    await client.send({ method: "initialized", params: {} });
+    const uri = (path: string) => uriFromPath(path);
+    for (const sandbox of [undefined, WIDER["a disabled sandbox"]!.sandbox]) {
+      const extra = sandbox ? { sandbox } : {};
+      // Inside the writable root: allowed.
+      const inside = await call(client, "fs/writeFile", {
+        path: uri(`${layout.w}/a.txt`),
+        dataBase64: DATA,
+        ...extra,
+      });
+      assert.deepEqual(inside.result, {}, JSON.stringify(inside));
+      assert.equal(Deno.readTextFileSync(`${layout.w}/a.txt`), "data\n");
+      // Writes outside.
+      assertPermissionDenied(
+        await call(client, "fs/writeFile", {
+          path: uri(`${layout.o}/new.txt`),
+          dataBase64: DATA,
+          ...extra,
+        }),
+        "write",
+        "fs/writeFile outside",
+      );
+      assertPermissionDenied(
+        await call(client, "fs/createDirectory", { path: uri(`${layout.o}/dir`), ...extra }),
+        "write",
+        "fs/createDirectory outside",
+      );
+      assertPermissionDenied(
+        await call(client, "fs/remove", { path: uri(`${layout.o}/existing.txt`), ...extra }),
+        "write",
+        "fs/remove outside",
+      );
+      assertPermissionDenied(
+        await call(client, "fs/copy", {
+          sourcePath: uri(`${layout.w}/a.txt`),
+          destinationPath: uri(`${layout.o}/copy.txt`),
+          recursive: false,
+          ...extra,
+        }),
+        "write",
+        "fs/copy to outside",
+      );
+      assertPermissionDenied(
+        await call(client, "fs/open", {
+          handleId: `h-${++processCounter}`,
+          path: uri(`${layout.o}/opened.txt`),
+          mode: "replace",
+          ...extra,
+        }),
+        "write",
+        "fs/open replace outside",
+      );
+      assertPermissionDenied(
+        await call(client, "fs/writeFile", {
+          path: uri(`/tmp/confine-${crypto.randomUUID()}`),
+          dataBase64: DATA,
+          ...extra,
+        }),
+        "write",
+        "fs/writeFile to the host's /tmp",
+      );
+      // Reads of the denied path.
+      assertPermissionDenied(
+        await call(client, "fs/readFile", { path: uri(`${layout.s}/secret.txt`), ...extra }),
+        "read",
+        "fs/readFile of the denied file",
+      );
+      assertPermissionDenied(
+        await call(client, "fs/readDirectory", { path: uri(layout.s), ...extra }),
+        "read",
+        "fs/readDirectory of the denied directory",
+      );
+      assertPermissionDenied(
+        await call(client, "fs/copy", {
+          sourcePath: uri(`${layout.s}/secret.txt`),
+          destinationPath: uri(`${layout.w}/stolen.txt`),
+          recursive: false,
+          ...extra,
+        }),
+        "read",
+        "fs/copy of the denied file",
+      );
+      assertPermissionDenied(
+        await call(client, "fs/open", {
+          handleId: `h-${++processCounter}`,
+          path: uri(`${layout.s}/secret.txt`),
+          ...extra,
+        }),
+        "read",
+        "fs/open of the denied file",
+      );
+      // Reads elsewhere: allowed.
+      const read = await call(client, "fs/readFile", {
+        path: uri(`${layout.o}/existing.txt`),
+        ...extra,
+      });
+      assert.equal(read.result && atob((read.result as Json).dataBase64 as string), "old\n");
+    }
+    assert.deepEqual([...Deno.readDirSync(layout.o)].map((e) => e.name), ["existing.txt"]);
+    assert.throws(() => Deno.lstatSync(`${layout.w}/stolen.txt`), Deno.errors.NotFound);
+  },
+});
+
+Deno.test({
+  name: `--sandbox denies processes the server's token file automatically${SKIP}`,
+  ignore: !availability.ok,
+  async fn() {
+    using layout = makeLayout();
+    const tokenFile = `${layout.base}/token`;
+    const token = `token-${crypto.randomUUID()}`;
+    Deno.writeTextFileSync(tokenFile, token);
+    await using server = await startStdio({
+      args: [
+        ...CEILING_ARGS(layout),
+        "--ws-auth",
+        "capability-token",
+        "--ws-token-file",
+        tokenFile,
+      ],
+    });
+    const client = server.stdio;
+    await client.request(0, "initialize", { clientName: "confine-test" });
+    await client.send({ method: "initialized", params: {} });
+    const start = await client.request(1, "process/start", {
+      processId: "token",
+      argv: ["/bin/sh", "-c", `cat '${tokenFile}'; echo DONE`],
+      cwd: uriFromPath(layout.w),
+      env: { PATH: "/usr/bin:/bin" },
+      tty: false,
+    });
+    assert.ok(start.result, JSON.stringify(start));
+    await client.log.processClosed("token");
+    const output = client.log.outputText("token");
+    assert.match(output, /DONE/);
+    assert.ok(!output.includes(token), `the token file was readable: ${output}`);
+    assertPermissionDenied(
+      await call(client, "fs/readFile", { path: uriFromPath(tokenFile) }),
+      "read",
+      "fs/readFile of the token file",
+    );
+  },
+});
+
+Deno.test({
+  name:
+    `environmentInfo.capabilities and protocol/describe say what the server's sandbox enforces${SKIP}`,
+  ignore: !availability.ok,
+  async fn() {
+    using layout = makeLayout();
+    await using server = await startStdio({ args: CEILING_ARGS(layout) });
+    const client = server.stdio;
+    const init = await client.request(0, "initialize", { clientName: "confine-test" });
+    await client.send({ method: "initialized", params: {} });
+    const info = await client.request(1, "environment/info", {});
+    const caps = (info.result as Json).capabilities as Json;
+    assert.equal(caps.serverSandbox, true);
+    assert.ok(init.result);
+    const described = await client.request(2, "protocol/describe", {});
+    const sandbox = (described.result as Json).sandbox as Json;
+    assert.equal(sandbox.mode, "workspace-write");
+    assert.deepEqual(sandbox.writableRoots, [uriFromPath(layout.w)]);
+    assert.ok((sandbox.denyRead as string[]).includes(uriFromPath(layout.s)));
+    assert.equal(sandbox.networkAccess, false);
+    assert.equal(sandbox.privateTmp, true);
+  },
+});
+
+Deno.test("without --sandbox, environmentInfo.capabilities.serverSandbox is false and protocol/describe says danger-full-access", async () => {
+  await using server = await startStdio();
+  const client = server.stdio;
+  await client.request(0, "initialize", { clientName: "confine-test" });
+  await client.send({ method: "initialized", params: {} });
+  const info = await client.request(1, "environment/info", {});
+  assert.equal(((info.result as Json).capabilities as Json).serverSandbox, false);
+  const described = await client.request(2, "protocol/describe", {});
+  assert.equal(((described.result as Json).sandbox as Json).mode, "danger-full-access");
+});
+
+/** Starts the server with custom permissions and env, and returns its exit code and stderr. */
+async function startFailing(
+  args: string[],
+  options: { permissions?: string[]; path?: string } = {},
+) {
+  const output = await new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      ...(options.permissions ?? SERVER_PERMISSIONS),
+      MAIN_TS,
+      "--listen",
+      "stdio",
+      ...args,
+    ],
+    env: {
+      PATH: options.path ?? Deno.env.get("PATH") ?? "/usr/bin:/bin",
+      HOME: Deno.env.get("HOME") ?? "/root",
+    },
+    clearEnv: true,
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  return {
+    code: output.code,
+    stdout: new TextDecoder().decode(output.stdout),
+    stderr: new TextDecoder().decode(output.stderr),
+  };
+}
+
+Deno.test("a confining --sandbox refuses to start when bubblewrap cannot create user namespaces, and says why", async () => {
+  using layout = makeLayout();
+  // A bwrap first on PATH that fails the way bubblewrap does without user namespaces.
+  const bin = `${layout.base}/bin`;
+  await Deno.mkdir(bin);
+  await Deno.writeTextFile(
+    `${bin}/bwrap`,
+    '#!/bin/sh\nif [ "$1" = --version ]; then echo "bubblewrap 0.8.0"; exit 0; fi\n' +
+      'echo "bwrap: No permissions to creating new namespace, likely because the kernel does not allow non-privileged user namespaces." >&2\nexit 1\n',
+    { mode: 0o755 },
+  );
+  const result = await startFailing(CEILING_ARGS(layout), { path: `${bin}:/usr/bin:/bin` });
+  assert.equal(result.code, 1, result.stderr);
+  assert.equal(result.stdout, "");
+  assert.match(result.stderr, /--sandbox workspace-write/);
+  assert.match(result.stderr, /user namespaces/);
+});
+
+Deno.test("a confining --sandbox refuses to start when the server may not run bubblewrap, and says why", async () => {
+  const permissions = SERVER_PERMISSIONS.map((flag) =>
+    flag === "--allow-run" ? "--allow-run=/bin/sh,/bin/bash" : flag
+  );
+  const result = await startFailing(["--sandbox", "read-only"], { permissions });
+  assert.equal(result.code, 1, result.stderr);
+  assert.match(result.stderr, /--sandbox read-only/);
+  assert.match(result.stderr, /bwrap/);
+});
+
+Deno.test("--sandbox danger-full-access starts without bubblewrap", async () => {
+  const permissions = SERVER_PERMISSIONS.map((flag) =>
+    flag === "--allow-run" ? "--allow-run=/bin/sh" : flag
+  );
+  const output = await new Deno.Command(Deno.execPath(), {
+    args: ["run", ...permissions, MAIN_TS, "--listen", "stdio", "--sandbox", "danger-full-access"],
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const writer = output.stdin.getWriter();
+  await writer.write(
+    new TextEncoder().encode('{"id":1,"method":"initialize","params":{"clientName":"t"}}\n'),
+  );
+  await writer.close();
+  const result = await output.output();
+  assert.equal(result.code, 0, new TextDecoder().decode(result.stderr));
+  assert.match(new TextDecoder().decode(result.stdout), /"sessionId"/);
+});
+
+Deno.test("--sandbox rejects an unknown mode and --writable-root without workspace-write", async () => {
+  const unknown = await startFailing(["--sandbox", "everything"]);
+  assert.equal(unknown.code, 2);
+  assert.match(
+    unknown.stderr,
+    /--sandbox must be read-only, workspace-write or danger-full-access/,
+  );
+  const stray = await startFailing(["--writable-root", "/var/tmp"]);
+  assert.equal(stray.code, 2);
+  assert.match(stray.stderr, /--writable-root needs --sandbox workspace-write/);
+  const relative = await startFailing(["--sandbox", "workspace-write", "--writable-root", "rel"]);
+  assert.equal(relative.code, 2);
+  assert.match(relative.stderr, /absolute/);
+});
