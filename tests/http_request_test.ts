@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { zstdCompressSync } from "node:zlib";
 import { ErrorCode, RpcError } from "../lib/protocol/errors.ts";
+import { concat } from "./helpers/server_harness.ts";
 import {
   type BodyDelta,
   type HttpRequestParams,
@@ -165,14 +166,7 @@ function text(base64: string): string {
 }
 
 function joined(deltas: BodyDelta[]): Uint8Array {
-  const parts = deltas.map((delta) => Uint8Array.fromBase64(delta.deltaBase64));
-  const out = new Uint8Array(parts.reduce((sum, part) => sum + part.length, 0));
-  let offset = 0;
-  for (const part of parts) {
-    out.set(part, offset);
-    offset += part.length;
-  }
-  return out;
+  return concat(deltas.map((delta) => Uint8Array.fromBase64(delta.deltaBase64)));
 }
 
 function assertEquals(actual: unknown, expected: unknown): void {
