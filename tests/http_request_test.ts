@@ -4,6 +4,7 @@ import { ErrorCode, RpcError } from "../lib/protocol/errors.ts";
 import type { ParamsOf, ResultOf } from "../lib/protocol/methods.ts";
 import { MAX_BUFFERED_BODY_BYTES } from "../lib/server/http/decoding.ts";
 import { HttpRequestTable, MAX_DELTA_BYTES } from "../lib/server/http/request.ts";
+import { concat } from "./helpers/server_harness.ts";
 
 type BodyDelta = ParamsOf<"http/request/bodyDelta">;
 type HttpRequestParams = ParamsOf<"http/request">;
@@ -164,14 +165,7 @@ function text(base64: string): string {
 }
 
 function joined(deltas: BodyDelta[]): Uint8Array {
-  const parts = deltas.map((delta) => Uint8Array.fromBase64(delta.deltaBase64));
-  const out = new Uint8Array(parts.reduce((sum, part) => sum + part.length, 0));
-  let offset = 0;
-  for (const part of parts) {
-    out.set(part, offset);
-    offset += part.length;
-  }
-  return out;
+  return concat(deltas.map((delta) => Uint8Array.fromBase64(delta.deltaBase64)));
 }
 
 function assertEquals(actual: unknown, expected: unknown): void {
