@@ -1038,6 +1038,7 @@ Deno.test({
     });
     assert.deepEqual(refused.error, {
       code: -32603,
+      data: { kind: "osError", errno: "EROFS" },
       message: "Read-only file system (os error 30)",
     });
     const inside = uriFromPath(`${layout.ws}/new.txt`);
