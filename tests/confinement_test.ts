@@ -764,3 +764,16 @@ Deno.test("bwrapArgs mounts a private /tmp of PRIVATE_TMP_BYTES before the mount
   const bind = args.findIndex((arg, i) => arg === "--bind" && args[i + 1] === "/tmp/w");
   assert.ok(bind > tmpfs, args.join(" "));
 });
+
+Deno.test("--deny-read of a path outside the server's --allow-read refuses to start instead of leaving it readable", async () => {
+  using layout = makeLayout();
+  const permissions = SERVER_PERMISSIONS.map((flag) =>
+    flag === "--allow-read" ? `--allow-read=${layout.w},/usr/bin/bwrap,/bin/sh,/tmp` : flag
+  );
+  const result = await startFailing(CEILING_ARGS(layout), { permissions });
+  assert.equal(result.code, 2, result.stderr);
+  assert.match(
+    result.stderr,
+    new RegExp(`--deny-read ${layout.s} must be inside the server's --allow-read`),
+  );
+});
