@@ -6,13 +6,9 @@
  */
 
 import assert from "node:assert/strict";
-import {
-  accessAt,
-  bwrapArgs,
-  sandboxAvailable,
-  type SandboxPlan,
-} from "../lib/server/sandbox/bubblewrap.ts";
-import { intersectPlans } from "../lib/server/sandbox/policy.ts";
+import { sandboxAvailable } from "../lib/server/sandbox/availability.ts";
+import { bwrapArgs } from "../lib/server/sandbox/bubblewrap.ts";
+import { accessAt, intersectPlans, type SandboxPlan } from "../lib/server/sandbox/policy.ts";
 import { PRIVATE_TMP_BYTES } from "../lib/server/sandbox/server_policy.ts";
 import { uriFromPath } from "../lib/server/host/path_uri.ts";
 import {

@@ -16,6 +16,7 @@ import { Semaphore } from "../lib/rpc/semaphore.ts";
 import { stdioTransport } from "../lib/rpc/stdio_transport.ts";
 import type { Inbound, Transport } from "../lib/rpc/transport.ts";
 import { websocketTransport } from "../lib/rpc/websocket_transport.ts";
+import { serveUpgrades } from "./helpers/upgrade_server.ts";
 
 type Json = Record<string, unknown>;
 
@@ -537,15 +538,7 @@ Deno.test("Connection pair talks over stdio framing in both directions", async (
 
 Deno.test("Connection pair talks over a real WebSocket on 127.0.0.1", async () => {
   const serverSide = Promise.withResolvers<Connection>();
-  const ac = new AbortController();
-  const listening = Promise.withResolvers<Deno.NetAddr>();
-  const httpServer = Deno.serve({
-    hostname: "127.0.0.1",
-    port: 0,
-    signal: ac.signal,
-    onListen: (addr) => listening.resolve(addr as Deno.NetAddr),
-  }, (request) => {
-    const { socket, response } = Deno.upgradeWebSocket(request);
+  await using endpoint = await serveUpgrades((socket) =>
     serverSide.resolve(
       new Connection(websocketTransport(socket, { label: "ws test" }), {
         handlers: {
@@ -555,11 +548,9 @@ Deno.test("Connection pair talks over a real WebSocket on 127.0.0.1", async () =
           },
         },
       }),
-    );
-    return response;
-  });
-  const addr = await listening.promise;
-  const socket = new WebSocket(`ws://127.0.0.1:${addr.port}/`);
+    )
+  );
+  const socket = new WebSocket(endpoint.url);
   const unmatched: unknown[] = [];
   const client = new Connection(websocketTransport(socket, { label: "client" }), {
     handlers: { unmatched: (m) => unmatched.push(m) },
@@ -593,8 +584,6 @@ Deno.test("Connection pair talks over a real WebSocket on 127.0.0.1", async () =
     await server.closed;
   } finally {
     client.close();
-    ac.abort();
-    await httpServer.finished;
   }
 });
 

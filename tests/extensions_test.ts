@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { type Json, type StdioClient, toJson } from "./helpers/server_harness.ts";
 import { InProcessServer } from "./helpers/in_process_server.ts";
-import { call, callError, PROCESS_ENV as ENV, startProcess as start } from "./helpers/rpc.ts";
+import { call, callError, PROCESS_ENV as ENV, sh, startProcess as start } from "./helpers/rpc.ts";
 import { collectText } from "./fixtures/client_server.ts";
 import { connect } from "../lib/client/client.ts";
 import { type ProcessHost, TrackedProcess } from "../lib/client/process_handle.ts";
@@ -62,7 +62,7 @@ Deno.test("a client that did not opt in sees the reference shapes and behaviour"
   await using server = await session();
   const client = server.stdio;
   await t.step("process/exited and process/read carry no extension members", async () => {
-    await start(client, "sig", ["/bin/sh", "-c", "kill -TERM $$"]);
+    await start(client, "sig", sh("kill -TERM $$"));
     const exited = exitedParams(await client.log.processClosed("sig"));
     assert.deepEqual(Object.keys(exited), ["processId", "seq", "exitCode", "sandboxDenied"]);
     assert.equal(exited.exitCode, 143);
@@ -85,11 +85,7 @@ Deno.test("a client that did not opt in sees the reference shapes and behaviour"
     assert.deepEqual(error.data, { field: "signal" }, "the same shape as a params error");
   });
   await t.step("graceMs is ignored: terminate is SIGKILL at once", async () => {
-    await start(client, "trap", [
-      "/bin/sh",
-      "-c",
-      "trap 'echo term' TERM; echo ready; while :; do sleep 1; done",
-    ]);
+    await start(client, "trap", sh("trap 'echo term' TERM; echo ready; while :; do sleep 1; done"));
     await waitForText(client, "trap", "ready");
     await call(client, "process/terminate", { processId: "trap", graceMs: 60_000 });
     const exited = exitedParams(await client.log.processClosed("trap"));
@@ -121,11 +117,12 @@ Deno.test("process/resize sets a tty process's size and the child gets SIGWINCH"
     t.step({ name: "skipped: no pseudo-terminals here", ignore: true, fn() {} });
     return;
   }
-  await start(client, "t", [
-    "/bin/sh",
-    "-c",
-    "trap 'stty size; exit 0' WINCH; stty size; echo ready; while :; do sleep 0.05; done",
-  ], { tty: true, size: { rows: 30, cols: 100 } });
+  await start(
+    client,
+    "t",
+    sh("trap 'stty size; exit 0' WINCH; stty size; echo ready; while :; do sleep 0.05; done"),
+    { tty: true, size: { rows: 30, cols: 100 } },
+  );
   await waitForText(client, "t", "30 100\r\nready\r\n", "pty");
   assert.deepEqual(
     await call(client, "process/resize", { processId: "t", cols: 120, rows: 40 }),
@@ -162,11 +159,11 @@ Deno.test("process/resize and size are refused for pipe processes", async () => 
 Deno.test("process/signal sends named signals and process/exited says which one ended it", async () => {
   await using server = await session(ALL);
   const client = server.stdio;
-  await start(client, "s", [
-    "/bin/sh",
-    "-c",
-    "trap 'echo hup' HUP; trap 'echo usr1' USR1; echo ready; while :; do sleep 0.05; done",
-  ]);
+  await start(
+    client,
+    "s",
+    sh("trap 'echo hup' HUP; trap 'echo usr1' USR1; echo ready; while :; do sleep 0.05; done"),
+  );
   await waitForText(client, "s", "ready\n");
   assert.deepEqual(await call(client, "process/signal", { processId: "s", signal: "hangup" }), {});
   await waitForText(client, "s", "hup\n");
@@ -178,7 +175,7 @@ Deno.test("process/signal sends named signals and process/exited says which one 
   assert.equal(exited.signal, "SIGTERM");
   const read = await call(client, "process/read", { processId: "s" });
   assert.equal(read.signal, "SIGTERM");
-  await start(client, "ok", ["/bin/sh", "-c", "exit 3"]);
+  await start(client, "ok", sh("exit 3"));
   const normal = exitedParams(await client.log.processClosed("ok"));
   assert.equal(normal.signal, null, "a normal exit has signal null");
   const bogus = await callError(client, "process/signal", { processId: "ok", signal: "bogus" });
@@ -194,11 +191,11 @@ Deno.test("process/signal sends named signals and process/exited says which one 
 Deno.test("process/terminate with graceMs sends SIGTERM, then SIGKILL after the grace", async () => {
   await using server = await session(ALL);
   const client = server.stdio;
-  await start(client, "stubborn", [
-    "/bin/sh",
-    "-c",
-    "trap 'echo term' TERM; echo ready; while :; do sleep 0.05; done",
-  ]);
+  await start(
+    client,
+    "stubborn",
+    sh("trap 'echo term' TERM; echo ready; while :; do sleep 0.05; done"),
+  );
   await waitForText(client, "stubborn", "ready\n");
   assert.deepEqual(
     await call(client, "process/terminate", { processId: "stubborn", graceMs: 200 }),
@@ -247,7 +244,7 @@ Deno.test("process/write closeStdin sends EOF and the writeId rules still hold",
       await t.step({ name: "skipped: no pseudo-terminals here", ignore: true, fn() {} });
       return;
     }
-    await start(client, "tty", ["/bin/sh", "-c", "stty -echo; echo ready; cat; echo end:$?"], {
+    await start(client, "tty", sh("stty -echo; echo ready; cat; echo end:$?"), {
       tty: true,
     });
     await waitForText(client, "tty", "ready\r\n", "pty");
@@ -421,7 +418,7 @@ Deno.test("client process handles resize, signal, close stdin and terminate with
   });
   await t.step("signal() and terminate({graceMs}) report the ending signal", async () => {
     const proc = await client.startProcess({
-      argv: ["/bin/sh", "-c", "trap 'echo hup' HUP; echo ready; while :; do sleep 0.05; done"],
+      argv: sh("trap 'echo hup' HUP; echo ready; while :; do sleep 0.05; done"),
       env: ENV,
     });
     const pieces = proc.text()[Symbol.asyncIterator]();
@@ -440,11 +437,7 @@ Deno.test("client process handles resize, signal, close stdin and terminate with
       return;
     }
     const proc = await client.startProcess({
-      argv: [
-        "/bin/sh",
-        "-c",
-        "trap 'stty size; exit 0' WINCH; echo ready; while :; do sleep 0.05; done",
-      ],
+      argv: sh("trap 'stty size; exit 0' WINCH; echo ready; while :; do sleep 0.05; done"),
       env: ENV,
       tty: true,
       size: { rows: 10, cols: 20 },

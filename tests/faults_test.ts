@@ -20,9 +20,8 @@ import {
 } from "./helpers/server_harness.ts";
 import { rssKib, sleep, waitUntil } from "./helpers/reliability_proc.ts";
 import { RawWebSocket } from "./helpers/reliability_server.ts";
-import { call, nextRequestId } from "./helpers/rpc.ts";
+import { call, nextRequestId, sh, startParams } from "./helpers/rpc.ts";
 
-const ENV = { PATH: "/usr/bin:/bin" };
 /**
  * How much a server may grow while a client is not reading: its own buffers
  * are 8 MiB outbound, 128 queued messages and 1 MiB of retained output per
@@ -38,25 +37,20 @@ const LONG = Deno.env.get("EXEC_SERVER_LONG_TESTS") === "1";
 /** Requests a non-reading stdio client offers (about 1 KiB each). */
 const STDIO_FLOOD_REQUESTS = 40_000;
 
-function startParams(processId: string, script: string): Json {
-  return {
-    processId,
-    argv: ["/bin/sh", "-c", script],
-    cwd: "file:///tmp",
-    env: ENV,
-    tty: false,
-  };
+/** The params of `/bin/sh -c script` as a pipe process. */
+function shParams(processId: string, script: string): Json {
+  return startParams(processId, sh(script));
 }
 
 /** Checks that a connection answers and can run a process to completion. */
 async function assertResponsive(client: ProtocolClient, tag: string): Promise<void> {
   assert.deepEqual(await call(client, "environment/status"), { status: "ready" });
-  await call(client, "process/start", startParams(tag, "echo alive"));
+  await call(client, "process/start", shParams(tag, "echo alive"));
   await client.log.processClosed(tag);
   assert.equal(client.log.outputText(tag), "alive\n");
 }
 
-/** A request padded to about 1 KiB (unknown envelope members are ignored, spec §2.2). */
+/** A request padded to about 1 KiB (unknown envelope members are ignored, docs/protocol.md §2.2). */
 function paddedRequest(id: number): string {
   return `{"id":${id},"method":"environment/info","pad":"${"p".repeat(1000)}"}`;
 }
@@ -73,9 +67,7 @@ Deno.test("a WebSocket client that stops reading process output leaves memory bo
   assert.ok(JSON.parse((await raw.readMessage())!).result);
   await raw.sendText(`{"method":"initialized"}`);
   await raw.sendText(
-    `{"id":1,"method":"process/start","params":${
-      JSON.stringify(startParams("flood", FLOOD_STREAM))
-    }}`,
+    `{"id":1,"method":"process/start","params":${JSON.stringify(shParams("flood", FLOOD_STREAM))}}`,
   );
   // From here on the raw client reads nothing: the child's output must wait in its pipe.
   let peak = 0;
@@ -245,9 +237,7 @@ Deno.test("a stdio client that stops reading process output blocks the child, no
   await stdout.readUntil(1);
   const idle = rssKib(server.pid);
   await send(
-    `{"id":1,"method":"process/start","params":${
-      JSON.stringify(startParams("flood", FLOOD_STREAM))
-    }}`,
+    `{"id":1,"method":"process/start","params":${JSON.stringify(shParams("flood", FLOOD_STREAM))}}`,
   );
   let peak = 0;
   for (let i = 0; i < 20; i++) {
@@ -269,11 +259,11 @@ Deno.test("a child that closes stdout and stderr but keeps running is neither ex
   await using server = await ServerProcess.start({ listen: "stdio" });
   const client = server.stdio!;
   await handshake(client);
-  await call(client, "process/start", startParams("quiet", "echo before; exec >&- 2>&-; sleep 30"));
+  await call(client, "process/start", shParams("quiet", "echo before; exec >&- 2>&-; sleep 30"));
   await call(
     client,
     "process/start",
-    startParams("half", "exec >&-; echo on-stderr >&2; sleep 30"),
+    shParams("half", "exec >&-; echo on-stderr >&2; sleep 30"),
   );
   await client.log.waitUntil(() => client.log.outputText("quiet") === "before\n", "output");
   await client.log.waitUntil(
@@ -307,7 +297,7 @@ Deno.test("a child that exits while a grandchild holds stdout gets exited first 
   await call(
     client,
     "process/start",
-    startParams("parent", "(sleep 1; echo late; echo late-err >&2) & echo early; exit 3"),
+    shParams("parent", "(sleep 1; echo late; echo late-err >&2) & echo early; exit 3"),
   );
   const exited = await client.log.waitFor(
     (m) => m.method === "process/exited" && (m.params as Json).processId === "parent",

@@ -31,10 +31,15 @@ const CODEX_BIN = Deno.env.get("CODEX_BIN");
 /** The answers of one server to every row: status and (for a refusal) body. */
 type Answers = Map<string, { status: number; body: string }>;
 
-async function secretDir(): Promise<string> {
+/** Runs `fn` with a fresh directory holding `secret` (the matrix secret), removed afterwards. */
+async function withSecretDir(fn: (dir: string) => Promise<void>): Promise<void> {
   const dir = await Deno.makeTempDir({ dir: Deno.env.get("HOME"), prefix: "es-jwt-" });
-  await Deno.writeTextFile(`${dir}/secret`, `${MATRIX_SECRET}\n`);
-  return dir;
+  try {
+    await Deno.writeTextFile(`${dir}/secret`, `${MATRIX_SECRET}\n`);
+    await fn(dir);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
 }
 
 async function ask(port: number, rows: MatrixCase[], answers: Answers): Promise<void> {
@@ -104,15 +109,12 @@ function expectedDiff(rows: MatrixCase[], answers: Answers): string[] {
 }
 
 Deno.test("signed-bearer-token: every matrix token gets the reference's recorded answer", async () => {
-  const dir = await secretDir();
-  try {
+  await withSecretDir(async (dir) => {
     const rows = await buildMatrix();
     const ours = await askOurs(rows, dir);
     assert.deepEqual(expectedDiff(rows, ours), []);
     assert.ok(rows.some((r) => r.accept) && rows.some((r) => !r.accept));
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
+  });
 });
 
 Deno.test({
@@ -121,8 +123,7 @@ Deno.test({
     : "signed-bearer-token: the reference and this server agree on the matrix (skipped: CODEX_BIN is not set)",
   ignore: CODEX_BIN === undefined,
   async fn() {
-    const dir = await secretDir();
-    try {
+    await withSecretDir(async (dir) => {
       const rows = await buildMatrix();
       const reference = await askReference(CODEX_BIN!, rows, dir);
       assert.deepEqual(expectedDiff(rows, reference), [], "the recorded answers are stale");
@@ -133,9 +134,7 @@ Deno.test({
         `${name}: reference ${JSON.stringify(answer)}, ours ${JSON.stringify(ours.get(name))}`
       );
       assert.deepEqual(differ, []);
-    } finally {
-      await Deno.remove(dir, { recursive: true });
-    }
+    });
   },
 });
 
@@ -180,8 +179,7 @@ Deno.test("signed-bearer-token: exp and nbf are honoured up to exactly the clock
 });
 
 Deno.test("signed-bearer-token: browsers present the JWT as a subprotocol, never echoed", async () => {
-  const dir = await secretDir();
-  try {
+  await withSecretDir(async (dir) => {
     await using server = await ServerProcess.start({
       listen: "ws",
       args: matrixFlags("strict", `${dir}/secret`),
@@ -211,14 +209,11 @@ Deno.test("signed-bearer-token: browsers present the JWT as a subprotocol, never
     assert.equal(query.status, 101);
     await using inQuery = await RawWebSocket.connect(server.port, { path: `/?token=${good}` });
     assert.equal(inQuery.answer.status, 401);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
+  });
 });
 
 Deno.test("signed-bearer-token: the secret is read once at start-up and never logged", async () => {
-  const dir = await secretDir();
-  try {
+  await withSecretDir(async (dir) => {
     const server = await ServerProcess.start({
       listen: "ws",
       args: [...matrixFlags("open", `${dir}/secret`), "--log-level", "debug"],
@@ -238,14 +233,11 @@ Deno.test("signed-bearer-token: the secret is read once at start-up and never lo
     await server.stop();
     const stderr = await server.stderr;
     assert.ok(!stderr.includes(MATRIX_SECRET.slice(0, 16)), stderr);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
+  });
 });
 
 Deno.test("signed-bearer-token: a bad secret file or flag is one line on stderr and exit code 2", async () => {
-  const dir = await secretDir();
-  try {
+  await withSecretDir(async (dir) => {
     await Deno.writeTextFile(`${dir}/empty`, " \n\t\n");
     await Deno.writeTextFile(`${dir}/short`, `${"s".repeat(31)}\n`);
     await Deno.writeTextFile(`${dir}/exact`, "s".repeat(32));
@@ -332,9 +324,7 @@ Deno.test("signed-bearer-token: a bad secret file or flag is one line on stderr 
       headers: { Authorization: `Bearer ${token}` },
     });
     assert.equal(raw.answer.status, 101);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
+  });
 });
 
 async function runCli(args: string[], env: Record<string, string> = {}) {
@@ -349,8 +339,7 @@ async function runCli(args: string[], env: Record<string, string> = {}) {
 }
 
 Deno.test("exec-server run takes a signed bearer token from a file or an environment variable", async () => {
-  const dir = await secretDir();
-  try {
+  await withSecretDir(async (dir) => {
     await using server = await ServerProcess.start({
       listen: "ws",
       args: matrixFlags("open", `${dir}/secret`),
@@ -394,14 +383,11 @@ Deno.test("exec-server run takes a signed bearer token from a file or an environ
       assert.equal(bad.code, 2, bad.stderr);
       assert.match(bad.stderr, message);
     }
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
+  });
 });
 
 Deno.test("client tokenFromFile and tokenFromEnv work for both auth modes, the file re-read each dial", async () => {
-  const dir = await secretDir();
-  try {
+  await withSecretDir(async (dir) => {
     const later = Math.floor(Date.now() / 1000) + 600;
     await Deno.writeTextFile(`${dir}/jwt`, await mint(`{"exp":${later}}`));
     await using signed = await ServerProcess.start({
@@ -431,7 +417,5 @@ Deno.test("client tokenFromFile and tokenFromEnv work for both auth modes, the f
     await Deno.writeTextFile(`${dir}/jwt`, "");
     await assert.rejects(async () => await source(), /it is empty/);
     await assert.rejects(() => connect(signed.url, { token: source }));
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
+  });
 });

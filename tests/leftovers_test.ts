@@ -38,7 +38,7 @@ import {
 } from "./helpers/reliability_proc.ts";
 import { collectGarbage, freePort } from "./helpers/reliability_server.ts";
 import { STREAM_SCRIPT, TREE_SCRIPT } from "./helpers/reliability_client.ts";
-import { call, nextRequestId } from "./helpers/rpc.ts";
+import { call, nextRequestId, sh, startProcess } from "./helpers/rpc.ts";
 
 const LONG = Deno.env.get("EXEC_SERVER_LONG_TESTS") === "1";
 /** Rounds after the warm-up. */
@@ -55,19 +55,12 @@ const WARM_UP_TREES = 30;
 /** Live processes per tree: sh, two sleeps, a nested sh and its sleep. */
 const PROCS_PER_TREE = 5;
 const CLIENT_TS = new URL("./helpers/reliability_client.ts", import.meta.url).pathname;
-const ENV = { PATH: "/usr/bin:/bin" };
 
 async function startTrees(client: ProtocolClient, prefix: string, n: number): Promise<string[]> {
   const ids: string[] = [];
   for (let i = 0; i < n; i++) {
     const processId = `${prefix}-${i}`;
-    await call(client, "process/start", {
-      processId,
-      argv: ["/bin/sh", "-c", TREE_SCRIPT],
-      cwd: "file:///tmp",
-      env: ENV,
-      tty: false,
-    });
+    await startProcess(client, processId, sh(TREE_SCRIPT));
     ids.push(processId);
   }
   return ids;
@@ -239,13 +232,7 @@ Deno.test("server SIGTERM kills every process it started, over stdio and WebSock
       const client = listen === "stdio" ? server.stdio! : await server.connect();
       await handshake(client);
       await startTrees(client, "s", TREES);
-      await call(client, "process/start", {
-        processId: "stream",
-        argv: ["/bin/sh", "-c", STREAM_SCRIPT],
-        cwd: "file:///tmp",
-        env: ENV,
-        tty: false,
-      });
+      await startProcess(client, "stream", sh(STREAM_SCRIPT));
       const procs = await treeOf(server.pid, TREES * PROCS_PER_TREE + 2);
       await client.log.waitFor((m) => m.method === "process/output", "streamed output");
       server.kill("SIGTERM");
@@ -320,13 +307,7 @@ Deno.test("a client SIGKILLed mid-stream leaves no process behind", async (t) =>
  * Starts it and returns the job's process.
  */
 async function startOrphanedJob(client: ProtocolClient, processId: string): Promise<ProcStat> {
-  await call(client, "process/start", {
-    processId,
-    argv: ["/bin/sh", "-c", "sleep 1000 & echo $!; exit 0"],
-    cwd: "file:///tmp",
-    env: ENV,
-    tty: false,
-  });
+  await startProcess(client, processId, sh("sleep 1000 & echo $!; exit 0"));
   await client.log.waitFor(
     (m) => m.method === "process/exited" && (m.params as Json).processId === processId,
     `process/exited of ${processId}`,

@@ -13,6 +13,8 @@ import {
   callError,
   nextRequestId,
   PROCESS_ENV,
+  sh,
+  startParams,
   startProcess as start,
 } from "./helpers/rpc.ts";
 
@@ -52,11 +54,7 @@ function unique(): string {
 Deno.test("process seq numbers cover output, exited and closed in strictly increasing order", async () => {
   await using server = await inProcessSession();
   const client = server.stdio;
-  await start(client, "p", [
-    "/bin/sh",
-    "-c",
-    "for i in 1 2 3 4 5; do echo out$i; echo err$i >&2; done; exit 4",
-  ]);
+  await start(client, "p", sh("for i in 1 2 3 4 5; do echo out$i; echo err$i >&2; done; exit 4"));
   const events = await client.log.processClosed("p");
   const seqs = events.map((m) => (m.params as { seq: number }).seq);
   assert.deepEqual(seqs, [...seqs].sort((a, b) => a - b), "arrival order is seq order");
@@ -110,11 +108,7 @@ function modelRead(chunks: Chunk[], processNextSeq: number, afterSeq: number, ma
 Deno.test("process/read pages with maxBytes and reports nextSeq like the reference", async (t) => {
   await using server = await inProcessSession();
   const client = server.stdio;
-  await start(client, "r1", [
-    "/bin/sh",
-    "-c",
-    "printf aaaa; sleep 0.3; printf bbbbbb; sleep 0.3; printf cc",
-  ]);
+  await start(client, "r1", sh("printf aaaa; sleep 0.3; printf bbbbbb; sleep 0.3; printf cc"));
   const events = await client.log.processClosed("r1");
   const chunks = events.filter((m) => m.method === "process/output").map((m) => m.params as Chunk);
   assert.equal(text(chunks), "aaaabbbbbbcc");
@@ -171,7 +165,7 @@ Deno.test("process/read long poll", async (t) => {
     await call(client, "process/terminate", { processId: "idle" });
   });
   await t.step("a long poll is woken by output", async () => {
-    await start(client, "late", ["/bin/sh", "-c", "sleep 0.3; echo woke; sleep 30"]);
+    await start(client, "late", sh("sleep 0.3; echo woke; sleep 30"));
     const read = readResult(
       await call(client, "process/read", { processId: "late", afterSeq: 0, waitMs: 600_000 }),
     );
@@ -180,7 +174,7 @@ Deno.test("process/read long poll", async (t) => {
     await call(client, "process/terminate", { processId: "late" });
   });
   await t.step("a long poll is woken by an exit without output", async () => {
-    await start(client, "silent", ["/bin/sh", "-c", "sleep 0.3; exit 5"]);
+    await start(client, "silent", sh("sleep 0.3; exit 5"));
     const read = readResult(
       await call(client, "process/read", { processId: "silent", waitMs: 600_000 }),
     );
@@ -330,11 +324,11 @@ Deno.test("process/signal interrupt exits an untrapped child with 130", async ()
 Deno.test("process/signal interrupt reaches a trapping shell", async () => {
   await using server = await inProcessSession();
   const client = server.stdio;
-  await start(client, "s2", [
-    "/bin/sh",
-    "-c",
-    "trap 'echo caught; exit 7' INT; echo armed; while :; do sleep 0.1; done",
-  ]);
+  await start(
+    client,
+    "s2",
+    sh("trap 'echo caught; exit 7' INT; echo armed; while :; do sleep 0.1; done"),
+  );
   await client.log.waitUntil(() => client.log.outputText("s2") === "armed\n", "armed");
   await call(client, "process/signal", { processId: "s2", signal: "interrupt" });
   const events = await client.log.processClosed("s2");
@@ -348,11 +342,7 @@ Deno.test("process/terminate kills the whole process group with SIGKILL (137)", 
   const client = server.stdio;
   const tag = unique();
   const needle = `sleep 1000.${tag}`;
-  await start(client, "grp", [
-    "/bin/sh",
-    "-c",
-    `trap '' TERM; sleep 1000.${tag} & sleep 1000.${tag}; echo never`,
-  ]);
+  await start(client, "grp", sh(`trap '' TERM; sleep 1000.${tag} & sleep 1000.${tag}; echo never`));
   assert.ok(await eventually(() => pidsMatching(needle).length >= 2), "both sleeps are running");
   assert.deepEqual(await call(client, "process/terminate", { processId: "grp" }), {
     running: true,
@@ -378,7 +368,7 @@ Deno.test("process output ring keeps at most 1 MiB, evicting the oldest whole ch
   await using server = await inProcessSession();
   const client = server.stdio;
   const total = 3 * 1024 * 1024 / 2;
-  await start(client, "big", ["/bin/sh", "-c", `head -c ${total} /dev/zero | tr '\\0' x`]);
+  await start(client, "big", sh(`head -c ${total} /dev/zero | tr '\\0' x`));
   const events = await client.log.processClosed("big", 60_000);
   const outputs = events.filter((m) => m.method === "process/output").map((m) => m.params as Chunk);
   const sizes = new Map(outputs.map((c) => [c.seq, Uint8Array.fromBase64(c.chunk).length]));
@@ -436,7 +426,7 @@ function policy(overrides: Json): Json {
   };
 }
 
-Deno.test("process/start envPolicy builds the child environment (spec §8.2)", async (t) => {
+Deno.test("process/start envPolicy builds the child environment (docs/protocol.md §8.2)", async (t) => {
   // The server's own environment matters here: a subprocess with exactly this one.
   await using server = await startStdio({
     env: {
@@ -535,7 +525,7 @@ Deno.test("process/start envPolicy builds the child environment (spec §8.2)", a
 Deno.test("process/start with tty runs on a 24x80 pty and reports one pty stream with CRLF", async () => {
   await using server = await inProcessSession();
   const client = server.stdio;
-  await start(client, "t1", ["/bin/sh", "-c", "printf 'a\\nb\\n'; stty size"], { tty: true });
+  await start(client, "t1", sh("printf 'a\\nb\\n'; stty size"), { tty: true });
   const events = await client.log.processClosed("t1");
   const streams = new Set(
     events.filter((m) => m.method === "process/output").map((m) => (m.params as Chunk).stream),
@@ -549,11 +539,7 @@ Deno.test("process/start with tty runs on a 24x80 pty and reports one pty stream
 Deno.test("process/start with tty takes stdin writes and exits 1 on terminate", async () => {
   await using server = await inProcessSession();
   const client = server.stdio;
-  await start(client, "t2", [
-    "/bin/sh",
-    "-c",
-    "stty -echo; echo ready; read x; echo got:$x; sleep 30",
-  ], {
+  await start(client, "t2", sh("stty -echo; echo ready; read x; echo got:$x; sleep 30"), {
     tty: true,
   });
   await client.log.waitUntil(() => client.log.outputText("t2", "pty") === "ready\r\n", "ready");
@@ -575,14 +561,7 @@ Deno.test("process/start rejects bad requests with the reference's errors", asyn
   await using server = await inProcessSession();
   const client = server.stdio;
   const startError = (processId: string, argv: string[], extra: Json = {}) =>
-    callError(client, "process/start", {
-      processId,
-      argv,
-      cwd: "file:///tmp",
-      env: PROCESS_ENV,
-      tty: false,
-      ...extra,
-    });
+    callError(client, "process/start", startParams(processId, argv, extra));
   await t.step("empty argv", async () => {
     assert.deepEqual(await startError("a", []), {
       code: -32602,
@@ -653,7 +632,7 @@ Deno.test("process/start rejects bad requests with the reference's errors", asyn
     await client.log.processClosed("b");
   });
   await t.step("arg0 is what the program sees as $0", async () => {
-    await start(client, "argv0", ["/bin/sh", "-c", "echo $0"], { arg0: "custom-argv0" });
+    await start(client, "argv0", sh("echo $0"), { arg0: "custom-argv0" });
     await client.log.processClosed("argv0");
     assert.equal(client.log.outputText("argv0"), "custom-argv0\n");
   });
@@ -662,11 +641,11 @@ Deno.test("process/start rejects bad requests with the reference's errors", asyn
 Deno.test("process output delivered after exit keeps closed last (background child holds stdout)", async () => {
   await using server = await inProcessSession();
   const client = server.stdio;
-  await start(client, "o1", [
-    "/bin/sh",
-    "-c",
-    "echo first; (sleep 0.5; echo late-from-background-child) & exit 0",
-  ]);
+  await start(
+    client,
+    "o1",
+    sh("echo first; (sleep 0.5; echo late-from-background-child) & exit 0"),
+  );
   const events = await client.log.processClosed("o1");
   assert.equal(client.log.outputText("o1"), "first\nlate-from-background-child\n");
   const kinds = events.map((m) => m.method);

@@ -28,16 +28,65 @@ async function run(args: string[], input?: Uint8Array): Promise<RunResult> {
 
 const text = (bytes: Uint8Array): string => new TextDecoder().decode(bytes);
 
+/** `exec-server run` arguments: the server, `flags`, then `/bin/sh -c script`. */
+function remoteSh(url: string, script: string, ...flags: string[]): string[] {
+  return ["--url", url, ...flags, "--", "/bin/sh", "-c", script];
+}
+
+/** A child's stdout, read as text up to a marker or to its end. */
+class Output {
+  readonly #reader: ReadableStreamDefaultReader<Uint8Array>;
+  /** Everything read so far. */
+  seen = "";
+
+  constructor(stdout: ReadableStream<Uint8Array>) {
+    this.#reader = stdout.getReader();
+  }
+
+  /** Reads until the text contains `marker`; fails if the output ends first. */
+  async until(marker: string): Promise<void> {
+    while (!this.seen.includes(marker)) {
+      const { value, done } = await this.#reader.read();
+      assert.ok(!done, `the output ended before ${JSON.stringify(marker)}: ${this.seen}`);
+      this.seen += text(value);
+    }
+  }
+
+  /** Reads to the end of the output. */
+  async end(): Promise<string> {
+    while (true) {
+      const { value, done } = await this.#reader.read();
+      if (done) return this.seen;
+      this.seen += text(value);
+    }
+  }
+}
+
+/** Starts `main.ts run -n ARGS` with its stdout piped (stdin is /dev/null). */
+function spawnRun(args: string[]): { child: Deno.ChildProcess; output: Output } {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", MAIN, "run", "-n", ...args],
+    stdin: "null",
+    stdout: "piped",
+    stderr: "inherit",
+  }).spawn();
+  return { child, output: new Output(child.stdout) };
+}
+
+/** Runs shell `lines` under `script`, which gives them (and the CLI they start) a terminal. */
+function spawnInTerminal(lines: string[]): { child: Deno.ChildProcess; output: Output } {
+  const child = new Deno.Command("/usr/bin/script", {
+    args: ["-qec", lines.join("\n"), "/dev/null"],
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "inherit",
+  }).spawn();
+  return { child, output: new Output(child.stdout) };
+}
+
 Deno.test("exec-server run exits with the remote exit code and splits stdout from stderr", async () => {
   await using server = await InProcessServer.websocket();
-  const result = await run([
-    "--url",
-    server.url,
-    "--",
-    "/bin/sh",
-    "-c",
-    "echo out; echo err >&2; exit 7",
-  ]);
+  const result = await run(remoteSh(server.url, "echo out; echo err >&2; exit 7"));
   assert.equal(result.code, 7);
   assert.equal(text(result.stdout), "out\n");
   assert.equal(result.stderr, "err\n");
@@ -76,97 +125,49 @@ Deno.test("exec-server run closes the remote stdin when local stdin ends", async
 
 Deno.test("exec-server run forwards SIGTERM to the remote command, which decides", async () => {
   await using server = await InProcessServer.websocket();
-  const child = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "-A",
-      MAIN,
-      "run",
-      "--url",
+  const { child, output } = spawnRun(
+    remoteSh(
       server.url,
-      "-n",
-      "--",
-      "/bin/sh",
-      "-c",
       "trap 'echo got-term; exit 7' TERM; echo ready; while :; do sleep 0.05; done",
-    ],
-    stdin: "null",
-    stdout: "piped",
-    stderr: "inherit",
-  }).spawn();
-  const reader = child.stdout.getReader();
-  let seen = "";
-  while (!seen.includes("ready\n")) {
-    const { value, done } = await reader.read();
-    assert.ok(!done, "the command ended before printing ready");
-    seen += text(value);
-  }
+    ),
+  );
+  await output.until("ready\n");
   child.kill("SIGTERM");
-  while (true) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    seen += text(value);
-  }
+  assert.equal(await output.end(), "ready\ngot-term\n");
   const { code } = await child.status;
-  assert.equal(seen, "ready\ngot-term\n");
   assert.equal(code, 7, "the remote command's own exit code, not a kill");
 });
 
 Deno.test("exec-server run passes --env and --cwd to the remote command", async () => {
   await using server = await InProcessServer.websocket();
-  const result = await run([
-    "--url",
-    server.url,
-    "-n",
-    "--env",
-    "GREETING=hello there",
-    "--cwd",
-    "/usr",
-    "--",
-    "/bin/sh",
-    "-c",
-    'echo "$GREETING"; pwd',
-  ]);
+  const result = await run(
+    remoteSh(
+      server.url,
+      'echo "$GREETING"; pwd',
+      "-n",
+      "--env",
+      "GREETING=hello there",
+      "--cwd",
+      "/usr",
+    ),
+  );
   assert.equal(result.code, 0);
   assert.equal(text(result.stdout), "hello there\n/usr\n");
 });
 
 Deno.test("exec-server run --tty runs the command on a pseudo-terminal", async () => {
   await using server = await InProcessServer.websocket();
-  const result = await run(["--url", server.url, "--tty", "--", "/bin/sh", "-c", "tty; exit 3"]);
+  const result = await run(remoteSh(server.url, "tty; exit 3", "--tty"));
   assert.equal(result.code, 3);
   assert.match(text(result.stdout), /^\/dev\/pts\/\d+\r\n$/);
 });
 
 Deno.test("exec-server run forwards Ctrl-C as an interrupt", async () => {
   await using server = await InProcessServer.websocket();
-  const child = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "-A",
-      MAIN,
-      "run",
-      "--url",
-      server.url,
-      "-n",
-      "--",
-      "/bin/sh",
-      "-c",
-      "echo ready; exec sleep 30",
-    ],
-    stdin: "null",
-    stdout: "piped",
-    stderr: "inherit",
-  }).spawn();
-  const reader = child.stdout.getReader();
-  let seen = "";
-  while (!seen.includes("ready\n")) {
-    const { value, done } = await reader.read();
-    assert.ok(!done, "the command ended before printing ready");
-    seen += text(value);
-  }
+  const { child, output } = spawnRun(remoteSh(server.url, "echo ready; exec sleep 30"));
+  await output.until("ready\n");
   child.kill("SIGINT");
-  while (!(await reader.read()).done) { /* drain */ }
+  await output.end();
   const { code } = await child.status;
   assert.equal(code, 130);
 });
@@ -201,16 +202,9 @@ Deno.test("exec-server run with a refused token prints one line and exits non-ze
     assert.equal(refused.code, 255);
     assert.equal(refused.stderr.trimEnd().split("\n").length, 1);
     assert.match(refused.stderr, /refused the token \(HTTP 401\)/);
-    const accepted = await run([
-      "--url",
-      server.url,
-      "--token-file",
-      `${dir}/server-token`,
-      "--",
-      "/bin/sh",
-      "-c",
-      "exit 0",
-    ]);
+    const accepted = await run(
+      remoteSh(server.url, "exit 0", "--token-file", `${dir}/server-token`),
+    );
     assert.equal(accepted.code, 0);
   } finally {
     await Deno.remove(dir, { recursive: true });
@@ -236,99 +230,82 @@ const HAS_SCRIPT = (() => {
   }
 })();
 
-Deno.test({
-  name: "exec-server run --tty puts a local terminal in raw mode and restores it",
-  ignore: !HAS_SCRIPT,
-  async fn() {
-    await using server = await InProcessServer.websocket();
-    const dir = await Deno.makeTempDir();
-    try {
-      // `script` gives the CLI a terminal; a background job records `stty -g` while it runs.
-      const session = [
-        `stty -g > ${dir}/before`,
-        `(while [ ! -e ${dir}/go ]; do sleep 0.02; done; stty -g < /dev/tty > ${dir}/during; touch ${dir}/done) &`,
-        `'${Deno.execPath()}' run -A '${MAIN}' run --url ${server.url} --tty -- /bin/sh -c 'echo READY; read x; exit 5'`,
-        `echo "RC=$?" > ${dir}/rc`,
-        `stty -g > ${dir}/after`,
-        "wait",
-      ].join("\n");
-      const child = new Deno.Command("/usr/bin/script", {
-        args: ["-qec", session, "/dev/null"],
-        stdin: "piped",
-        stdout: "piped",
-        stderr: "inherit",
-      }).spawn();
-      const reader = child.stdout.getReader();
-      let seen = "";
-      while (!seen.includes("READY")) {
-        const { value, done } = await reader.read();
-        assert.ok(!done, "the session ended before the command was ready");
-        seen += text(value);
+/** A test of the CLI on a terminal (`script`), given a server's URL and a scratch directory. */
+function terminalTest(name: string, fn: (url: string, dir: string) => Promise<void>): void {
+  Deno.test({
+    name: HAS_SCRIPT ? name : `${name} (skipped: no /usr/bin/script)`,
+    ignore: !HAS_SCRIPT,
+    async fn() {
+      await using server = await InProcessServer.websocket();
+      const dir = await Deno.makeTempDir();
+      try {
+        await fn(server.url, dir);
+      } finally {
+        await Deno.remove(dir, { recursive: true });
       }
-      assert.ok(!seen.includes("\r\r\n"), "the remote pty's output is passed through unchanged");
-      await Deno.writeTextFile(`${dir}/go`, "");
-      while (true) {
-        try {
-          await Deno.stat(`${dir}/done`);
-          break;
-        } catch {
-          await new Promise((resolve) => setTimeout(resolve, 20));
-        }
-      }
-      const writer = child.stdin.getWriter();
-      await writer.write(new TextEncoder().encode("x\r"));
-      while (!(await reader.read()).done) { /* drain */ }
-      await writer.close();
-      await child.status;
-      const before = await Deno.readTextFile(`${dir}/before`);
-      assert.notEqual(await Deno.readTextFile(`${dir}/during`), before, "raw mode while running");
-      assert.equal(await Deno.readTextFile(`${dir}/after`), before, "terminal restored");
-      assert.equal((await Deno.readTextFile(`${dir}/rc`)).trim(), "RC=5");
-    } finally {
-      await Deno.remove(dir, { recursive: true });
-    }
-  },
-});
+    },
+  });
+}
 
-Deno.test({
-  name: "exec-server run --tty resizes the remote terminal when the local one changes size",
-  ignore: !HAS_SCRIPT,
-  async fn() {
-    await using server = await InProcessServer.websocket();
-    const dir = await Deno.makeTempDir();
-    try {
-      // A background job of the session resizes its terminal: the CLI gets SIGWINCH.
-      const session = [
-        `(while [ ! -e ${dir}/go ]; do sleep 0.02; done; stty rows 33 cols 99 < /dev/tty) &`,
-        `'${Deno.execPath()}' run -A '${MAIN}' run --url ${server.url} --tty -- /bin/sh -c 'trap "stty size; exit 0" WINCH; echo READY; while :; do sleep 0.05; done'`,
-        `echo "RC=$?" > ${dir}/rc`,
-        "wait",
-      ].join("\n");
-      const child = new Deno.Command("/usr/bin/script", {
-        args: ["-qec", session, "/dev/null"],
-        stdin: "piped",
-        stdout: "piped",
-        stderr: "inherit",
-      }).spawn();
-      const reader = child.stdout.getReader();
-      let seen = "";
-      while (!seen.includes("READY")) {
-        const { value, done } = await reader.read();
-        assert.ok(!done, "the session ended before the command was ready");
-        seen += text(value);
+/** The shell line that runs `exec-server run --tty -- /bin/sh -c SCRIPT` (no `'` in SCRIPT). */
+function cliOnTty(url: string, script: string): string {
+  return `'${Deno.execPath()}' run -A '${MAIN}' run --url ${url} --tty -- /bin/sh -c '${script}'`;
+}
+
+terminalTest(
+  "exec-server run --tty puts a local terminal in raw mode and restores it",
+  async (url, dir) => {
+    // `script` gives the CLI a terminal; a background job records `stty -g` while it runs.
+    const { child, output } = spawnInTerminal([
+      `stty -g > ${dir}/before`,
+      `(while [ ! -e ${dir}/go ]; do sleep 0.02; done; stty -g < /dev/tty > ${dir}/during; touch ${dir}/done) &`,
+      cliOnTty(url, "echo READY; read x; exit 5"),
+      `echo "RC=$?" > ${dir}/rc`,
+      `stty -g > ${dir}/after`,
+      "wait",
+    ]);
+    await output.until("READY");
+    assert.ok(
+      !output.seen.includes("\r\r\n"),
+      "the remote pty's output is passed through unchanged",
+    );
+    await Deno.writeTextFile(`${dir}/go`, "");
+    while (true) {
+      try {
+        await Deno.stat(`${dir}/done`);
+        break;
+      } catch {
+        await new Promise((resolve) => setTimeout(resolve, 20));
       }
-      await Deno.writeTextFile(`${dir}/go`, "");
-      while (true) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        seen += text(value);
-      }
-      await child.stdin.close();
-      await child.status;
-      assert.match(seen, /33 99/);
-      assert.equal((await Deno.readTextFile(`${dir}/rc`)).trim(), "RC=0");
-    } finally {
-      await Deno.remove(dir, { recursive: true });
     }
+    const writer = child.stdin.getWriter();
+    await writer.write(new TextEncoder().encode("x\r"));
+    await output.end();
+    await writer.close();
+    await child.status;
+    const before = await Deno.readTextFile(`${dir}/before`);
+    assert.notEqual(await Deno.readTextFile(`${dir}/during`), before, "raw mode while running");
+    assert.equal(await Deno.readTextFile(`${dir}/after`), before, "terminal restored");
+    assert.equal((await Deno.readTextFile(`${dir}/rc`)).trim(), "RC=5");
   },
-});
+);
+
+terminalTest(
+  "exec-server run --tty resizes the remote terminal when the local one changes size",
+  async (url, dir) => {
+    // A background job of the session resizes its terminal: the CLI gets SIGWINCH.
+    const { child, output } = spawnInTerminal([
+      `(while [ ! -e ${dir}/go ]; do sleep 0.02; done; stty rows 33 cols 99 < /dev/tty) &`,
+      cliOnTty(url, 'trap "stty size; exit 0" WINCH; echo READY; while :; do sleep 0.05; done'),
+      `echo "RC=$?" > ${dir}/rc`,
+      "wait",
+    ]);
+    await output.until("READY");
+    await Deno.writeTextFile(`${dir}/go`, "");
+    const seen = await output.end();
+    await child.stdin.close();
+    await child.status;
+    assert.match(seen, /33 99/);
+    assert.equal((await Deno.readTextFile(`${dir}/rc`)).trim(), "RC=0");
+  },
+);

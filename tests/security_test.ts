@@ -23,6 +23,8 @@ import {
   type Json,
   type ProtocolClient,
   ServerProcess,
+  startStdio,
+  type StdioServer,
 } from "./helpers/server_harness.ts";
 import { RawWebSocket } from "./helpers/reliability_server.ts";
 import { nextRequestId } from "./helpers/rpc.ts";
@@ -269,7 +271,11 @@ async function assertRefused(
 }
 
 /** The error of a path that does not exist, which metadata lookups outside the scope answer. */
-const MISSING = { code: -32004, message: "No such file or directory (os error 2)" };
+const MISSING = {
+  code: -32004,
+  data: { kind: "osError", errno: "ENOENT" },
+  message: "No such file or directory (os error 2)",
+};
 
 /** Sends one metadata lookup; asserts it answers exactly like a missing path. */
 async function assertHidden(
@@ -282,12 +288,17 @@ async function assertHidden(
   assert.deepEqual(response.error, MISSING, `${what}: ${JSON.stringify(response)}`);
 }
 
-async function scopedFsServer(l: Layout, permissions: string[]): Promise<ServerProcess> {
-  return await ServerProcess.start({
-    listen: "stdio",
+/** A stdio server in `l.scope` with these permissions (and env, sys), past the handshake. */
+async function scopedFsServer(
+  l: Layout,
+  permissions: string[],
+): Promise<StdioServer> {
+  const server = await startStdio({
     permissions: [...permissions, "--allow-env", "--allow-sys"],
     cwd: l.scope,
   });
+  await handshake(server.stdio);
+  return server;
 }
 
 Deno.test("path traversal out of --allow-read/--allow-write scopes is refused", async () => {
@@ -298,8 +309,7 @@ Deno.test("path traversal out of --allow-read/--allow-write scopes is refused", 
       `--allow-read=${l.scope}`,
       `--allow-write=${l.scope}`,
     ]);
-    const client = server.stdio!;
-    await handshake(client);
+    const client = server.stdio;
     const escapes = [
       `${l.scope}/../outside/secret.txt`,
       `${l.scope}/%2e%2e/outside/secret.txt`,
@@ -377,8 +387,7 @@ Deno.test({
         `--allow-read=${l.scope}`,
         `--allow-write=${l.scope}`,
       ]);
-      const client = server.stdio!;
-      await handshake(client);
+      const client = server.stdio;
       const s = l.scope;
       const reads: [string, string, Json][] = [
         ["readFile through a file link", "fs/readFile", { path: uri(`${s}/file-link`) }],
@@ -472,8 +481,7 @@ Deno.test("metadata lookups outside --allow-read answer like a missing path, rev
   const l = await layout();
   try {
     await using server = await scopedFsServer(l, [`--allow-read=${l.scope}`]);
-    const client = server.stdio!;
-    await handshake(client);
+    const client = server.stdio;
     const paths = [
       l.secret, // an existing file
       l.outside, // an existing directory
@@ -506,8 +514,7 @@ Deno.test({
     const before = await snapshot(l.outside);
     try {
       await using server = await scopedFsServer(l, [`--allow-write=${l.scope}`]);
-      const client = server.stdio!;
-      await handshake(client);
+      const client = server.stdio;
       await assertRefused(client, "fs/writeFile", {
         path: uri(`${l.scope}/file-link`),
         dataBase64: b64("pwned"),

@@ -12,11 +12,11 @@ import {
   type WsClient,
 } from "./helpers/server_harness.ts";
 import { InProcessServer } from "./helpers/in_process_server.ts";
-import { call, callError, nextRequestId, startProcess } from "./helpers/rpc.ts";
+import { call, callError, nextRequestId, sh, startProcess } from "./helpers/rpc.ts";
 
 /** Starts `/bin/sh -c script` as a pipe process. */
 function start(client: ProtocolClient, processId: string, script: string, extra: Json = {}) {
-  return startProcess(client, processId, ["/bin/sh", "-c", script], extra);
+  return startProcess(client, processId, sh(script), extra);
 }
 
 /** Resumes `sessionId` on a new connection, retrying while the old one is still attached. */

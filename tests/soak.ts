@@ -27,6 +27,7 @@ import {
   type ProtocolClient,
   ServerProcess,
 } from "./helpers/server_harness.ts";
+import { sh, startParams } from "./helpers/rpc.ts";
 import { descendants, fdCount, rssKib, sleep, waitUntil } from "./helpers/reliability_proc.ts";
 import { collectGarbage, freePort } from "./helpers/reliability_server.ts";
 
@@ -38,7 +39,6 @@ interface Sample {
   children: number;
 }
 
-const ENV = { PATH: "/usr/bin:/bin" };
 let nextId = 1;
 let requests = 0;
 let processes = 0;
@@ -60,13 +60,7 @@ async function call(client: ProtocolClient, method: string, params?: unknown): P
 
 async function startProcess(client: ProtocolClient, processId: string, script: string) {
   processes++;
-  await call(client, "process/start", {
-    processId,
-    argv: ["/bin/sh", "-c", script],
-    cwd: "file:///tmp",
-    env: ENV,
-    tty: false,
-  });
+  await call(client, "process/start", startParams(processId, sh(script)));
 }
 
 /** One round of one worker. */

@@ -4,6 +4,7 @@ import {
   websocketTransport,
   type WebSocketTransportOptions,
 } from "../lib/rpc/websocket_transport.ts";
+import { serveUpgrades } from "./helpers/upgrade_server.ts";
 
 interface Loopback extends AsyncDisposable {
   /** The server-side transport. */
@@ -18,21 +19,11 @@ interface Loopback extends AsyncDisposable {
 
 /** Starts a WebSocket server on 127.0.0.1:0 and connects a raw client socket to it. */
 async function loopback(options: WebSocketTransportOptions = {}): Promise<Loopback> {
-  const ac = new AbortController();
-  const listening = Promise.withResolvers<Deno.NetAddr>();
   const serverSide = Promise.withResolvers<Transport>();
-  const httpServer = Deno.serve({
-    hostname: "127.0.0.1",
-    port: 0,
-    signal: ac.signal,
-    onListen: (addr) => listening.resolve(addr as Deno.NetAddr),
-  }, (request) => {
-    const { socket, response } = Deno.upgradeWebSocket(request);
-    serverSide.resolve(websocketTransport(socket, options));
-    return response;
-  });
-  const addr = await listening.promise;
-  const client = new WebSocket(`ws://127.0.0.1:${addr.port}/`);
+  const endpoint = await serveUpgrades((socket) =>
+    serverSide.resolve(websocketTransport(socket, options))
+  );
+  const client = new WebSocket(endpoint.url);
   client.binaryType = "arraybuffer";
   const received: (string | ArrayBuffer)[] = [];
   let wake: (() => void) | undefined;
@@ -59,8 +50,7 @@ async function loopback(options: WebSocketTransportOptions = {}): Promise<Loopba
         await clientClosed;
       }
       server.close();
-      ac.abort();
-      await httpServer.finished;
+      await endpoint[Symbol.asyncDispose]();
     },
   };
 }
@@ -170,21 +160,11 @@ Deno.test("websocketTransport close() ends the client's connection", async () =>
 });
 
 Deno.test("websocketTransport on a connecting client socket sends once it opens", async () => {
-  const ac = new AbortController();
-  const listening = Promise.withResolvers<Deno.NetAddr>();
   const got = Promise.withResolvers<string>();
-  const httpServer = Deno.serve({
-    hostname: "127.0.0.1",
-    port: 0,
-    signal: ac.signal,
-    onListen: (addr) => listening.resolve(addr as Deno.NetAddr),
-  }, (request) => {
-    const { socket, response } = Deno.upgradeWebSocket(request);
+  await using endpoint = await serveUpgrades((socket) => {
     socket.onmessage = (event) => got.resolve(event.data);
-    return response;
   });
-  const addr = await listening.promise;
-  const socket = new WebSocket(`ws://127.0.0.1:${addr.port}/`);
+  const socket = new WebSocket(endpoint.url);
   const transport = websocketTransport(socket);
   assert.equal(socket.readyState, WebSocket.CONNECTING);
   await transport.send('{"id":1,"method":"early"}');
@@ -192,8 +172,6 @@ Deno.test("websocketTransport on a connecting client socket sends once it opens"
   const closed = new Promise((resolve) => socket.addEventListener("close", resolve));
   transport.close();
   await closed;
-  ac.abort();
-  await httpServer.finished;
 });
 
 Deno.test("websocketTransport closes a peer whose unprocessed messages exceed the inbound limit", async () => {

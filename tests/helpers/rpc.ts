@@ -68,22 +68,25 @@ export async function callError(
 /** The environment {@linkcode startProcess} gives a process unless told otherwise. */
 export const PROCESS_ENV: Record<string, string> = { PATH: "/usr/local/bin:/usr/bin:/bin" };
 
+/** The argv of `/bin/sh -c script`. */
+export function sh(script: string): string[] {
+  return ["/bin/sh", "-c", script];
+}
+
 /**
- * Starts a pipe process in `/tmp` with {@linkcode PROCESS_ENV}; `extra`
- * overrides or adds `process/start` params. Returns the result.
+ * The params of a pipe process in `/tmp` with {@linkcode PROCESS_ENV};
+ * `extra` overrides or adds members.
  */
+export function startParams(processId: string, argv: string[], extra: Json = {}): Json {
+  return { processId, argv, cwd: "file:///tmp", env: PROCESS_ENV, tty: false, ...extra };
+}
+
+/** Starts a process with {@linkcode startParams} and returns the result. */
 export function startProcess(
   client: ProtocolClient,
   processId: string,
   argv: string[],
   extra: Json = {},
 ): Promise<Json> {
-  return call(client, "process/start", {
-    processId,
-    argv,
-    cwd: "file:///tmp",
-    env: PROCESS_ENV,
-    tty: false,
-    ...extra,
-  });
+  return call(client, "process/start", startParams(processId, argv, extra));
 }
