@@ -96,6 +96,16 @@ Deno.test("exec-server --help names every flag of the server's table", () => {
   for (const name of Object.keys(SERVER_FLAGS)) assert.match(help, new RegExp(`--${name}\\b`));
 });
 
+Deno.test("no server flag's help restates what the table renders: default, choices, repeatable", () => {
+  for (const [name, spec] of Object.entries(SERVER_FLAGS)) {
+    if (spec.kind === "list") assert.doesNotMatch(spec.help, /repeatable/, name);
+    if (spec.kind === "enum") assert.doesNotMatch(spec.help, /\(.*\bor\b.*\)$/, name);
+    if ("default" in spec && spec.default !== undefined) {
+      assert.doesNotMatch(spec.help, /\bdefault\b/, name);
+    }
+  }
+});
+
 Deno.test("the server's flags default to the documented values", () => {
   const flags = parseServerFlags([]);
   assert.deepEqual(flags.listen, { kind: "ws", host: "127.0.0.1", port: 0 });
@@ -110,4 +120,21 @@ Deno.test("the server's flags default to the documented values", () => {
     port: 9,
   });
   assert.deepEqual(parseServerFlags(["--listen=stdio://"]).listen, { kind: "stdio" });
+});
+
+Deno.test("flags accept several one-letter boolean aliases at once (-it), and only those", () => {
+  const table = defineFlags({
+    stdin: { kind: "boolean", short: "i", help: "forward stdin" },
+    tty: { kind: "boolean", short: "t", help: "a terminal" },
+    env: { kind: "list", short: "e", value: "K=V", help: "a variable" },
+  });
+  const { flags, rest } = parseFlags(table, ["-it", "--", "bash"], { rest: true });
+  assert.deepEqual(flags, { stdin: true, tty: true, env: [] });
+  assert.deepEqual(rest, ["bash"]);
+  assert.throws(
+    () => parseFlags(table, ["-ie", "A=1"]),
+    FlagError,
+    "a value flag cannot be bundled",
+  );
+  assert.throws(() => parseFlags(table, ["-ix"]), FlagError);
 });

@@ -251,7 +251,11 @@ const uri = (path: string) => `file://${path}`;
 const b64 = (text: string) => new TextEncoder().encode(text).toBase64();
 
 /** The error of a path that does not exist, which metadata lookups outside the scope answer. */
-const MISSING = { code: -32004, message: "No such file or directory (os error 2)" };
+const MISSING = {
+  code: -32004,
+  data: { kind: "osError", errno: "ENOENT" },
+  message: "No such file or directory (os error 2)",
+};
 
 /**
  * Sends one request; asserts a refusal that leaks nothing: the typed permission error, or with

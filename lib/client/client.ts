@@ -26,6 +26,7 @@ import {
 import { ClosedError, RemoteError } from "../rpc/connection.ts";
 import { endpointOf, type ServerTarget } from "./dial.ts";
 import { exec, type ExecOptions, type ExecResult } from "./exec.ts";
+import { RemoteFs } from "./fs.ts";
 import { type EnvironmentOptions, processEnvironment } from "./environment.ts";
 import { type RemotePath, toPathUri } from "./paths.ts";
 import { type ProcessHandle, type ProcessHost, TrackedProcess } from "./process_handle.ts";
@@ -86,6 +87,12 @@ export type NotificationListener<N extends NotificationName> = (params: ParamsOf
 
 /** Options for {@linkcode connect} and {@linkcode createClient}. */
 export interface ConnectOptions extends SessionLinkOptions {
+  /**
+   * Told when the connection is lost while processes are live and the
+   * client starts reconnecting (`"reconnecting"`), and when it has resumed
+   * the session (`"resumed"`). If reconnecting fails, the live handles fail.
+   */
+  onConnectionChange?: (change: "reconnecting" | "resumed") => void;
   /**
    * Output bytes a process handle buffers for a slow consumer before it
    * leaves output on the server and reads it back when the consumer catches up.
@@ -241,6 +248,10 @@ export class ExecClient {
    * `client.methods["fs/readDirectory"]({ path: "file:///tmp" })`.
    */
   readonly methods: RequestMethods;
+  /**
+   * The server's files with Deno's names and shapes: `client.fs.readTextFile("/etc/hostname")`.
+   */
+  readonly fs: RemoteFs;
   #link: SessionLink;
   #options: ConnectOptions;
   #listeners = new Map<string, Set<(params: unknown) => void>>();
@@ -259,16 +270,20 @@ export class ExecClient {
       notification: (method, params) => this.#onNotification(method, params),
       disconnected: () => {
         // Live handles are waiting for output: reconnect now rather than on the next call.
-        if (this.#processes.size > 0) this.#link.connection().catch(() => {});
+        if (this.#processes.size === 0) return;
+        options.onConnectionChange?.("reconnecting");
+        this.#link.connection().catch(() => {});
       },
       resumed: () => {
         for (const handle of this.#handles()) handle.resync();
+        options.onConnectionChange?.("resumed");
       },
       lost: (error) => {
         for (const handle of this.#handles()) handle.fail(error);
       },
     });
     this.methods = buildMethods(this);
+    this.fs = new RemoteFs(this);
     const call = (method: string, params: unknown, cleanup = false) =>
       this.#link.call(method, params, { retry: true, cleanup });
     this.#host = {

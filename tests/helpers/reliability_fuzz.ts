@@ -20,6 +20,7 @@
 
 import { METHODS } from "../../lib/protocol/methods.ts";
 import type { JsonSchema } from "../../lib/protocol/schema.ts";
+import { toJson } from "./server_harness.ts";
 
 // ---------------------------------------------------------------------------
 // Seeded randomness
@@ -332,17 +333,7 @@ function isRaw(value: unknown): value is Raw {
 
 /** Compact JSON text of a value; `{$raw}` objects are inserted verbatim, bigints keep digits. */
 export function serialize(value: unknown): string {
-  if (isRaw(value)) return value.$raw;
-  if (typeof value === "bigint") return value.toString();
-  if (value === undefined) return "null";
-  if (value === null || typeof value !== "object") return JSON.stringify(value);
-  if (Array.isArray(value)) return `[${value.map(serialize).join(",")}]`;
-  const parts: string[] = [];
-  for (const [key, member] of Object.entries(value)) {
-    if (member === undefined) continue;
-    parts.push(`${JSON.stringify(key)}:${serialize(member)}`);
-  }
-  return `{${parts.join(",")}}`;
+  return toJson(value, (v) => isRaw(v) ? v.$raw : undefined);
 }
 
 // ---------------------------------------------------------------------------
