@@ -9,7 +9,8 @@ import type { AuthResult } from "./auth.ts";
 import { stdioTransport } from "../../rpc/stdio_transport.ts";
 import { DEFAULT_MAX_MESSAGE_BYTES } from "../../rpc/transport.ts";
 import { websocketTransport } from "../../rpc/websocket_transport.ts";
-import { log } from "../host/log.ts";
+import { audit } from "../observe/audit.ts";
+import { authorizeRequest, operatorRoutes } from "../observe/routes.ts";
 import { serveConnection } from "../session/serve_connection.ts";
 import { SessionRegistry, type SessionRegistryOptions } from "../session/registry.ts";
 
@@ -98,8 +99,9 @@ export interface WebSocketListenOptions extends ListenOptions {
 }
 
 /**
- * Serves the protocol over WebSocket: `GET /` upgrades, `GET /readyz` is a
- * health probe, anything else is 404 (spec §1.2).
+ * Serves the protocol over WebSocket: `GET /` upgrades; `GET /healthz`,
+ * `GET /readyz` and `GET /metrics` are the operator's routes; anything else
+ * is 404 (spec §1.2).
  *
  * @param options Address, limits and authorization.
  */
@@ -108,12 +110,24 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
   const controller = new AbortController();
   const open = new Set<{ close(): void }>();
   const { promise: listening, resolve: onListen } = Promise.withResolvers<Deno.NetAddr>();
+  let connections = 0;
+  const routes = operatorRoutes({
+    authorize: options.authorize,
+    state: {
+      connections: () => open.size,
+      sessions: () => sessions.size,
+      processesRunning: () =>
+        sessions.list().reduce((sum, session) => sum + session.processes.runningPids().length, 0),
+    },
+  });
   const handler = async (
     request: Request,
     info: Deno.ServeHandlerInfo<Deno.NetAddr>,
   ): Promise<Response> => {
+    const peer = `${info.remoteAddr.hostname}:${info.remoteAddr.port}`;
+    const routed = await routes(request, peer);
+    if (routed) return routed;
     const url = new URL(request.url);
-    if (url.pathname === "/readyz" && request.method === "GET") return new Response(null);
     if (url.pathname !== "/" || request.method !== "GET") {
       return new Response(null, { status: 404 });
     }
@@ -123,8 +137,7 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
         headers: { "content-type": "text/plain; charset=utf-8" },
       });
     }
-    const peer = `${info.remoteAddr.hostname}:${info.remoteAddr.port}`;
-    const auth = options.authorize ? await options.authorize(request) : { ok: true as const };
+    const auth = await authorizeRequest(options.authorize, request, peer);
     if (!auth.ok) return auth.response;
     const { socket, response } = Deno.upgradeWebSocket(request, { protocol: auth.protocol });
     const maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
@@ -141,10 +154,17 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
     });
     const entry = { close: () => served.connection.close() };
     open.add(entry);
-    log("info", `connection opened: ${peer}`);
+    const connection = ++connections;
+    const opened = performance.now();
+    audit("connection.open", { connection, remoteAddress: peer });
     served.finished.then(() => {
       open.delete(entry);
-      log("info", `connection closed: ${peer}`);
+      audit("connection.close", {
+        connection,
+        remoteAddress: peer,
+        session: served.sessionId ?? null,
+        durationMs: Math.round(performance.now() - opened),
+      });
     });
     return response;
   };

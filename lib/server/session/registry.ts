@@ -104,6 +104,11 @@ export class SessionRegistry {
     return this.#sessions.size;
   }
 
+  /** The live sessions, oldest first. */
+  list(): Session[] {
+    return [...this.#sessions.values()];
+  }
+
   /** Creates a new attached session. */
   create(owner: object, sink: NotificationSink): Session {
     const session = new Session(
