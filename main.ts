@@ -12,7 +12,7 @@ import { FlagError } from "./lib/cli/flags.ts";
 import { parseServerFlags, type ServerFlags, serverHelp } from "./lib/cli/server_flags.ts";
 import { setLogFormat, setLogLevel } from "./lib/server/host/log.ts";
 import { type RunningServer, serveStdio, serveWebSocket } from "./lib/server/listen/listen.ts";
-import { sandboxAvailable } from "./lib/server/sandbox/bubblewrap.ts";
+import { sandboxAvailable } from "./lib/server/sandbox/availability.ts";
 import {
   confines,
   type ServerSandbox,

@@ -67,6 +67,24 @@ export {
   INHERIT_SERVER_ENVIRONMENT,
 } from "./lib/client/environment.ts";
 export { fromPathUri, type RemotePath, toPathUri } from "./lib/client/paths.ts";
+export {
+  type DirEntry,
+  type FileInfo,
+  type FsHost,
+  type OpenOptions,
+  type RemoteFile,
+  RemoteFs,
+} from "./lib/client/fs.ts";
+export {
+  AlreadyExistsError,
+  DirectoryNotEmptyError,
+  FsError,
+  fsErrorOf,
+  IsADirectoryError,
+  NotADirectoryError,
+  NotFoundError,
+  PermissionDeniedError,
+} from "./lib/client/fs_errors.ts";
 export { tokenFromEnv, tokenFromFile } from "./lib/client/token_source.ts";
 export type {
   OutputChunk,

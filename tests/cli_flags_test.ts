@@ -96,6 +96,16 @@ Deno.test("exec-server --help names every flag of the server's table", () => {
   for (const name of Object.keys(SERVER_FLAGS)) assert.match(help, new RegExp(`--${name}\\b`));
 });
 
+Deno.test("no server flag's help restates what the table renders: default, choices, repeatable", () => {
+  for (const [name, spec] of Object.entries(SERVER_FLAGS)) {
+    if (spec.kind === "list") assert.doesNotMatch(spec.help, /repeatable/, name);
+    if (spec.kind === "enum") assert.doesNotMatch(spec.help, /\(.*\bor\b.*\)$/, name);
+    if ("default" in spec && spec.default !== undefined) {
+      assert.doesNotMatch(spec.help, /\bdefault\b/, name);
+    }
+  }
+});
+
 Deno.test("the server's flags default to the documented values", () => {
   const flags = parseServerFlags([]);
   assert.deepEqual(flags.listen, { kind: "ws", host: "127.0.0.1", port: 0 });

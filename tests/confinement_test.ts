@@ -6,7 +6,7 @@
  */
 
 import assert from "node:assert/strict";
-import { sandboxAvailable } from "../lib/server/sandbox/bubblewrap.ts";
+import { sandboxAvailable } from "../lib/server/sandbox/availability.ts";
 import { uriFromPath } from "../lib/server/host/path_uri.ts";
 import { type Json, MAIN_TS, SERVER_PERMISSIONS, startStdio } from "./helpers/server_harness.ts";
 

@@ -74,6 +74,10 @@ function normalizeResponse(msg: Json): Json {
       const data = { ...(error.data as Json) };
       if (error.code === -32602) delete data.field;
       if (data.kind === "unknownSession" || data.kind === "processExists") delete data.kind;
+      if (data.kind === "osError") {
+        delete data.kind;
+        delete data.errno;
+      }
       if (Object.keys(data).length === 0) delete error.data;
       else error.data = data;
     }
@@ -408,6 +412,18 @@ Deno.test("conformance normalization only hides what the spec allows", () => {
     }),
     { error: { code: -32600, message: "unknown session id x" }, id: 1 },
     "our data.kind extension is not compared",
+  );
+  assert.deepEqual(
+    normalizeResponse({
+      error: {
+        code: -32004,
+        data: { kind: "osError", errno: "ENOENT" },
+        message: "No such file or directory (os error 2)",
+      },
+      id: 1,
+    }),
+    { error: { code: -32004, message: "No such file or directory (os error 2)" }, id: 1 },
+    "our data.errno extension is not compared",
   );
   assert.deepEqual(
     normalizeRead(

@@ -22,7 +22,7 @@ function envelopeError(text: string): string {
 
 const BAD_ID = "data did not match any variant of untagged enum RequestId";
 
-Deno.test("decodeMessage() classifies by the members present (spec §2.2)", async (t) => {
+Deno.test("decodeMessage() classifies by the members present (docs/protocol.md §2.2)", async (t) => {
   const cases: [string, Message["kind"]][] = [
     ['{"id":1,"method":"m"}', "request"],
     ['{"method":"m","id":1}', "request"],

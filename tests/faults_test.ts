@@ -50,7 +50,7 @@ async function assertResponsive(client: ProtocolClient, tag: string): Promise<vo
   assert.equal(client.log.outputText(tag), "alive\n");
 }
 
-/** A request padded to about 1 KiB (unknown envelope members are ignored, spec §2.2). */
+/** A request padded to about 1 KiB (unknown envelope members are ignored, docs/protocol.md §2.2). */
 function paddedRequest(id: number): string {
   return `{"id":${id},"method":"environment/info","pad":"${"p".repeat(1000)}"}`;
 }

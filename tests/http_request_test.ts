@@ -1,14 +1,14 @@
 import assert from "node:assert/strict";
 import { zstdCompressSync } from "node:zlib";
 import { ErrorCode, RpcError } from "../lib/protocol/errors.ts";
-import {
-  type BodyDelta,
-  type HttpRequestParams,
-  HttpRequestTable,
-  type HttpResponseResult,
-  MAX_BUFFERED_BODY_BYTES,
-  MAX_DELTA_BYTES,
-} from "../lib/server/http/request.ts";
+import type { ParamsOf, ResultOf } from "../lib/protocol/methods.ts";
+import { MAX_BUFFERED_BODY_BYTES } from "../lib/server/http/decoding.ts";
+import { HttpRequestTable, MAX_DELTA_BYTES } from "../lib/server/http/request.ts";
+import { concat } from "./helpers/server_harness.ts";
+
+type BodyDelta = ParamsOf<"http/request/bodyDelta">;
+type HttpRequestParams = ParamsOf<"http/request">;
+type HttpResponseResult = ResultOf<"http/request">;
 
 // Two kinds of local test servers: `Deno.serve` where its behaviour is enough, and a raw
 // `Deno.listen` HTTP/1.1 responder where the test pins wire details `Deno.serve` hides (it merges
@@ -165,14 +165,7 @@ function text(base64: string): string {
 }
 
 function joined(deltas: BodyDelta[]): Uint8Array {
-  const parts = deltas.map((delta) => Uint8Array.fromBase64(delta.deltaBase64));
-  const out = new Uint8Array(parts.reduce((sum, part) => sum + part.length, 0));
-  let offset = 0;
-  for (const part of parts) {
-    out.set(part, offset);
-    offset += part.length;
-  }
-  return out;
+  return concat(deltas.map((delta) => Uint8Array.fromBase64(delta.deltaBase64)));
 }
 
 function assertEquals(actual: unknown, expected: unknown): void {
@@ -252,7 +245,7 @@ Deno.test("http/request sends the method, headers and body exactly like the refe
       { name: "Y", value: "2" },
       { name: "X-A", value: "3" },
     ],
-    body: encoder.encode("hi"),
+    bodyBase64: encoder.encode("hi"),
   });
   const host = server.origin.slice("http://".length);
   assertEquals(server.requests, [
@@ -346,9 +339,19 @@ Deno.test("http/request turns POST into GET on 302 and keeps method and body on 
   });
   const { request } = recordingTable();
   const body = encoder.encode("payload");
-  const r302 = await request({ method: "POST", url: `${server.origin}/r302`, requestId: "", body });
+  const r302 = await request({
+    method: "POST",
+    url: `${server.origin}/r302`,
+    requestId: "",
+    bodyBase64: body,
+  });
   assertEquals(text(r302.bodyBase64), `GET  ${server.origin}/r302`);
-  const r307 = await request({ method: "POST", url: `${server.origin}/r307`, requestId: "", body });
+  const r307 = await request({
+    method: "POST",
+    url: `${server.origin}/r307`,
+    requestId: "",
+    bodyBase64: body,
+  });
   assertEquals(text(r307.bodyBase64), `POST payload ${server.origin}/r307`);
 });
 

@@ -65,6 +65,18 @@ async function warmUp(server: ServerProcess): Promise<void> {
   await waitUntil(() => descendants(server.pid).length === 0);
 }
 
+/** A warmed-up WebSocket server (retention and TTL 5 s) with its idle descriptor count and RSS. */
+async function idleServer(
+  args: string[] = [],
+): Promise<ServerProcess & { idleFds: number; idleRss: number }> {
+  const server = await ServerProcess.start({
+    listen: "ws",
+    args: [...args, "--process-retention", "5", "--session-ttl", "5"],
+  });
+  await warmUp(server);
+  return Object.assign(server, { idleFds: fdCount(server.pid), idleRss: rssKib(server.pid) });
+}
+
 async function assertNothingLeft(pid: number, idleFds: number, what: string): Promise<void> {
   await waitUntil(() => descendants(pid).length === 0, 15_000);
   assert.deepEqual(
@@ -82,13 +94,8 @@ async function assertNothingLeft(pid: number, idleFds: number, what: string): Pr
 }
 
 Deno.test(`${CONNECTIONS * PROCESSES_PER_CONNECTION} processes across ${CONNECTIONS} connections all run to completion with their own output`, async () => {
-  await using server = await ServerProcess.start({
-    listen: "ws",
-    args: ["--process-retention", "5", "--session-ttl", "5"],
-  });
-  await warmUp(server);
-  const idleFds = fdCount(server.pid);
-  const idleRss = rssKib(server.pid);
+  await using server = await idleServer();
+  const { idleFds, idleRss } = server;
   const sampler = sampleRss(server.pid);
   const started = performance.now();
   const clients: WsClient[] = [];
@@ -151,13 +158,8 @@ Deno.test(`${CONNECTIONS * PROCESSES_PER_CONNECTION} processes across ${CONNECTI
 });
 
 Deno.test("200 concurrent connections are all served at once", async () => {
-  await using server = await ServerProcess.start({
-    listen: "ws",
-    args: ["--concurrent-requests", "4", "--process-retention", "5", "--session-ttl", "5"],
-  });
-  await warmUp(server);
-  const idleFds = fdCount(server.pid);
-  const idleRss = rssKib(server.pid);
+  await using server = await idleServer(["--concurrent-requests", "4"]);
+  const { idleFds, idleRss } = server;
   const sampler = sampleRss(server.pid);
   const started = performance.now();
   const clients: WsClient[] = [];

@@ -12,7 +12,7 @@ function errorOf(uri: string, parse = pathFromUri): { code: number; message: str
   throw new Error(`${uri} parsed`);
 }
 
-Deno.test("pathFromUri accepts the local file URI spellings of SPEC §10.1", () => {
+Deno.test("pathFromUri accepts the local file URI spellings of docs/protocol.md §10.1", () => {
   assertEquals(pathFromUri("file:///tmp/x"), "/tmp/x");
   assertEquals(pathFromUri("FILE:///tmp/x"), "/tmp/x");
   assertEquals(pathFromUri("file://localhost/tmp/x"), "/tmp/x");

@@ -426,7 +426,7 @@ function policy(overrides: Json): Json {
   };
 }
 
-Deno.test("process/start envPolicy builds the child environment (spec §8.2)", async (t) => {
+Deno.test("process/start envPolicy builds the child environment (docs/protocol.md §8.2)", async (t) => {
   // The server's own environment matters here: a subprocess with exactly this one.
   await using server = await startStdio({
     env: {

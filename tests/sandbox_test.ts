@@ -6,17 +6,12 @@ import { type FsMethod, runFsOperation } from "../lib/server/fs/operations.ts";
 import { MissingWatchTable } from "../lib/server/fs/watch.ts";
 import { pathFromUri, uriFromPath } from "../lib/server/host/path_uri.ts";
 import { ptySupported, spawnPty } from "../lib/server/process/pty.ts";
-import {
-  bwrapArgs,
-  launchSandboxed,
-  looksSandboxDenied,
-  OutputTail,
-  planSandbox,
-  probeSandbox,
-  sandboxAvailable,
-  type SandboxPlan,
-  seccompProgram,
-} from "../lib/server/sandbox/bubblewrap.ts";
+import { probeSandbox, sandboxAvailable } from "../lib/server/sandbox/availability.ts";
+import { bwrapArgs } from "../lib/server/sandbox/bubblewrap.ts";
+import { looksSandboxDenied, OutputTail } from "../lib/server/sandbox/denial.ts";
+import { launchSandboxed } from "../lib/server/sandbox/launch.ts";
+import { planSandbox, type SandboxPlan } from "../lib/server/sandbox/policy.ts";
+import { seccompProgram } from "../lib/server/sandbox/seccomp.ts";
 import { capabilities } from "../lib/server/session/environment.ts";
 import { eventually, pidsMatching, type StdioClient } from "./helpers/server_harness.ts";
 import { call, nextRequestId } from "./helpers/rpc.ts";
@@ -1043,6 +1038,7 @@ Deno.test({
     });
     assert.deepEqual(refused.error, {
       code: -32603,
+      data: { kind: "osError", errno: "EROFS" },
       message: "Read-only file system (os error 30)",
     });
     const inside = uriFromPath(`${layout.ws}/new.txt`);

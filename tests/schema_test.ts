@@ -271,13 +271,13 @@ Deno.test("schema treats members with a default differently from Option members"
     );
     assert.doesNotThrow(() => parsesOk("initialize", '{"clientName":"c","resumeSessionId":null}'));
   });
-  await t.step("fs/open mode: null is a type error (spec §10.12)", () => {
+  await t.step("fs/open mode: null is a type error (docs/protocol.md §10.12)", () => {
     assert.equal(
       paramsError("fs/open", '{"handleId":"h","path":"file:///tmp/x","mode":null}'),
       "invalid type: null, expected string or map",
     );
   });
-  await t.step("http/request headers: null is a type error (spec §11.1)", () => {
+  await t.step("http/request headers: null is a type error (docs/protocol.md §11.1)", () => {
     assert.equal(
       paramsError(
         "http/request",

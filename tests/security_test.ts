@@ -271,7 +271,11 @@ async function assertRefused(
 }
 
 /** The error of a path that does not exist, which metadata lookups outside the scope answer. */
-const MISSING = { code: -32004, message: "No such file or directory (os error 2)" };
+const MISSING = {
+  code: -32004,
+  data: { kind: "osError", errno: "ENOENT" },
+  message: "No such file or directory (os error 2)",
+};
 
 /** Sends one metadata lookup; asserts it answers exactly like a missing path. */
 async function assertHidden(

@@ -162,13 +162,13 @@ export const SERVER_FLAGS = defineFlags({
   "writable-root": {
     kind: "list",
     value: "DIR",
-    help: "workspace-write: a directory processes and fs calls may write (repeatable)",
+    help: "workspace-write: a directory processes and fs calls may write",
   },
   "deny-read": {
     kind: "list",
     value: "PATH",
-    help: "a path processes and fs calls may not read (repeatable; the server's\n" +
-      "token, secret and key files are denied without it)",
+    help: "a path processes and fs calls may not read (the server's token,\n" +
+      "secret and key files are denied without it)",
   },
   "network-access": {
     kind: "boolean",

@@ -26,6 +26,7 @@ import {
 import { ClosedError, RemoteError } from "../rpc/connection.ts";
 import { endpointOf, type ServerTarget } from "./dial.ts";
 import { exec, type ExecOptions, type ExecResult } from "./exec.ts";
+import { RemoteFs } from "./fs.ts";
 import { type EnvironmentOptions, processEnvironment } from "./environment.ts";
 import { type RemotePath, toPathUri } from "./paths.ts";
 import { type ProcessHandle, type ProcessHost, TrackedProcess } from "./process_handle.ts";
@@ -241,6 +242,10 @@ export class ExecClient {
    * `client.methods["fs/readDirectory"]({ path: "file:///tmp" })`.
    */
   readonly methods: RequestMethods;
+  /**
+   * The server's files with Deno's names and shapes: `client.fs.readTextFile("/etc/hostname")`.
+   */
+  readonly fs: RemoteFs;
   #link: SessionLink;
   #options: ConnectOptions;
   #listeners = new Map<string, Set<(params: unknown) => void>>();
@@ -269,6 +274,7 @@ export class ExecClient {
       },
     });
     this.methods = buildMethods(this);
+    this.fs = new RemoteFs(this);
     const call = (method: string, params: unknown, cleanup = false) =>
       this.#link.call(method, params, { retry: true, cleanup });
     this.#host = {

@@ -24,41 +24,46 @@ export const ErrorCode = {
 export type ErrorCodeValue = typeof ErrorCode[keyof typeof ErrorCode];
 
 /**
- * Every `error.data.kind` this server sends, with the code it comes with and
- * what it means: a program tells conditions apart by `data.kind`, never by
+ * Every `error.data.kind` this server sends, with the codes it comes with
+ * (the first is the usual one) and what it means: a program tells conditions apart by `data.kind`, never by
  * the message text. The reference sends only the three `spawn*` kinds; the
  * others are this server's extension (the code and message stay the
  * reference's).
  */
 export const ERROR_KINDS = {
   spawnNotFound: {
-    code: ErrorCode.InternalError,
+    codes: [ErrorCode.InternalError],
     description: "process/start: the program or the working directory does not exist (ENOENT).",
   },
   spawnPermissionDenied: {
-    code: ErrorCode.InternalError,
+    codes: [ErrorCode.InternalError],
     description: "process/start: the program is not executable, or is a directory (EACCES).",
   },
   spawnFailed: {
-    code: ErrorCode.InternalError,
+    codes: [ErrorCode.InternalError],
     description:
       "process/start: any other spawn failure (bad argv, no sandbox, no pseudo-terminal).",
   },
   permissionDenied: {
-    code: ErrorCode.InvalidRequest,
+    codes: [ErrorCode.InvalidRequest],
     description:
       "The server's own permission flags do not cover the resource; `data` also names `permission`, `resource` and `flag`.",
   },
   unknownSession: {
-    code: ErrorCode.InvalidRequest,
+    codes: [ErrorCode.InvalidRequest],
     description:
       "initialize: `resumeSessionId` names no session (it never existed or its TTL expired).",
   },
+  osError: {
+    codes: [ErrorCode.InternalError, ErrorCode.NotFound, ErrorCode.InvalidRequest],
+    description:
+      "A filesystem operation failed in the OS; `data.errno` is the POSIX name (`ENOENT`, `EEXIST`, `EACCES`, `ENOTDIR`, …). The code is -32004 for ENOENT, -32600 for EINVAL/EACCES/EPERM, else -32603.",
+  },
   processExists: {
-    code: ErrorCode.InvalidRequest,
+    codes: [ErrorCode.InvalidRequest],
     description: "process/start: the session already has a process with this `processId`.",
   },
-} as const satisfies Record<string, { code: ErrorCodeValue; description: string }>;
+} as const satisfies Record<string, { codes: readonly ErrorCodeValue[]; description: string }>;
 
 /** One of the `data.kind` values of {@linkcode ERROR_KINDS}. */
 export type ErrorKind = keyof typeof ERROR_KINDS;
@@ -85,13 +90,13 @@ export function errorKind(data: unknown): ErrorKind | undefined {
 }
 
 /**
- * Builds an error of the given kind with the kind's code and `data: {kind}`.
+ * Builds an error of the given kind with the kind's (first) code and `data: {kind}`.
  *
  * @param kind The `data.kind`.
  * @param message The message sent on the wire.
  */
 export function kindError(kind: ErrorKind, message: string): RpcError {
-  return new RpcError(ERROR_KINDS[kind].code, message, { data: { kind } });
+  return new RpcError(ERROR_KINDS[kind].codes[0], message, { data: { kind } });
 }
 
 /** The `error` member of an error response, as it goes on the wire. */

@@ -2,7 +2,7 @@
  * A seeded message generator for fuzzing the server's decoder and router,
  * with the outcome the spec prescribes for every generated message.
  *
- * Every case says what the server must do with it (SPEC §2, §4.5):
+ * Every case says what the server must do with it (docs/protocol.md §2, §4.5):
  *
  * - `reply`: answer with exactly this id, with a result and/or one of the
  *   allowed error codes;
@@ -20,6 +20,7 @@
 
 import { METHODS } from "../../lib/protocol/methods.ts";
 import type { JsonSchema } from "../../lib/protocol/schema.ts";
+import { toJson } from "./server_harness.ts";
 
 // ---------------------------------------------------------------------------
 // Seeded randomness
@@ -332,17 +333,7 @@ function isRaw(value: unknown): value is Raw {
 
 /** Compact JSON text of a value; `{$raw}` objects are inserted verbatim, bigints keep digits. */
 export function serialize(value: unknown): string {
-  if (isRaw(value)) return value.$raw;
-  if (typeof value === "bigint") return value.toString();
-  if (value === undefined) return "null";
-  if (value === null || typeof value !== "object") return JSON.stringify(value);
-  if (Array.isArray(value)) return `[${value.map(serialize).join(",")}]`;
-  const parts: string[] = [];
-  for (const [key, member] of Object.entries(value)) {
-    if (member === undefined) continue;
-    parts.push(`${JSON.stringify(key)}:${serialize(member)}`);
-  }
-  return `{${parts.join(",")}}`;
+  return toJson(value, (v) => isRaw(v) ? v.$raw : undefined);
 }
 
 // ---------------------------------------------------------------------------
@@ -864,7 +855,7 @@ export class FuzzGenerator {
     return this.#reply("valid request", text, key, { result: true, codes: [] });
   }
 
-  /** A message that must end the connection without a reply (spec §4.5). */
+  /** A message that must end the connection without a reply (docs/protocol.md §4.5). */
   nextFatal(): FuzzCase {
     const c = this.#fatal();
     this.#count(c.category);

@@ -41,18 +41,24 @@ export interface Received {
   at: number;
 }
 
-/** Encodes a value as compact JSON; bigints are written with all their digits. */
-export function toJson(value: unknown): string {
+/**
+ * Encodes a value as compact JSON; bigints are written with all their digits.
+ * `verbatim` may return the text of a value to insert as it is (e.g. a
+ * deliberately malformed member); it is asked for every value.
+ */
+export function toJson(value: unknown, verbatim?: (value: unknown) => string | undefined): string {
+  const raw = verbatim?.(value);
+  if (raw !== undefined) return raw;
   if (typeof value === "bigint") return value.toString();
   if (value === null || typeof value !== "object") return JSON.stringify(value) ?? "null";
-  if (Array.isArray(value)) return `[${value.map((v) => toJson(v ?? null)).join(",")}]`;
+  if (Array.isArray(value)) return `[${value.map((v) => toJson(v ?? null, verbatim)).join(",")}]`;
   if (typeof (value as { toJSON?: unknown }).toJSON === "function") {
     return JSON.stringify(value);
   }
   const members: string[] = [];
   for (const [key, member] of Object.entries(value)) {
     if (member === undefined) continue;
-    members.push(`${JSON.stringify(key)}:${toJson(member)}`);
+    members.push(`${JSON.stringify(key)}:${toJson(member, verbatim)}`);
   }
   return `{${members.join(",")}}`;
 }

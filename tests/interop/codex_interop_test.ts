@@ -44,7 +44,7 @@ import { type LoggedMessage, startWsProxy } from "./ws_proxy.ts";
 
 const TEST_NAME = "codex runs its commands through exec-server";
 const FIVE_MIB = 5 * 1024 * 1024;
-/** SPEC §3: the filesystem "not found" error, which Codex expects for absent AGENTS.md, .git… */
+/** docs/protocol.md §3: the filesystem "not found" error, which Codex expects for absent AGENTS.md, .git… */
 const NOT_FOUND = -32004;
 
 /** Everything the cases share: one exec-server, one outbound guard, one work directory. */

@@ -123,7 +123,8 @@ export function osErrorCode(err: unknown): string | undefined {
 
 /**
  * Converts an error thrown by a filesystem operation into the wire error the
- * reference sends, with the message `<strerror> (os error N)`: not-found
+ * reference sends, with the message `<strerror> (os error N)` and (our
+ * extension) `data: {kind: "osError", errno: "ENOENT"}`: not-found
  * becomes `-32004`, `EINVAL`/`EACCES`/`EPERM` `-32600`, other OS errors `-32603`. A Deno permission
  * refusal becomes the typed permission error of `policy.ts`; an
  * {@linkcode RpcError} passes through unchanged.
@@ -143,7 +144,7 @@ export function fsError(err: unknown): RpcError {
     message = /^(.*? \(os error \d+\))/.exec(err.message)?.[1];
   }
   message ??= "internal error";
-  return new RpcError(wireCodeOf(code), message, { cause: err });
+  return new RpcError(wireCodeOf(code), message, { cause: err, data: osErrorData(code) });
 }
 
 /**
@@ -153,7 +154,16 @@ export function fsError(err: unknown): RpcError {
  * @param code An errno name listed by {@linkcode osErrorMessage}.
  */
 export function osError(code: string): RpcError {
-  return new RpcError(wireCodeOf(code), osErrorMessage(code) ?? code);
+  return new RpcError(wireCodeOf(code), osErrorMessage(code) ?? code, {
+    data: osErrorData(code),
+  });
+}
+
+/** `data` of an OS error: `{kind: "osError", errno}` for a known errno name (our extension). */
+function osErrorData(code: string | undefined): { kind: "osError"; errno: string } | undefined {
+  return code !== undefined && Object.hasOwn(OS_ERRORS, code)
+    ? { kind: "osError", errno: code }
+    : undefined;
 }
 
 function wireCodeOf(code: string | undefined): number {

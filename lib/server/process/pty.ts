@@ -14,7 +14,7 @@
  */
 
 import { requireRun } from "../host/permissions.ts";
-import { ErrorCode, RpcError } from "../../protocol/errors.ts";
+import { kindError, type RpcError } from "../../protocol/errors.ts";
 import {
   C,
   cString,
@@ -163,27 +163,27 @@ let liveCount = 0;
  */
 export function spawnPty(argv: readonly string[], options: PtySpawnOptions): PtyProcess {
   if (!ptySupported()) {
-    throw spawnError(
+    throw kindError(
       "spawnFailed",
       "Cannot spawn a pty process: pseudo-terminals need Linux and the FFI permission",
     );
   }
   if (liveCount >= MAX_PTY_PROCESSES) {
-    throw spawnError(
+    throw kindError(
       "spawnFailed",
       `Cannot spawn a pty process: the limit of ${MAX_PTY_PROCESSES} live pty processes is reached`,
     );
   }
   const program = argv[0];
   if (program === undefined || program === "") {
-    throw spawnError("spawnFailed", "missing program for PTY spawn");
+    throw kindError("spawnFailed", "missing program for PTY spawn");
   }
   if (argv.some((arg) => arg.includes("\0")) || options.arg0?.includes("\0")) {
-    throw spawnError("spawnFailed", "nul byte found in provided data");
+    throw kindError("spawnFailed", "nul byte found in provided data");
   }
   const envEntries = Object.entries(options.env).map(([key, value]) => `${key}=${value}`);
   if (envEntries.some((entry) => entry.includes("\0")) || options.cwd.includes("\0")) {
-    throw spawnError("spawnFailed", "data provided contains a nul byte");
+    throw kindError("spawnFailed", "data provided contains a nul byte");
   }
   const cwd = effectiveCwd(options.cwd, options.env);
   const path = resolveProgram(program, cwd, options.env);
@@ -197,17 +197,13 @@ export function spawnPty(argv: readonly string[], options: PtySpawnOptions): Pty
   return new PtyChild(libc(), pid, master);
 }
 
-function spawnError(kind: string, message: string): RpcError {
-  return new RpcError(ErrorCode.InternalError, message, { data: { kind } });
-}
-
 function errnoError(code: number): RpcError {
   const kind = code === C.ENOENT
     ? "spawnNotFound"
     : code === C.EACCES
     ? "spawnPermissionDenied"
     : "spawnFailed";
-  return spawnError(kind, osErrorMessage(code));
+  return kindError(kind, osErrorMessage(code));
 }
 
 /** The reference runs a tty child in its home directory when `cwd` is not a directory. */
@@ -229,13 +225,13 @@ function resolveProgram(program: string, cwd: string, env: Record<string, string
   ) {
     const candidate = joinPath(cwd, program);
     if (fileKind(candidate) === "missing") {
-      throw spawnError("spawnFailed", `Unable to spawn ${candidate} because it does not exist`);
+      throw kindError("spawnFailed", `Unable to spawn ${candidate} because it does not exist`);
     }
     return candidate;
   }
   const searchPath = env["PATH"];
   if (searchPath === undefined) {
-    throw spawnError(
+    throw kindError(
       "spawnFailed",
       `Unable to spawn ${program} because:\nUnable to resolve the PATH`,
     );
@@ -254,7 +250,7 @@ function resolveProgram(program: string, cwd: string, env: Record<string, string
       return candidate;
     }
   }
-  throw spawnError(
+  throw kindError(
     "spawnFailed",
     `Unable to spawn ${program} because:\n${reasons}No viable candidates found in PATH "${searchPath}"`,
   );

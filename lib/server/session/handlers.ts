@@ -94,17 +94,7 @@ export const HANDLERS: Handlers = {
 
   ...fsHandlers(),
 
-  "http/request": (params, ctx) =>
-    ctx.http.request({
-      method: params.method,
-      url: params.url,
-      headers: params.headers,
-      body: params.bodyBase64,
-      timeoutMs: params.timeoutMs,
-      redirectPolicy: params.redirectPolicy,
-      requestId: params.requestId,
-      streamResponse: params.streamResponse,
-    }),
+  "http/request": (params, ctx) => ctx.http.request(params),
 
   "capabilityRoots/discoverV1": () => unsupported("capability discovery", "capabilityDiscoveryV2"),
   "capabilities/discoverV2": () => unsupported("capability discovery", "capabilityDiscoveryV2"),

@@ -6,7 +6,8 @@
  */
 
 import { ErrorCode, kindError, RpcError } from "../../protocol/errors.ts";
-import { type NotificationSink, ProcessTable } from "../process/table.ts";
+import type { NotificationSink } from "../process/managed_process.ts";
+import { ProcessTable } from "../process/table.ts";
 
 /** Default time a detached session waits for a resume, in ms (the reference's ≈ 80 s). */
 export const DEFAULT_SESSION_TTL_MS = 80_000;

@@ -1,0 +1,72 @@
+/**
+ * Header lists of `http/request`, in the reference's header-map order: all
+ * values of one name are kept in their original order, grouped at the
+ * position where the name first appears (`x-a: 1`, `y: 2`, `x-a: 3` goes
+ * out as `x-a: 1`, `x-a: 3`, `y: 2`; the same for response headers).
+ *
+ * @module
+ */
+
+/** An ordered header map: one entry per lowercase name, values in order. */
+export type HeaderMap = { name: string; values: string[] }[];
+
+/**
+ * The values of a name, or `undefined` when it has none.
+ *
+ * @param map The map.
+ * @param name A lowercase name.
+ */
+export function headerGet(map: HeaderMap, name: string): string[] | undefined {
+  return map.find((entry) => entry.name === name)?.values;
+}
+
+/**
+ * Replaces a name's values with one value, keeping the name's position.
+ *
+ * @param map The map (changed).
+ * @param name A lowercase name.
+ * @param value The value.
+ */
+export function headerSet(map: HeaderMap, name: string, value: string): void {
+  const entry = map.find((candidate) => candidate.name === name);
+  if (entry) entry.values = [value];
+  else map.push({ name, values: [value] });
+}
+
+/**
+ * The map without some names.
+ *
+ * @param map The map.
+ * @param names Lowercase names to drop.
+ */
+export function headerDelete(map: HeaderMap, names: readonly string[]): HeaderMap {
+  return map.filter((entry) => !names.includes(entry.name));
+}
+
+/** Request header values: tab, visible ASCII, space and any non-ASCII text (sent as UTF-8). */
+export function isValidHeaderValue(value: string): boolean {
+  for (let i = 0; i < value.length; i++) {
+    const code = value.charCodeAt(i);
+    if ((code < 0x20 && code !== 0x09) || code === 0x7f) return false;
+  }
+  return true;
+}
+
+/** Response header values returned to the client: tab, space and visible ASCII only. */
+export function isVisibleAscii(value: string): boolean {
+  return /^[\t\x20-\x7e]*$/.test(value);
+}
+
+/** The header lines of one hop: the request headers, then the defaults that are missing. */
+export function hopHeaders(
+  headers: HeaderMap,
+  url: URL,
+  body: Uint8Array | null,
+): [string, string][] {
+  const map: HeaderMap = headers.map((entry) => ({ name: entry.name, values: [...entry.values] }));
+  if (!headerGet(map, "accept")) headerSet(map, "accept", "*/*");
+  if (!headerGet(map, "accept-encoding")) headerSet(map, "accept-encoding", "zstd,gzip");
+  if (!headerGet(map, "host")) headerSet(map, "host", url.host);
+  if (body !== null) headerSet(map, "content-length", String(body.length));
+  return map.flatMap((entry) => entry.values.map((value): [string, string] => [entry.name, value]));
+}

@@ -1,0 +1,262 @@
+/**
+ * The retained output of one process (spec §8.3): numbered chunks, the
+ * oldest evicted beyond the limits, and the paging of `process/read`. Pure
+ * data: no I/O, no timers, no child process.
+ *
+ * @module
+ */
+
+/** Most bytes of output retained per process (oldest whole chunks are evicted). */
+export const RETAINED_OUTPUT_BYTES = 1024 * 1024;
+/** Most output chunks retained per process. */
+export const RETAINED_OUTPUT_CHUNKS = 50_000;
+/**
+ * How many evicted chunks a process remembers the boundaries of, so that
+ * `evictedBytes` is exact for a read whose `afterSeq` is among them (older
+ * cursors get a lower bound).
+ */
+export const EVICTION_HISTORY_CHUNKS = RETAINED_OUTPUT_CHUNKS;
+
+/** The stream a chunk came from. */
+export type OutputStream = "stdout" | "stderr" | "pty";
+
+/** One retained chunk, in the wire shape of `process/read`'s `chunks`. */
+export interface OutputChunk {
+  /** Its seq. */
+  readonly seq: number;
+  /** Where it came from. */
+  readonly stream: OutputStream;
+  /** The bytes, standard base64. */
+  readonly chunk: string;
+}
+
+/** Limits of an {@linkcode OutputRing}. */
+export interface OutputRingOptions {
+  /**
+   * Lossless (`output: "block"`): chunks are evicted only once a read has
+   * passed them; the ring may then hold more than its limits.
+   *
+   * @default {false}
+   */
+  block?: boolean;
+  /** @default {RETAINED_OUTPUT_BYTES} */
+  maxBytes?: number;
+  /** @default {RETAINED_OUTPUT_CHUNKS} */
+  maxChunks?: number;
+  /** @default {EVICTION_HISTORY_CHUNKS} */
+  historyChunks?: number;
+}
+
+/** A page of the ring for `process/read`. */
+export interface OutputPage {
+  /** The chunks after `afterSeq`, oldest first. */
+  chunks: OutputChunk[];
+  /** The seq to read after next: after the last chunk when paged, else the ring's next seq. */
+  nextSeq: number;
+}
+
+/**
+ * Evicted chunk boundaries: for the latest evicted chunks, their seq and the
+ * number of output bytes produced up to and including them.
+ */
+class EvictionHistory {
+  #seqs: number[] = [];
+  #ends: number[] = [];
+  #head = 0;
+  /** Bytes produced before the oldest remembered boundary (0 while nothing was forgotten). */
+  #base = 0;
+  #limit: number;
+
+  constructor(limit: number) {
+    this.#limit = limit;
+  }
+
+  add(seq: number, end: number): void {
+    this.#seqs.push(seq);
+    this.#ends.push(end);
+    if (this.#seqs.length - this.#head > this.#limit) {
+      this.#base = this.#ends[this.#head]!;
+      this.#head++;
+    }
+    if (this.#head > 1024 && this.#head * 2 > this.#seqs.length) {
+      this.#seqs = this.#seqs.slice(this.#head);
+      this.#ends = this.#ends.slice(this.#head);
+      this.#head = 0;
+    }
+  }
+
+  /**
+   * Output bytes produced up to and including `seq` (an evicted seq), or, for
+   * a seq older than the history, the most that can be (a lower bound for
+   * the bytes after it).
+   */
+  bytesThrough(seq: number): number {
+    let lo = this.#head;
+    let hi = this.#seqs.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (this.#seqs[mid]! <= seq) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo === this.#head ? this.#base : this.#ends[lo - 1]!;
+  }
+}
+
+/**
+ * A process's seq counter and retained output. Every event of a process
+ * (output, exit, close) takes the next seq; output chunks are retained
+ * until the ring is over {@linkcode RETAINED_OUTPUT_BYTES} or
+ * {@linkcode RETAINED_OUTPUT_CHUNKS} (the byte limit never evicts the only
+ * chunk), oldest first.
+ *
+ * @example Page through retained output
+ * ```ts
+ * import { OutputRing } from "./output_ring.ts";
+ * const ring = new OutputRing({ maxChunks: 2 });
+ * for (const text of ["a", "b", "c"]) ring.push("stdout", btoa(text), 1);
+ * const page = ring.page(0, undefined);
+ * console.log(page.chunks.map((c) => c.seq), page.nextSeq); // [2, 3] 4
+ * console.log(ring.evictedBytesAfter(0)); // 1
+ * ```
+ */
+export class OutputRing {
+  /** The seq the next event gets. */
+  nextSeq = 1;
+  #ring: OutputChunk[] = [];
+  #head = 0;
+  #sizes: number[] = [];
+  #bytes = 0;
+  /** Output bytes produced through each retained chunk (parallel to the ring). */
+  #ends: number[] = [];
+  #produced = 0;
+  #evicted = 0;
+  #history: EvictionHistory;
+  #block: boolean;
+  /** The highest `afterSeq` read (output up to it has been read). */
+  #readCursor = 0;
+  #maxBytes: number;
+  #maxChunks: number;
+
+  /**
+   * Creates an empty ring.
+   *
+   * @param options Lossless mode and limits.
+   */
+  constructor(options: OutputRingOptions = {}) {
+    this.#block = options.block ?? false;
+    this.#maxBytes = options.maxBytes ?? RETAINED_OUTPUT_BYTES;
+    this.#maxChunks = options.maxChunks ?? RETAINED_OUTPUT_CHUNKS;
+    this.#history = new EvictionHistory(options.historyChunks ?? EVICTION_HISTORY_CHUNKS);
+  }
+
+  /** Takes the next seq for an event that is not output (exit, close). */
+  takeSeq(): number {
+    return this.nextSeq++;
+  }
+
+  /**
+   * Retains a chunk under the next seq, evicting what the limits require.
+   *
+   * @param stream Where it came from.
+   * @param chunk The bytes, standard base64.
+   * @param size The number of bytes.
+   * @returns The chunk's seq.
+   */
+  push(stream: OutputStream, chunk: string, size: number): number {
+    const seq = this.nextSeq++;
+    this.#produced += size;
+    this.#ring.push({ seq, stream, chunk });
+    this.#sizes.push(size);
+    this.#ends.push(this.#produced);
+    this.#bytes += size;
+    this.#evict();
+    return seq;
+  }
+
+  /**
+   * Whether the ring holds more than its limits: in lossless mode the
+   * producer must wait for a read ({@linkcode OutputRing.readPast}) first.
+   */
+  get full(): boolean {
+    const count = this.#ring.length - this.#head;
+    return count > this.#maxChunks || (this.#bytes > this.#maxBytes && count > 1);
+  }
+
+  /**
+   * A read with this `afterSeq` happened: in lossless mode output up to it may now be evicted.
+   *
+   * @param afterSeq The read's cursor.
+   * @returns Whether the ring is within its limits afterwards.
+   */
+  readPast(afterSeq: number): boolean {
+    if (afterSeq > this.#readCursor) {
+      this.#readCursor = afterSeq;
+      if (this.#block) this.#evict();
+    }
+    return !this.full;
+  }
+
+  /** Switches to drop-oldest (nothing will read any more). */
+  unblock(): void {
+    this.#block = false;
+    this.#evict();
+  }
+
+  /** Evicts the oldest chunks while the ring is over its limits (in block mode: read ones only). */
+  #evict(): void {
+    while (this.full && (!this.#block || this.#ring[this.#head]!.seq <= this.#readCursor)) {
+      const size = this.#sizes[this.#head]!;
+      this.#bytes -= size;
+      this.#evicted += size;
+      this.#history.add(this.#ring[this.#head]!.seq, this.#ends[this.#head]!);
+      this.#head++;
+    }
+    if (this.#head > 1024 && this.#head * 2 > this.#ring.length) {
+      this.#ring = this.#ring.slice(this.#head);
+      this.#sizes = this.#sizes.slice(this.#head);
+      this.#ends = this.#ends.slice(this.#head);
+      this.#head = 0;
+    }
+  }
+
+  /**
+   * The retained chunks after `afterSeq`: all of them, or with `maxBytes`
+   * whole chunks up to that many bytes (at least one).
+   *
+   * @param afterSeq Chunks with a greater seq are returned.
+   * @param maxBytes The page's byte budget.
+   */
+  page(afterSeq: number, maxBytes: number | undefined): OutputPage {
+    const ring = this.#ring;
+    let lo = this.#head;
+    let hi = ring.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (ring[mid]!.seq <= afterSeq) lo = mid + 1;
+      else hi = mid;
+    }
+    if (maxBytes === undefined) return { chunks: ring.slice(lo), nextSeq: this.nextSeq };
+    const chunks: OutputChunk[] = [];
+    let total = 0;
+    for (let i = lo; i < ring.length; i++) {
+      const size = this.#sizes[i]!;
+      if (chunks.length > 0 && total + size > maxBytes) break;
+      chunks.push(ring[i]!);
+      total += size;
+      if (total >= maxBytes) break;
+    }
+    const last = chunks[chunks.length - 1];
+    return { chunks, nextSeq: last ? last.seq + 1 : this.nextSeq };
+  }
+
+  /**
+   * Output bytes evicted after `afterSeq` (the `evictedBytes` of a read
+   * with that cursor): exact while the seq is among the remembered
+   * boundaries, else a lower bound.
+   *
+   * @param afterSeq The read's cursor.
+   */
+  evictedBytesAfter(afterSeq: number): number {
+    return Math.max(0, this.#evicted - this.#history.bytesThrough(afterSeq));
+  }
+}

@@ -1,0 +1,214 @@
+import assert from "node:assert/strict";
+import {
+  AlreadyExistsError,
+  connect,
+  DirectoryNotEmptyError,
+  type ExecClient,
+  FsError,
+  fsErrorOf,
+  NotADirectoryError,
+  NotFoundError,
+  PermissionDeniedError,
+  RemoteError,
+} from "../mod.ts";
+import { serveWebSocket } from "../lib/server/listen/listen.ts";
+
+/** Runs `fn` with a client of a server in this process and a fresh temp dir (with awkward characters). */
+async function withFs(fn: (client: ExecClient, dir: string) => Promise<void>): Promise<void> {
+  const dir = await Deno.makeTempDir({ prefix: "es fs %#" });
+  const server = await serveWebSocket();
+  try {
+    await using client = await connect(server.url);
+    await fn(client, dir);
+  } finally {
+    await server.shutdown();
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+async function rejection(promise: Promise<unknown>): Promise<unknown> {
+  return await promise.then(() => assert.fail("expected a rejection"), (err) => err);
+}
+
+Deno.test("client.fs writes, reads, lists, stats and removes files by plain path", async () => {
+  await withFs(async (client, dir) => {
+    const file = `${dir}/a b%.txt`;
+    await client.fs.writeTextFile(file, "héllo\n");
+    assert.equal(await Deno.readTextFile(file), "héllo\n");
+    assert.equal(await client.fs.readTextFile(file), "héllo\n");
+    assert.deepEqual(await client.fs.readFile(file), new TextEncoder().encode("héllo\n"));
+    await client.fs.writeFile(file, new Uint8Array([0, 255]));
+    assert.deepEqual(await Deno.readFile(file), new Uint8Array([0, 255]));
+    await client.fs.mkdir(`${dir}/sub/deeper`, { recursive: true });
+    const names = [];
+    for await (const entry of client.fs.readDir(dir)) names.push(entry.name);
+    assert.deepEqual(names.sort(), ["a b%.txt", "sub"]);
+    const info = await client.fs.stat(file);
+    assert.equal(info.size, 2);
+    assert.equal(info.isFile, true);
+    await client.fs.remove(file);
+    await client.fs.remove(`${dir}/sub`, { recursive: true });
+    assert.deepEqual(await Array.fromAsync(Deno.readDir(dir)), []);
+  });
+});
+
+Deno.test("client.fs paths may be file: URLs as well", async () => {
+  await withFs(async (client, dir) => {
+    const url = new URL(`file://${dir.split("/").map(encodeURIComponent).join("/")}/u.txt`);
+    await client.fs.writeTextFile(url, "url");
+    assert.equal(await Deno.readTextFile(`${dir}/u.txt`), "url");
+    assert.equal(await client.fs.readTextFile(url.href), "url");
+  });
+});
+
+Deno.test("client.fs.readDir reports entries as Deno.readDir does, symlinks as symlinks", async () => {
+  await withFs(async (client, dir) => {
+    await Deno.writeTextFile(`${dir}/file`, "");
+    await Deno.mkdir(`${dir}/directory`);
+    await Deno.symlink(`${dir}/file`, `${dir}/file-link`);
+    await Deno.symlink(`${dir}/directory`, `${dir}/dir-link`);
+    const sorted = (entries: Deno.DirEntry[]) =>
+      entries.sort((a, b) => a.name.localeCompare(b.name));
+    const remote: Deno.DirEntry[] = [];
+    for await (const entry of client.fs.readDir(dir)) remote.push(entry);
+    assert.deepEqual(
+      sorted(remote),
+      sorted(
+        (await Array.fromAsync(Deno.readDir(dir))).map((
+          { name, isFile, isDirectory, isSymlink },
+        ) => ({
+          name,
+          isFile,
+          isDirectory,
+          isSymlink,
+        })),
+      ),
+    );
+  });
+});
+
+Deno.test("client.fs.stat follows symlinks and matches Deno.stat", async () => {
+  await withFs(async (client, dir) => {
+    await Deno.writeTextFile(`${dir}/file`, "12345");
+    await Deno.symlink(`${dir}/file`, `${dir}/link`);
+    const local = await Deno.stat(`${dir}/link`);
+    const remote = await client.fs.stat(`${dir}/link`);
+    assert.deepEqual(remote, {
+      isFile: local.isFile,
+      isDirectory: local.isDirectory,
+      isSymlink: false,
+      size: local.size,
+      mtime: local.mtime,
+      birthtime: local.birthtime,
+    });
+  });
+});
+
+Deno.test("client.fs errors are typed classes carrying the path", async (t) => {
+  await withFs(async (client, dir) => {
+    await Deno.writeTextFile(`${dir}/file`, "");
+    await Deno.mkdir(`${dir}/full`);
+    await Deno.writeTextFile(`${dir}/full/x`, "");
+    await t.step("not found", async () => {
+      const err = await rejection(client.fs.readFile(`${dir}/missing`));
+      assert.ok(err instanceof NotFoundError, String(err));
+      assert.equal(err.path, `${dir}/missing`);
+      assert.equal(err.errno, "ENOENT");
+      assert.ok(err.cause instanceof RemoteError);
+    });
+    await t.step("already exists", async () => {
+      const err = await rejection(client.fs.mkdir(`${dir}/full`));
+      assert.ok(err instanceof AlreadyExistsError, String(err));
+      assert.equal(err.path, `${dir}/full`);
+    });
+    await t.step("not a directory", async () => {
+      const err = await rejection(client.fs.mkdir(`${dir}/file/sub`, { recursive: true }));
+      assert.ok(err instanceof NotADirectoryError, String(err));
+    });
+    await t.step("directory not empty", async () => {
+      const err = await rejection(client.fs.remove(`${dir}/full`));
+      assert.ok(err instanceof DirectoryNotEmptyError, String(err));
+      assert.ok((await Deno.stat(`${dir}/full/x`)).isFile, "nothing was removed");
+    });
+    await t.step("a relative path is a TypeError before any request", async () => {
+      await assert.rejects(() => client.fs.readFile("relative/path"), TypeError);
+    });
+  });
+});
+
+Deno.test("client.fs refusals of the server's permission flags are PermissionDeniedError", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const main = new URL("../main.ts", import.meta.url).pathname;
+    await using client = await connect({
+      command: Deno.execPath(),
+      args: [
+        "run",
+        `--allow-read=${dir},${main}`,
+        "--allow-env",
+        "--allow-sys",
+        main,
+        "--listen",
+        "stdio",
+      ],
+    });
+    const err = await rejection(client.fs.readFile("/etc/hostname"));
+    assert.ok(err instanceof PermissionDeniedError, String(err));
+    assert.equal(err.path, "/etc/hostname");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("fsErrorOf takes the reference's not-found code without data as NotFoundError", () => {
+  const reference = new RemoteError({
+    code: -32004,
+    message: "No such file or directory (os error 2)",
+  });
+  assert.ok(fsErrorOf(reference, "/x") instanceof NotFoundError);
+  const other = fsErrorOf(
+    new RemoteError({ code: -32603, message: "File exists (os error 17)" }),
+    "/x",
+  );
+  assert.ok(
+    other instanceof FsError && !(other instanceof AlreadyExistsError),
+    "no message matching",
+  );
+});
+
+Deno.test("client.fs.open reads and writes at a moving position across several blocks", async () => {
+  await withFs(async (client, dir) => {
+    const size = 2 * 1024 * 1024 + 12345;
+    const data = new Uint8Array(size).map((_, i) => (i * 7) & 0xff);
+    const pieces = [
+      data.subarray(0, 1000),
+      data.subarray(1000, 1_500_000),
+      data.subarray(1_500_000),
+    ];
+    await client.fs.writeFile(`${dir}/big`, ReadableStream.from(pieces));
+    assert.deepEqual(await Deno.readFile(`${dir}/big`), data);
+    await using file = await client.fs.open(`${dir}/big`);
+    const out = new Uint8Array(size);
+    let offset = 0;
+    const buffer = new Uint8Array(700_000);
+    for (let n = await file.read(buffer); n !== null; n = await file.read(buffer)) {
+      out.set(buffer.subarray(0, n), offset);
+      offset += n;
+    }
+    assert.equal(offset, size);
+    assert.deepEqual(out, data);
+  });
+});
+
+Deno.test("client.fs.realPath and copy", async () => {
+  await withFs(async (client, dir) => {
+    await Deno.mkdir(`${dir}/tree/inner`, { recursive: true });
+    await Deno.writeTextFile(`${dir}/tree/inner/f`, "f");
+    await Deno.symlink(`${dir}/tree`, `${dir}/link`);
+    assert.equal(await client.fs.realPath(`${dir}/link/inner/../inner`), `${dir}/tree/inner`);
+    await client.fs.copy(`${dir}/tree/inner/f`, `${dir}/g`);
+    assert.equal(await Deno.readTextFile(`${dir}/g`), "f");
+    await client.fs.copy(`${dir}/tree`, `${dir}/copy`, { recursive: true });
+    assert.equal(await Deno.readTextFile(`${dir}/copy/inner/f`), "f");
+  });
+});
