@@ -22,14 +22,14 @@ async function sha256Hex(text: string): Promise<string> {
 
 /** Collects the JSON log lines written while `body` runs. */
 async function capturedLog(
-  body: () => Promise<void>,
+  body: (events: () => Json[]) => Promise<void>,
 ): Promise<{ lines: string[]; events: Json[] }> {
   const lines: string[] = [];
   setLogSink((line) => lines.push(line));
   setLogLevel("info");
   setLogFormat("json");
   try {
-    await body();
+    await body(() => lines.map((line) => JSON.parse(line)));
   } finally {
     setLogSink(undefined);
     setLogLevel("warn");
@@ -60,13 +60,26 @@ Deno.test("audit log: every line is one JSON object with ts, level and event fir
 Deno.test("audit log: connection, process.start and fs events name the session, argv, cwd and paths; env values never appear", async () => {
   const dir = await Deno.makeTempDir();
   let sessionId = "";
-  const { lines, events } = await capturedLog(async () => {
+  const { lines, events } = await capturedLog(async (events) => {
     await using server = await InProcessServer.websocket();
     await using client = await server.connect();
     sessionId = await handshake(client);
-    await startProcess(client, "p1", sh("true"), {
+    await startProcess(client, "p1", sh("printf abcde; exit 3"), {
       env: { PATH: "/usr/bin:/bin", API_SECRET: "hunter2-value" },
     });
+    let read: Json = {};
+    while (read.closed !== true) {
+      read = await call(client, "process/read", {
+        processId: "p1",
+        afterSeq: 0,
+        waitMs: 5000,
+      });
+    }
+    await startProcess(client, "killed", sh("sleep 30"));
+    await call(client, "process/terminate", { processId: "killed" });
+    while (!only(events(), "process.exit").some((e) => e.processId === "killed")) {
+      await call(client, "process/read", { processId: "killed", afterSeq: 0, waitMs: 1000 });
+    }
     await call(client, "fs/writeFile", { path: `file://${dir}/a.txt`, dataBase64: "aGk=" });
     await call(client, "fs/copy", {
       sourcePath: `file://${dir}/a.txt`,
@@ -93,13 +106,20 @@ Deno.test("audit log: connection, process.start and fs events name the session, 
       event: "process.start",
       session: sessionId,
       processId: "p1",
-      argv: ["/bin/sh", "-c", "true"],
+      argv: ["/bin/sh", "-c", "printf abcde; exit 3"],
       cwd: "/tmp",
       tty: false,
       sandboxType: "none",
       envNames: ["PATH", "API_SECRET"],
     },
   );
+  const exits = only(events, "process.exit");
+  assert.deepEqual(exits.map((e) => [e.level, e.session, e.processId, e.exitCode, e.signal]), [
+    ["info", sessionId, "p1", 3, null],
+    ["info", sessionId, "killed", 137, "SIGKILL"],
+  ]);
+  assert.equal(exits[0]!.outputBytes, 5);
+  assert.equal(typeof exits[0]!.durationMs, "number");
   assert.deepEqual(only(events, "fs.write").map((e) => [e.method, e.path]), [
     ["fs/writeFile", `${dir}/a.txt`],
   ]);

@@ -72,6 +72,7 @@ Deno.test("/metrics: gauges follow the live connections, sessions and processes;
   assert.equal(sample(before, "exec_server_connections"), 0);
   assert.equal(sample(before, "exec_server_sessions"), 0);
   const startsBefore = sample(before, "exec_server_processes_started_total") ?? 0;
+  const outputBefore = sample(before, "exec_server_output_bytes_total") ?? 0;
   const startRequestsBefore =
     sample(before, 'exec_server_requests_total{method="process/start"}') ??
       0;
@@ -79,10 +80,15 @@ Deno.test("/metrics: gauges follow the live connections, sessions and processes;
   await handshake(client);
   await startProcess(client, "sleeper", sh("sleep 30"));
   await startProcess(client, "echo", sh("printf 12345"));
-  await call(client, "process/read", { processId: "echo", afterSeq: 0, waitMs: 5000 });
+  let read: { closed?: unknown } = {};
+  while (read.closed !== true) {
+    read = await call(client, "process/read", { processId: "echo", afterSeq: 0, waitMs: 5000 });
+  }
   const during = await scrape();
   assert.equal(sample(during, "exec_server_connections"), 1);
   assert.equal(sample(during, "exec_server_sessions"), 1);
+  assert.equal(sample(during, "exec_server_processes_running"), 1);
+  assert.equal(sample(during, "exec_server_output_bytes_total"), outputBefore + 5);
   assert.equal(sample(during, "exec_server_processes_started_total"), startsBefore + 2);
   assert.equal(
     sample(during, 'exec_server_requests_total{method="process/start"}'),

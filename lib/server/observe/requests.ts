@@ -1,7 +1,8 @@
 /**
  * What a served request tells the operator: its count and duration by
  * method, and the audit events of the requests that change things
- * (`process.start`, `fs.write`, `fs.remove`, `fs.copy`, `http.request`) or
+ * (`fs.write`, `fs.remove`, `fs.copy`, `http.request`; a process's are
+ * audited by its `ProcessWatch`) or
  * that the server refused (`permission.denied`).
  *
  * @module
@@ -46,17 +47,6 @@ function originOf(url: unknown): string {
 /** The audit event of a request that succeeded, if it has one. */
 function auditSuccess(method: string, params: Params, result: unknown, session: string): void {
   switch (method) {
-    case "process/start":
-      audit("process.start", {
-        session,
-        processId: String(params.processId),
-        argv: params.argv as string[],
-        cwd: pathOf(params.cwd),
-        tty: params.tty === true,
-        sandboxType: String((result as { sandboxType?: unknown }).sandboxType ?? "none"),
-        envNames: Object.keys((params.env as Params | undefined) ?? {}),
-      });
-      return;
     case "fs/writeFile":
     case "fs/createDirectory":
       audit("fs.write", { session, method, path: pathOf(params.path) });
