@@ -121,3 +121,20 @@ Deno.test("the server's flags default to the documented values", () => {
   });
   assert.deepEqual(parseServerFlags(["--listen=stdio://"]).listen, { kind: "stdio" });
 });
+
+Deno.test("flags accept several one-letter boolean aliases at once (-it), and only those", () => {
+  const table = defineFlags({
+    stdin: { kind: "boolean", short: "i", help: "forward stdin" },
+    tty: { kind: "boolean", short: "t", help: "a terminal" },
+    env: { kind: "list", short: "e", value: "K=V", help: "a variable" },
+  });
+  const { flags, rest } = parseFlags(table, ["-it", "--", "bash"], { rest: true });
+  assert.deepEqual(flags, { stdin: true, tty: true, env: [] });
+  assert.deepEqual(rest, ["bash"]);
+  assert.throws(
+    () => parseFlags(table, ["-ie", "A=1"]),
+    FlagError,
+    "a value flag cannot be bundled",
+  );
+  assert.throws(() => parseFlags(table, ["-ix"]), FlagError);
+});

@@ -10,9 +10,14 @@ interface RunResult {
 }
 
 /** Runs `main.ts run ARGS` as a subprocess, feeding `input` on stdin (then keeping it open briefly or closing it). */
-async function run(args: string[], input?: Uint8Array): Promise<RunResult> {
+async function run(
+  args: string[],
+  input?: Uint8Array,
+  env?: Record<string, string>,
+): Promise<RunResult> {
   const child = new Deno.Command(Deno.execPath(), {
     args: ["run", "-A", MAIN, "run", ...args],
+    env,
     stdin: input === undefined ? "null" : "piped",
     stdout: "piped",
     stderr: "piped",
@@ -62,13 +67,16 @@ class Output {
   }
 }
 
-/** Starts `main.ts run -n ARGS` with its stdout piped (stdin is /dev/null). */
-function spawnRun(args: string[]): { child: Deno.ChildProcess; output: Output } {
+/** Starts `main.ts run ARGS` with its stdout (and, if asked, stderr) piped; stdin is /dev/null. */
+function spawnRun(
+  args: string[],
+  stderr: "inherit" | "piped" = "inherit",
+): { child: Deno.ChildProcess; output: Output } {
   const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", MAIN, "run", "-n", ...args],
+    args: ["run", "-A", MAIN, "run", ...args],
     stdin: "null",
     stdout: "piped",
-    stderr: "inherit",
+    stderr,
   }).spawn();
   return { child, output: new Output(child.stdout) };
 }
@@ -107,20 +115,28 @@ Deno.test("exec-server run streams binary output byte-exact", async () => {
   }
 });
 
-Deno.test("exec-server run forwards local stdin to the remote command", async () => {
+Deno.test("exec-server run -i forwards local stdin to the remote command", async () => {
   await using server = await InProcessServer.websocket();
   const input = new TextEncoder().encode("first\nsecond\nthird\n");
-  const result = await run(["--url", server.url, "--", "head", "-n", "3"], input);
+  const result = await run(["--url", server.url, "-i", "--", "head", "-n", "3"], input);
   assert.equal(result.code, 0);
   assert.equal(text(result.stdout), "first\nsecond\nthird\n");
 });
 
-Deno.test("exec-server run closes the remote stdin when local stdin ends", async () => {
+Deno.test("exec-server run -i closes the remote stdin when local stdin ends", async () => {
   await using server = await InProcessServer.websocket();
   const input = new TextEncoder().encode("one\ntwo\n");
-  const result = await run(["--url", server.url, "--", "/bin/cat"], input);
+  const result = await run(["--url", server.url, "--stdin", "--", "/bin/cat"], input);
   assert.equal(result.code, 0);
   assert.equal(text(result.stdout), "one\ntwo\n");
+});
+
+Deno.test("exec-server run without -i gives the remote command an empty stdin", async () => {
+  await using server = await InProcessServer.websocket();
+  const input = new TextEncoder().encode("not forwarded\n");
+  const result = await run(["--url", server.url, "--", "/bin/cat"], input);
+  assert.equal(result.code, 0);
+  assert.equal(text(result.stdout), "");
 });
 
 Deno.test("exec-server run forwards SIGTERM to the remote command, which decides", async () => {
@@ -138,28 +154,138 @@ Deno.test("exec-server run forwards SIGTERM to the remote command, which decides
   assert.equal(code, 7, "the remote command's own exit code, not a kill");
 });
 
-Deno.test("exec-server run passes --env and --cwd to the remote command", async () => {
+Deno.test("exec-server run passes -e K=V, -e K (the local value) and -w to the remote command", async () => {
   await using server = await InProcessServer.websocket();
   const result = await run(
     remoteSh(
       server.url,
-      'echo "$GREETING"; pwd',
-      "-n",
-      "--env",
+      'echo "$GREETING|$LOCAL_ONE|${UNSET_HERE-unset}"; pwd',
+      "-e",
       "GREETING=hello there",
-      "--cwd",
+      "--env",
+      "LOCAL_ONE",
+      "-e",
+      "UNSET_HERE",
+      "-w",
       "/usr",
     ),
+    undefined,
+    { LOCAL_ONE: "from here" },
   );
-  assert.equal(result.code, 0);
-  assert.equal(text(result.stdout), "hello there\n/usr\n");
+  assert.equal(result.code, 0, result.stderr);
+  assert.equal(text(result.stdout), "hello there|from here|unset\n/usr\n");
 });
 
-Deno.test("exec-server run --tty runs the command on a pseudo-terminal", async () => {
+Deno.test("exec-server run --tty runs the command on a pseudo-terminal and passes TERM", async () => {
   await using server = await InProcessServer.websocket();
-  const result = await run(remoteSh(server.url, "tty; exit 3", "--tty"));
+  const result = await run(remoteSh(server.url, 'tty; echo "$TERM"; exit 3', "-t"), undefined, {
+    TERM: "vt100",
+  });
   assert.equal(result.code, 3);
-  assert.match(text(result.stdout), /^\/dev\/pts\/\d+\r\n$/);
+  assert.match(text(result.stdout), /^\/dev\/pts\/\d+\r\nvt100\r\n$/);
+});
+
+Deno.test("exec-server run -it with stdin not a terminal warns and runs without a terminal", async () => {
+  await using server = await InProcessServer.websocket();
+  const input = new TextEncoder().encode("piped\n");
+  const result = await run(remoteSh(server.url, "tty; cat", "-it"), input);
+  assert.equal(result.code, 0);
+  assert.equal(text(result.stdout), "not a tty\npiped\n");
+  assert.match(
+    result.stderr,
+    /^exec-server run: warning: stdin is not a terminal, so -t is ignored/,
+  );
+});
+
+Deno.test("exec-server run exits 127 naming a missing program and 126 for a non-executable one", async () => {
+  await using server = await InProcessServer.websocket();
+  const missing = await run(["--url", server.url, "--", "no-such-program-here"]);
+  assert.equal(missing.code, 127);
+  assert.equal(
+    missing.stderr,
+    'exec-server run: "no-such-program-here": not found (no such program, or no such working directory)\n',
+  );
+  const dir = await Deno.makeTempDir();
+  try {
+    await Deno.writeTextFile(`${dir}/script`, "#!/bin/sh\n", { mode: 0o644 });
+    const notExecutable = await run(["--url", server.url, "--", `${dir}/script`]);
+    assert.equal(notExecutable.code, 126);
+    assert.match(notExecutable.stderr, /: permission denied \(not executable\)\n$/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("exec-server run takes the server from EXEC_SERVER_URL and the token from EXEC_SERVER_TOKEN_FILE", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    await Deno.writeTextFile(`${dir}/token`, "right\n");
+    await using server = await InProcessServer.websocket({
+      authorize: capabilityTokenAuth(await tokenFileDigest(`${dir}/token`)),
+    });
+    const env = { EXEC_SERVER_URL: server.url, EXEC_SERVER_TOKEN_FILE: `${dir}/token` };
+    const result = await run(["--", "/bin/sh", "-c", "echo ok"], undefined, env);
+    assert.equal(result.code, 0, result.stderr);
+    assert.equal(text(result.stdout), "ok\n");
+    const refused = await run(["--", "/bin/true"], undefined, { EXEC_SERVER_URL: server.url });
+    assert.equal(refused.code, 255);
+    assert.match(refused.stderr, /refused the token \(HTTP 401\)/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("exec-server run --cacert trusts a wss:// server's own certificate", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const openssl = await new Deno.Command("openssl", {
+      args: [
+        ...["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"],
+        ...["-days", "1", "-subj", "/CN=localhost"],
+        ...["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+        ...["-addext", "basicConstraints=critical,CA:FALSE"],
+        ...["-keyout", `${dir}/key.pem`, "-out", `${dir}/cert.pem`],
+      ],
+      stdout: "null",
+      stderr: "null",
+    }).output();
+    assert.equal(openssl.code, 0, "openssl could not make a certificate");
+    await using server = await InProcessServer.websocket({
+      tls: {
+        cert: await Deno.readTextFile(`${dir}/cert.pem`),
+        key: await Deno.readTextFile(`${dir}/key.pem`),
+      },
+    });
+    const untrusted = await run(["--url", server.url, "--", "/bin/true"]);
+    assert.equal(untrusted.code, 255);
+    const trusted = await run(remoteSh(server.url, "echo secure", "--cacert", `${dir}/cert.pem`));
+    assert.equal(trusted.code, 0, trusted.stderr);
+    assert.equal(text(trusted.stdout), "secure\n");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("exec-server run prints one reconnecting line and exits when the server does not come back", async () => {
+  const server = await InProcessServer.websocket();
+  const { child, output } = spawnRun(
+    remoteSh(server.url, "echo ready; exec sleep 30", "--reconnect-timeout", "1"),
+    "piped",
+  );
+  try {
+    const stderr = new Response(child.stderr).text();
+    await output.until("ready\n");
+    await server[Symbol.asyncDispose]();
+    await output.end();
+    const { code } = await child.status;
+    const lines = (await stderr).trimEnd().split("\n");
+    assert.equal(code, 255);
+    assert.equal(lines.length, 2, lines.join("\n"));
+    assert.match(lines[0]!, /^exec-server run: lost the connection to ws:\S+; reconnecting…$/);
+    assert.match(lines[1]!, /^exec-server run: the server at ws:\S+ did not come back within 1 s/);
+  } finally {
+    await server[Symbol.asyncDispose]();
+  }
 });
 
 Deno.test("exec-server run forwards Ctrl-C as an interrupt", async () => {
@@ -214,7 +340,7 @@ Deno.test("exec-server run with a refused token prints one line and exits non-ze
 Deno.test("exec-server run rejects a bad command line with exit code 2", async () => {
   const missingUrl = await run(["--", "/bin/true"]);
   assert.equal(missingUrl.code, 2);
-  assert.match(missingUrl.stderr, /--url is required/);
+  assert.match(missingUrl.stderr, /--url \(or EXEC_SERVER_URL\) is required/);
   const missingCommand = await run(["--url", "ws://127.0.0.1:1"]);
   assert.equal(missingCommand.code, 2);
   const help = await run(["--help"]);
@@ -247,9 +373,9 @@ function terminalTest(name: string, fn: (url: string, dir: string) => Promise<vo
   });
 }
 
-/** The shell line that runs `exec-server run --tty -- /bin/sh -c SCRIPT` (no `'` in SCRIPT). */
+/** The shell line that runs `exec-server run -it -- /bin/sh -c SCRIPT` (no `'` in SCRIPT). */
 function cliOnTty(url: string, script: string): string {
-  return `'${Deno.execPath()}' run -A '${MAIN}' run --url ${url} --tty -- /bin/sh -c '${script}'`;
+  return `'${Deno.execPath()}' run -A '${MAIN}' run --url ${url} -it -- /bin/sh -c '${script}'`;
 }
 
 terminalTest(

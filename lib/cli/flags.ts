@@ -130,7 +130,7 @@ export interface ParsedFlags<T extends FlagTable> {
 
 /**
  * Parses `--name value`, `--name=value`, boolean `--name` and one-letter
- * aliases (`-h`) against a table. The last value of a flag wins, except for
+ * aliases (`-h`, and several boolean ones at once: `-it`) against a table. The last value of a flag wins, except for
  * a `list` flag, which collects them all.
  *
  * @example
@@ -168,6 +168,12 @@ export function parseFlags<T extends FlagTable>(
     if (options.rest && arg === "--") {
       return { flags: values as FlagValues<T>, rest: args.slice(i + 1) };
     }
+    const bundle = /^-([a-zA-Z]{2,})$/.exec(arg)?.[1];
+    if (bundle !== undefined && [...bundle].every((c) => isBooleanShort(table, shorts, c))) {
+      // `-it`: several one-letter boolean flags at once.
+      for (const c of bundle) values[shorts.get(`-${c}`)!] = true;
+      continue;
+    }
     const short = shorts.get(arg);
     const match = short !== undefined ? [arg, short] : /^--([a-z0-9-]+)(?:=(.*))?$/s.exec(arg);
     const name = match?.[1];
@@ -189,6 +195,11 @@ export function parseFlags<T extends FlagTable>(
     else values[name] = convert(name, spec, value);
   }
   return { flags: values as FlagValues<T>, rest: [] };
+}
+
+function isBooleanShort(table: FlagTable, shorts: Map<string, string>, letter: string): boolean {
+  const name = shorts.get(`-${letter}`);
+  return name !== undefined && table[name]!.kind === "boolean";
 }
 
 function initialValue(name: string, spec: FlagSpec): unknown {

@@ -88,6 +88,12 @@ export type NotificationListener<N extends NotificationName> = (params: ParamsOf
 /** Options for {@linkcode connect} and {@linkcode createClient}. */
 export interface ConnectOptions extends SessionLinkOptions {
   /**
+   * Told when the connection is lost while processes are live and the
+   * client starts reconnecting (`"reconnecting"`), and when it has resumed
+   * the session (`"resumed"`). If reconnecting fails, the live handles fail.
+   */
+  onConnectionChange?: (change: "reconnecting" | "resumed") => void;
+  /**
    * Output bytes a process handle buffers for a slow consumer before it
    * leaves output on the server and reads it back when the consumer catches up.
    *
@@ -264,10 +270,13 @@ export class ExecClient {
       notification: (method, params) => this.#onNotification(method, params),
       disconnected: () => {
         // Live handles are waiting for output: reconnect now rather than on the next call.
-        if (this.#processes.size > 0) this.#link.connection().catch(() => {});
+        if (this.#processes.size === 0) return;
+        options.onConnectionChange?.("reconnecting");
+        this.#link.connection().catch(() => {});
       },
       resumed: () => {
         for (const handle of this.#handles()) handle.resync();
+        options.onConnectionChange?.("resumed");
       },
       lost: (error) => {
         for (const handle of this.#handles()) handle.fail(error);

@@ -8,12 +8,14 @@
 
 import { constants as osConstants } from "node:os";
 import { defineFlags, FlagError, parseFlags, renderFlagHelp } from "../cli/flags.ts";
+import { errorKind } from "../protocol/errors.ts";
 import { ClosedError, RemoteError, TimedOutError } from "../rpc/connection.ts";
 import { connect, type ExecClient } from "./client.ts";
 import { ConnectError, SessionLostError } from "./errors.ts";
 import type { ProcessHandle } from "./process_handle.ts";
 import type { TokenSource } from "./dial.ts";
 import { tokenFromEnv, tokenFromFile } from "./token_source.ts";
+import { toPathUri } from "./paths.ts";
 
 /** Exit code for a bad command line. */
 export const RUN_USAGE_EXIT = 2;
@@ -22,79 +24,109 @@ export const RUN_FAILURE_EXIT = 255;
 
 const SIGPIPE_EXIT = 141;
 
+/** Default of `--reconnect-timeout`: seconds a lost connection is retried before `run` gives up. */
+const DEFAULT_RECONNECT_TIMEOUT_S = 10;
+/** Exit code when the program was found but could not be executed (as a shell reports it). */
+export const RUN_NOT_EXECUTABLE_EXIT = 126;
+/** Exit code when the program (or the working directory) was not found (as a shell reports it). */
+export const RUN_NOT_FOUND_EXIT = 127;
+
 /** The flags of `exec-server run`: its parser and its help's option list come from here. */
 const RUN_FLAGS = defineFlags({
   url: {
     kind: "string",
     value: "URL",
-    help: "the server, ws://HOST:PORT or wss://HOST:PORT (required)",
+    help: "the server, ws://HOST:PORT or wss://HOST:PORT\n(default: $EXEC_SERVER_URL)",
   },
   "token-file": {
     kind: "string",
     value: "FILE",
     help: 'send the file\'s content (trimmed) as "Authorization: Bearer <token>",\n' +
-      "read again before every reconnect (a capability token or a JWT)",
+      "read again before every reconnect (a capability token or a JWT)\n" +
+      "(default: $EXEC_SERVER_TOKEN_FILE)",
   },
   "token-env": {
     kind: "string",
     value: "NAME",
     help: "send the value of environment variable NAME instead (trimmed)",
   },
+  cacert: {
+    kind: "string",
+    value: "FILE",
+    help: "trust the CA certificate(s) in FILE (PEM) for a wss:// server",
+  },
+  stdin: {
+    kind: "boolean",
+    short: "i",
+    help: "forward local stdin to CMD (without it CMD's stdin is empty)",
+  },
   tty: {
     kind: "boolean",
-    help: "run CMD on a pseudo-terminal; the local terminal (if any) is put\n" +
-      "in raw mode and restored on exit",
+    short: "t",
+    help: "run CMD on a pseudo-terminal and pass TERM; with -i on a local\n" +
+      "terminal, that terminal is put in raw mode and restored on exit",
   },
-  cwd: {
+  env: {
+    kind: "list",
+    short: "e",
+    value: "K=V|K",
+    help: "set a variable in CMD's environment (K alone: pass the local value\n" +
+      "of K, if set); CMD inherits the server's environment minus\n" +
+      "variables named like *KEY*, *SECRET* or *TOKEN*",
+  },
+  workdir: {
     kind: "string",
+    short: "w",
     value: "DIR",
     help: "remote working directory (absolute path or file: URI;\n" +
       "default: the server's working directory)",
   },
-  env: {
-    kind: "list",
-    value: "K=V",
-    help: "set a variable in CMD's environment; CMD inherits the server's\n" +
-      "environment minus variables named like *KEY*, *SECRET* or *TOKEN*",
-  },
-  "no-stdin": {
-    kind: "boolean",
-    short: "n",
-    help: "do not forward stdin (CMD's stdin is /dev/null)",
+  "reconnect-timeout": {
+    kind: "integer",
+    value: "SECONDS",
+    default: DEFAULT_RECONNECT_TIMEOUT_S,
+    max: 3600,
+    help: "how long a lost connection is retried before giving up",
   },
   help: { kind: "boolean", short: "h", help: "print this help" },
 });
 
 /** The help text of `exec-server run`. */
 export const RUN_HELP: string =
-  `Usage: exec-server run --url ws://HOST:PORT [options] -- CMD [ARGS...]
+  `Usage: exec-server run [--url ws://HOST:PORT] [options] -- CMD [ARGS...]
 
-Runs CMD on an exec-server and streams its stdout and stderr (raw bytes) to the
-local stdout and stderr, forwards local stdin and signals, and exits with the
-remote exit code.
+Runs CMD on an exec-server, like kubectl exec / docker exec: streams its stdout
+and stderr (raw bytes) to the local ones, forwards stdin (with -i) and signals,
+and exits with the remote exit code.
 
 Options:
 ${renderFlagHelp(RUN_FLAGS)}
 
-Local stdin is forwarded until it ends, then CMD's stdin is closed (with --tty:
-an end-of-file character, Ctrl-D, is typed). SIGINT, SIGTERM, SIGHUP and SIGQUIT
-are forwarded to CMD's process group; with --tty the remote terminal follows the
-local terminal's size. No output is dropped: a slow local reader slows CMD down.
-(Against a server without these extensions, local EOF leaves CMD's stdin open,
-so use -n for commands that need no input; SIGTERM, SIGHUP and SIGQUIT kill CMD.)
-A connection drop is survived: the client reconnects and resumes the session.
-Exit status: CMD's exit code (128+N when signal N ended it), ${RUN_USAGE_EXIT} for a bad
-command line, ${RUN_FAILURE_EXIT} when the command could not be run (unreachable server, refused
-token, lost session).
+With -i, local stdin is forwarded until it ends, then CMD's stdin is closed (on
+a terminal: an end-of-file character, Ctrl-D, is typed). -t without a terminal
+on stdin (e.g. piped input with -it) prints a warning and runs without one.
+SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to CMD's process group; with
+-t the remote terminal follows the local terminal's size. No output is dropped:
+a slow local reader slows CMD down. (Against a server without these
+extensions, local EOF leaves CMD's stdin open; SIGTERM, SIGHUP and SIGQUIT
+kill CMD.) When the connection drops, one "reconnecting" line is printed and
+the session is resumed; if the server is not back within --reconnect-timeout,
+run exits with a message.
+Exit status: CMD's exit code (128+N when signal N ended it), ${RUN_NOT_FOUND_EXIT} when CMD (or
+the working directory) was not found, ${RUN_NOT_EXECUTABLE_EXIT} when CMD is not executable,
+${RUN_USAGE_EXIT} for a bad command line, ${RUN_FAILURE_EXIT} when the command could not be run
+(unreachable server, refused token, lost connection or session).
 `;
 
 interface RunFlags {
   url: string;
   token?: TokenSource;
+  caCerts?: string[];
   tty: boolean;
   cwd?: string;
   env: Record<string, string>;
   stdin: boolean;
+  reconnectTimeoutMs: number;
   argv: string[];
 }
 
@@ -130,11 +162,42 @@ export async function runCommand(args: string[]): Promise<number> {
     return 0;
   }
   let client: ExecClient | undefined;
+  const connection = { lost: false };
   try {
-    client = await connect(flags.url, { token: flags.token, clientName: "exec-server run" });
+    client = await connect(flags.url, {
+      token: flags.token,
+      caCerts: flags.caCerts,
+      clientName: "exec-server run",
+      reconnectTimeoutMs: flags.reconnectTimeoutMs,
+      onConnectionChange: (change) => {
+        connection.lost = change === "reconnecting";
+        if (connection.lost) {
+          console.error(`exec-server run: lost the connection to ${flags!.url}; reconnecting…`);
+        }
+      },
+    });
     return await runRemote(client, flags);
   } catch (err) {
-    console.error(`exec-server run: ${describeFailure(err, flags.url)}`);
+    if (err instanceof RemoteError) {
+      const kind = errorKind(err.data);
+      const program = JSON.stringify(flags.argv[0]);
+      if (kind === "spawnNotFound") {
+        console.error(
+          `exec-server run: ${program}: not found (no such program, or no such working directory)`,
+        );
+        return RUN_NOT_FOUND_EXIT;
+      }
+      if (kind === "spawnPermissionDenied") {
+        console.error(`exec-server run: ${program}: permission denied (not executable)`);
+        return RUN_NOT_EXECUTABLE_EXIT;
+      }
+    }
+    const message = connection.lost
+      ? `the server at ${flags.url} did not come back within ${
+        flags.reconnectTimeoutMs / 1000
+      } s (${describeFailure(err, flags.url)})`
+      : describeFailure(err, flags.url);
+    console.error(`exec-server run: ${message}`);
     return RUN_FAILURE_EXIT;
   } finally {
     await client?.close();
@@ -151,52 +214,76 @@ async function parseRunArgs(args: string[]): Promise<RunFlags | undefined> {
   }
   const values = parsed.flags;
   if (values.help) return undefined;
-  if (!values.url) throw new UsageError("--url is required");
-  if (!/^wss?:\/\//i.test(values.url)) {
-    throw new UsageError(`--url must be a ws:// or wss:// URL, got "${values.url}"`);
+  const url = values.url ?? Deno.env.get("EXEC_SERVER_URL");
+  if (!url) throw new UsageError("--url (or EXEC_SERVER_URL) is required");
+  if (!/^wss?:\/\//i.test(url)) {
+    throw new UsageError(`--url must be a ws:// or wss:// URL, got "${url}"`);
   }
   if (parsed.rest.length === 0) throw new UsageError("no command given after --");
   const env: Record<string, string> = {};
   for (const pair of values.env) {
     const eq = pair.indexOf("=");
-    if (eq <= 0) throw new UsageError(`--env expects K=V, got "${pair}"`);
-    env[pair.slice(0, eq)] = pair.slice(eq + 1);
+    if (eq === 0) throw new UsageError(`--env expects K=V or K, got "${pair}"`);
+    if (eq > 0) {
+      env[pair.slice(0, eq)] = pair.slice(eq + 1);
+      continue;
+    }
+    const local = Deno.env.get(pair);
+    if (local !== undefined) env[pair] = local;
   }
   if (values["token-file"] !== undefined && values["token-env"] !== undefined) {
     throw new UsageError("--token-file and --token-env cannot be used together");
   }
   let token: TokenSource | undefined;
   try {
-    if (values["token-file"] !== undefined) token = await tokenFromFile(values["token-file"]);
+    const tokenFile = values["token-file"] ??
+      (values["token-env"] === undefined ? Deno.env.get("EXEC_SERVER_TOKEN_FILE") : undefined);
+    if (tokenFile) token = await tokenFromFile(tokenFile);
     if (values["token-env"] !== undefined) token = tokenFromEnv(values["token-env"]);
   } catch (err) {
     throw new UsageError((err as Error).message);
   }
-  let cwd: string | undefined;
-  if (values.cwd !== undefined) {
-    if (/^file:/i.test(values.cwd)) cwd = values.cwd;
-    else if (values.cwd.startsWith("/")) cwd = pathToFileUri(values.cwd);
-    else throw new UsageError(`--cwd must be an absolute path or a file: URI, got "${values.cwd}"`);
+  let caCerts: string[] | undefined;
+  if (values.cacert !== undefined) {
+    try {
+      caCerts = [await Deno.readTextFile(values.cacert)];
+    } catch (err) {
+      throw new UsageError(`cannot read --cacert "${values.cacert}": ${(err as Error).message}`);
+    }
   }
+  let cwd: string | undefined;
+  if (values.workdir !== undefined) {
+    try {
+      cwd = toPathUri(values.workdir);
+    } catch {
+      throw new UsageError(
+        `--workdir must be an absolute path or a file: URI, got "${values.workdir}"`,
+      );
+    }
+  }
+  let tty = values.tty;
+  if (tty && values.stdin && !Deno.stdin.isTerminal()) {
+    console.error(
+      "exec-server run: warning: stdin is not a terminal, so -t is ignored (drop -t to silence this)",
+    );
+    tty = false;
+  }
+  if (tty && env.TERM === undefined) env.TERM = Deno.env.get("TERM") || "xterm";
   return {
-    url: values.url,
+    url,
     token,
-    tty: values.tty,
+    caCerts,
+    tty,
     cwd,
     env,
-    stdin: !values["no-stdin"],
+    stdin: values.stdin,
+    reconnectTimeoutMs: values["reconnect-timeout"] * 1000,
     argv: parsed.rest,
   };
 }
 
-function pathToFileUri(path: string): string {
-  const url = new URL("file://");
-  url.pathname = path;
-  return url.href;
-}
-
 async function runRemote(client: ExecClient, flags: RunFlags): Promise<number> {
-  const raw = flags.tty && Deno.stdin.isTerminal();
+  const raw = flags.tty && flags.stdin && Deno.stdin.isTerminal();
   const extensions = client.extensions;
   const cleanups: (() => void)[] = [];
   let restored = false;
@@ -215,14 +302,7 @@ async function runRemote(client: ExecClient, flags: RunFlags): Promise<number> {
     const handle = await client.startProcess({
       argv: flags.argv,
       cwd: flags.cwd,
-      env: flags.env,
-      envPolicy: {
-        inherit: "all",
-        ignoreDefaultExcludes: false,
-        exclude: [],
-        set: {},
-        includeOnly: [],
-      },
+      env: flags.env, // The client's environment rule, as for the library.
       tty: flags.tty,
       pipeStdin: flags.stdin && !flags.tty,
       size: flags.tty && extensions.has("processResize") ? terminalSize() : undefined,

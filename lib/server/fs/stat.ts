@@ -1,5 +1,5 @@
 /**
- * `lstat` that answers `undefined` for a missing path.
+ * `stat` and `lstat` that answer "nothing there" instead of throwing.
  *
  * @module
  */
@@ -22,5 +22,37 @@ export async function lstatOrUndefined(path: string): Promise<Deno.FileInfo | un
   } catch (err) {
     if (err instanceof Deno.errors.NotFound) return undefined;
     throw err;
+  }
+}
+
+/**
+ * The `stat` of `path` (symlinks followed), or `null` when it cannot be read.
+ *
+ * @param path Native absolute path.
+ *
+ * @example
+ * ```ts
+ * import { statOrNull } from "./stat.ts";
+ * console.log(statOrNull("/")?.isDirectory); // true
+ * ```
+ */
+export function statOrNull(path: string): Deno.FileInfo | null {
+  try {
+    return Deno.statSync(path);
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The `lstat` of `path`, or `null` when it cannot be read.
+ *
+ * @param path Native absolute path.
+ */
+export function lstatOrNull(path: string): Deno.FileInfo | null {
+  try {
+    return Deno.lstatSync(path);
+  } catch {
+    return null;
   }
 }

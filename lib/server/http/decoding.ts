@@ -7,6 +7,7 @@
 
 import { RpcError } from "../../protocol/errors.ts";
 import type { ResultOf } from "../../protocol/methods.ts";
+import { concatBytes } from "../host/bytes.ts";
 import { BODY_DECODE_ERROR, bodyFailed } from "./errors.ts";
 import { headerDelete, headerGet, type HeaderMap, isVisibleAscii } from "./headers.ts";
 import type { ReceivedResponse } from "./redirects.ts";
@@ -136,11 +137,5 @@ export async function collect(chunks: AsyncIterable<Uint8Array>): Promise<Uint8A
     if (err instanceof RpcError) throw err;
     throw bodyFailed(BODY_DECODE_ERROR);
   }
-  const body = new Uint8Array(total);
-  let offset = 0;
-  for (const part of parts) {
-    body.set(part, offset);
-    offset += part.length;
-  }
-  return body;
+  return concatBytes(parts, total);
 }

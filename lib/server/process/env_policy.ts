@@ -5,19 +5,10 @@
  * @module
  */
 
+import type { ParamsOf } from "../../protocol/methods.ts";
+
 /** The `envPolicy` member of `process/start`. */
-export interface EnvPolicy {
-  /** Start from all, the core set, or none of the server's variables. */
-  inherit: "all" | "core" | "none";
-  /** Keep names matching `*KEY*`, `*SECRET*`, `*TOKEN*`. */
-  ignoreDefaultExcludes: boolean;
-  /** Globs of names to drop (case-insensitive). */
-  exclude: string[];
-  /** Variables to insert. */
-  set: Record<string, string>;
-  /** When non-empty, keep only names matching one of these globs. */
-  includeOnly: string[];
-}
+export type EnvPolicy = NonNullable<ParamsOf<"process/start">["envPolicy"]>;
 
 /** Server variables kept by `inherit: "core"`. */
 export const CORE_VARIABLES: readonly string[] = [

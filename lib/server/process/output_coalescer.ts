@@ -5,6 +5,8 @@
  * @module
  */
 
+import { concatBytes } from "../host/bytes.ts";
+
 /**
  * Delivers every read at once while the consumer keeps up (no added
  * latency). When `deliver` returns a promise (the connection's outbound
@@ -86,13 +88,6 @@ export class OutputCoalescer {
     const size = this.#stagedBytes;
     this.#staged = [];
     this.#stagedBytes = 0;
-    if (parts.length === 1) return parts[0]!;
-    const merged = new Uint8Array(size);
-    let at = 0;
-    for (const part of parts) {
-      merged.set(part, at);
-      at += part.length;
-    }
-    return merged;
+    return concatBytes(parts, size);
   }
 }

@@ -6,6 +6,8 @@
  * @module
  */
 
+import type { ResultOf } from "../../protocol/methods.ts";
+
 /** Most bytes of output retained per process (oldest whole chunks are evicted). */
 export const RETAINED_OUTPUT_BYTES = 1024 * 1024;
 /** Most output chunks retained per process. */
@@ -17,18 +19,11 @@ export const RETAINED_OUTPUT_CHUNKS = 50_000;
  */
 export const EVICTION_HISTORY_CHUNKS = RETAINED_OUTPUT_CHUNKS;
 
-/** The stream a chunk came from. */
-export type OutputStream = "stdout" | "stderr" | "pty";
-
 /** One retained chunk, in the wire shape of `process/read`'s `chunks`. */
-export interface OutputChunk {
-  /** Its seq. */
-  readonly seq: number;
-  /** Where it came from. */
-  readonly stream: OutputStream;
-  /** The bytes, standard base64. */
-  readonly chunk: string;
-}
+export type OutputChunk = ResultOf<"process/read">["chunks"][number];
+
+/** The stream a chunk came from. */
+export type OutputStream = OutputChunk["stream"];
 
 /** Limits of an {@linkcode OutputRing}. */
 export interface OutputRingOptions {

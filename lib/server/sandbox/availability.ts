@@ -6,6 +6,8 @@
  * @module
  */
 
+import { statOrNull } from "../fs/stat.ts";
+import { serverEnv } from "../host/env.ts";
 import { COMMON_FLAGS, SECCOMP_SHIM, SHIM_SHELL } from "./bubblewrap.ts";
 import { seccompArch } from "./seccomp.ts";
 import { filterFile } from "./seccomp_files.ts";
@@ -31,24 +33,12 @@ export type SandboxAvailability =
 
 let probed: SandboxAvailability | undefined;
 
-function envGet(name: string): string | undefined {
-  try {
-    return Deno.env.get(name);
-  } catch {
-    return undefined;
-  }
-}
-
 function isFile(path: string): boolean {
-  try {
-    return Deno.statSync(path).isFile;
-  } catch {
-    return false;
-  }
+  return statOrNull(path)?.isFile === true;
 }
 
 function findBwrap(): string | undefined {
-  const dirs = (envGet("PATH") ?? "").split(":").filter((dir) => dir.startsWith("/"));
+  const dirs = (serverEnv("PATH") ?? "").split(":").filter((dir) => dir.startsWith("/"));
   for (const dir of [...dirs, "/usr/bin", "/usr/local/bin", "/bin"]) {
     const candidate = `${dir}/bwrap`;
     if (isFile(candidate)) return candidate;

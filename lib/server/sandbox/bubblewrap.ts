@@ -32,6 +32,7 @@
  * @module
  */
 
+import { statOrNull } from "../fs/stat.ts";
 import { accessAt, type SandboxPlan } from "./policy.ts";
 import { PRIVATE_TMP_BYTES } from "./server_policy.ts";
 
@@ -110,7 +111,7 @@ export function bwrapArgs(plan: SandboxPlan, argv: string[], options: BwrapArgsO
     for (const path of remount.reverse()) args.push("--remount-ro", path);
   }
   args.push("--seccomp", "3");
-  if (isDirectory(options.cwd)) args.push("--chdir", options.cwd);
+  if (statOrNull(options.cwd)?.isDirectory) args.push("--chdir", options.cwd);
   if (options.arg0 !== undefined && options.arg0 !== null && options.arg0 !== argv[0]) {
     args.push("--argv0", options.arg0);
   }
@@ -121,12 +122,4 @@ export function bwrapArgs(plan: SandboxPlan, argv: string[], options: BwrapArgsO
   }
   args.push("--", ...argv);
   return args;
-}
-
-function isDirectory(path: string): boolean {
-  try {
-    return Deno.statSync(path).isDirectory;
-  } catch {
-    return false;
-  }
 }

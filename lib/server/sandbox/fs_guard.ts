@@ -26,6 +26,8 @@
 
 import type { ResultOf } from "../../protocol/methods.ts";
 import type { PathAccess } from "../fs/access.ts";
+import { lstatOrNull } from "../fs/stat.ts";
+import { serverEnv } from "../host/env.ts";
 import { osError } from "../host/os_errors.ts";
 import { pathFromUri, uriFromPath } from "../host/path_uri.ts";
 import {
@@ -48,27 +50,11 @@ import {
 
 const MAX_SYMLINK_HOPS = 40;
 
-function envGet(name: string): string | undefined {
-  try {
-    return Deno.env.get(name);
-  } catch {
-    return undefined;
-  }
-}
-
 function serverCwd(): string {
   try {
     return Deno.cwd();
   } catch {
     return "/";
-  }
-}
-
-function lstatOrNull(path: string): Deno.FileInfo | null {
-  try {
-    return Deno.lstatSync(path);
-  } catch {
-    return null;
   }
 }
 
@@ -314,7 +300,7 @@ export function checkFsRead(
 
 /** Planning options for an fs request: the server's cwd and `TMPDIR`. */
 function planOptions(): PlanSandboxOptions {
-  const tmpdir = envGet("TMPDIR");
+  const tmpdir = serverEnv("TMPDIR");
   return { cwd: serverCwd(), env: tmpdir === undefined ? {} : { TMPDIR: tmpdir } };
 }
 

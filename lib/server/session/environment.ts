@@ -5,6 +5,7 @@
  */
 
 import { type EnvironmentInfo, type ExtensionName, EXTENSIONS } from "../../protocol/methods.ts";
+import { serverEnv } from "../host/env.ts";
 import { uriFromPath } from "../host/path_uri.ts";
 import { ptySupported } from "../process/pty.ts";
 import { sandboxCapability } from "../sandbox/availability.ts";
@@ -13,18 +14,10 @@ import { confines } from "../sandbox/server_policy.ts";
 /** This server's version, reported as `executorVersion`. */
 export const VERSION = "0.1.0";
 
-function readEnv(name: string): string | undefined {
-  try {
-    return Deno.env.get(name);
-  } catch {
-    return undefined;
-  }
-}
-
 function loginShell(): { name: string; path: string } {
   let path: string | undefined;
   try {
-    const user = readEnv("USER") ?? readEnv("LOGNAME");
+    const user = serverEnv("USER") ?? serverEnv("LOGNAME");
     const uid = Deno.uid();
     const passwd = Deno.readTextFileSync("/etc/passwd");
     for (const line of passwd.split("\n")) {
@@ -37,7 +30,7 @@ function loginShell(): { name: string; path: string } {
   } catch {
     // No passwd access: fall back below.
   }
-  path ||= readEnv("SHELL") || "/bin/sh";
+  path ||= serverEnv("SHELL") || "/bin/sh";
   return { name: path.slice(path.lastIndexOf("/") + 1), path };
 }
 
@@ -108,7 +101,7 @@ export function grantExtensions(requested: readonly string[]): ExtensionName[] {
 
 /** Builds a fresh `environmentInfo` (cheap: a few env reads and one passwd read). */
 export function environmentInfo(): EnvironmentInfo {
-  const tmpdir = readEnv("TMPDIR");
+  const tmpdir = serverEnv("TMPDIR");
   let cwd: string | undefined;
   try {
     cwd = Deno.cwd();
@@ -120,7 +113,7 @@ export function environmentInfo(): EnvironmentInfo {
     shell: loginShell(),
     executorVersion: VERSION,
     cwd: cwd === undefined ? undefined : safeUri(cwd, "/"),
-    userHomeDir: safeUri(readEnv("HOME"), "/"),
+    userHomeDir: safeUri(serverEnv("HOME"), "/"),
     platformOs: platformOs(),
     prependPathDirs: [],
     temporaryDirectories: trimmedTmp ? [safeUri(trimmedTmp, "/tmp")] : [],
