@@ -196,6 +196,8 @@ async function main(args: string[]): Promise<void> {
         port: listen.port,
         authorize,
         tls,
+        allowedOrigins: flags["allow-origin"],
+        maxConnections: flags["max-connections"],
       });
     } catch (err) {
       fail(`cannot listen on ${flags.listen}: ${(err as Error).message}`, 1);

@@ -130,6 +130,7 @@ async function runOnce(
     quick: options.quick,
     connect: options.connect,
     deadline: Date.now() + options.timeoutMs,
+    reference: subject.label === "reference",
   };
   const serverCpu0 = cpuMs(server.pid);
   const clientCpu0 = harnessCpuMs();

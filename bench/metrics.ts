@@ -29,6 +29,8 @@ export interface MetricContext {
   connect(url: string): Promise<Transport>;
   /** Absolute time (ms since epoch) after which the metric must give up. */
   deadline: number;
+  /** Whether the server is the reference (which lacks this server's extra flags). */
+  reference: boolean;
 }
 
 /** Comparison target: ratio us/reference must satisfy `op ratio`. */
@@ -200,8 +202,16 @@ async function stdioRoundTrip(ctx: MetricContext, n: number): Promise<number> {
 
 /** Metric 2: spawn `true` until `process/closed`, sequential and 32 in flight. */
 async function runSpawn(ctx: MetricContext): Promise<Record<string, number>> {
+  return await measureSpawn(ctx, ctx.server.url);
+}
+
+/** Spawns `true` on the server at `url`: sequential latency, then 32 in flight. */
+async function measureSpawn(
+  ctx: MetricContext,
+  url: string | null,
+): Promise<Record<string, number>> {
   const n = ctx.quick ? 30 : 300;
-  const client = await openClient(ctx, ctx.server.url);
+  const client = await openClient(ctx, url);
   const once = async () => {
     const t0 = performance.now();
     const w = await startProcess(client, nextProcessId("spawn"), ["true"]);
@@ -221,6 +231,27 @@ async function runSpawn(ctx: MetricContext): Promise<Record<string, number>> {
     };
   } finally {
     client.close();
+  }
+}
+
+/**
+ * Metric 2b: the spawn metric on a fresh server started with
+ * `--sandbox workspace-write` (every process under bubblewrap). The
+ * reference has no such flag: it runs unconfined, the baseline the target
+ * compares against.
+ */
+async function runConfinedSpawn(ctx: MetricContext): Promise<Record<string, number>> {
+  if (ctx.command === null) throw new Error("Needs a server command (not --url)");
+  const root = await Deno.makeTempDir({ dir: "/var/tmp", prefix: "exec-server-bench-root-" });
+  const flags = ` --sandbox workspace-write --writable-root ${root}`;
+  const server = await startServer(ctx.command + (ctx.reference ? "" : flags));
+  try {
+    const cpu0 = cpuMs(server.pid);
+    const result = await measureSpawn(ctx, server.url);
+    return { ...result, serverCpuMs: cpuMs(server.pid) - cpu0 };
+  } finally {
+    await server.stop();
+    await Deno.remove(root, { recursive: true });
   }
 }
 
@@ -714,6 +745,17 @@ export const METRICS: readonly MetricDef[] = [
       },
     ],
     run: runSpawn,
+  },
+  {
+    name: "confinedSpawn",
+    title: "Spawn `true` under --sandbox workspace-write (reference: unconfined)",
+    usesSharedServer: false,
+    measures: [
+      { key: "seqP50Ms", label: "sequential p50", unit: "ms", target: { op: "<=", ratio: 0.6 } },
+      { key: "seqP99Ms", label: "sequential p99", unit: "ms" },
+      { key: "concurrentProcsPerS", label: "32 in flight", unit: "procs/s" },
+    ],
+    run: runConfinedSpawn,
   },
   {
     name: "stream",

@@ -7,8 +7,18 @@
 
 import assert from "node:assert/strict";
 import { sandboxAvailable } from "../lib/server/sandbox/availability.ts";
+import { bwrapArgs } from "../lib/server/sandbox/bubblewrap.ts";
+import { accessAt, intersectPlans, type SandboxPlan } from "../lib/server/sandbox/policy.ts";
+import { PRIVATE_TMP_BYTES } from "../lib/server/sandbox/server_policy.ts";
 import { uriFromPath } from "../lib/server/host/path_uri.ts";
-import { type Json, MAIN_TS, SERVER_PERMISSIONS, startStdio } from "./helpers/server_harness.ts";
+import {
+  eventually,
+  type Json,
+  MAIN_TS,
+  pidsMatching,
+  SERVER_PERMISSIONS,
+  startStdio,
+} from "./helpers/server_harness.ts";
 
 const availability = sandboxAvailable();
 const SKIP = availability.ok ? "" : ` (ignored: ${availability.reason})`;
@@ -574,4 +584,192 @@ Deno.test("--sandbox rejects an unknown mode and --writable-root without workspa
   const relative = await startFailing(["--sandbox", "workspace-write", "--writable-root", "rel"]);
   assert.equal(relative.code, 2);
   assert.match(relative.stderr, /absolute/);
+});
+
+Deno.test({
+  name:
+    `a confined process has no capabilities, its own PID namespace, and dies when the server is killed${SKIP}`,
+  ignore: !availability.ok,
+  async fn() {
+    using layout = makeLayout();
+    const marker = `confine-survivor-${crypto.randomUUID()}`;
+    await using server = await startStdio({ args: CEILING_ARGS(layout) });
+    const client = server.stdio;
+    await client.request(0, "initialize", { clientName: "confine-test" });
+    await client.send({ method: "initialized", params: {} });
+    const start = await client.request(1, "process/start", {
+      processId: "inside",
+      argv: [
+        "/bin/bash",
+        "-c",
+        `grep CapEff /proc/self/status; echo "PROCS=$(ls /proc | grep -c '^[0-9]')"; ` +
+        `echo READY; exec -a ${marker} sleep 300`,
+      ],
+      cwd: uriFromPath(layout.w),
+      env: { PATH: "/usr/bin:/bin" },
+      tty: false,
+    });
+    assert.ok(start.result, JSON.stringify(start));
+    await client.log.waitUntil(() => client.log.outputText("inside").includes("READY"), "READY");
+    const output = client.log.outputText("inside");
+    assert.match(output, /CapEff:\s+0+\n/, output);
+    const procs = Number(/PROCS=(\d+)/.exec(output)?.[1]);
+    assert.ok(procs > 0 && procs < 10, `the process sees ${procs} processes: ${output}`);
+    // The sleep's own command line is "<marker> 300" (the sandbox's holds "<marker> sleep 300").
+    const survivor = `${marker} 300`;
+    assert.ok(await eventually(() => pidsMatching(survivor).length === 1), "no sleep is running");
+    server.kill("SIGKILL");
+    await server.status;
+    assert.ok(
+      await eventually(() => pidsMatching(survivor).length === 0),
+      "the confined process survived the server",
+    );
+  },
+});
+
+Deno.test({
+  name:
+    `without --sandbox, a client's own sandbox hides the server's token file from processes and fs calls${SKIP}`,
+  ignore: !availability.ok,
+  async fn() {
+    using layout = makeLayout();
+    const tokenFile = `${layout.w}/token`;
+    const token = `token-${crypto.randomUUID()}`;
+    Deno.writeTextFileSync(tokenFile, token);
+    await using server = await startStdio({
+      args: ["--ws-auth", "capability-token", "--ws-token-file", tokenFile],
+    });
+    const client = server.stdio;
+    await client.request(0, "initialize", { clientName: "confine-test" });
+    await client.send({ method: "initialized", params: {} });
+    // A workspace-write sandbox with the network, the token file inside the workspace: no token.
+    const sandbox = {
+      permissions: {
+        type: "managed",
+        network: "enabled",
+        file_system: {
+          type: "restricted",
+          entries: [
+            { path: ROOT, access: "read" },
+            { path: { type: "path", path: uriFromPath(layout.w) }, access: "write" },
+          ],
+        },
+      },
+      windowsSandboxLevel: "disabled",
+    };
+    const start = await client.request(1, "process/start", {
+      processId: "token",
+      argv: ["/bin/sh", "-c", `cat '${tokenFile}'; echo DONE`],
+      cwd: uriFromPath(layout.w),
+      env: { PATH: "/usr/bin:/bin" },
+      tty: false,
+      sandbox,
+    });
+    assert.ok(start.result, JSON.stringify(start));
+    await client.log.processClosed("token");
+    const output = client.log.outputText("token");
+    assert.match(output, /DONE/);
+    assert.ok(!output.includes(token), `the token file was readable: ${output}`);
+    const read = await call(client, "fs/readFile", { path: uriFromPath(tokenFile), sandbox });
+    assert.equal((read.error as Json | undefined)?.code, -32600, JSON.stringify(read));
+    // Without a sandbox of its own the client is the server's owner: it may read the file.
+    const own = await call(client, "fs/readFile", { path: uriFromPath(tokenFile) });
+    assert.ok(own.result, JSON.stringify(own));
+  },
+});
+
+// ---------------------------------------------------------------------------
+// The intersection of the ceiling and a client's plan, in-process.
+
+function plan(partial: Partial<SandboxPlan>): SandboxPlan {
+  return {
+    type: "linuxSeccomp",
+    isolation: "filesystem",
+    network: "enabled",
+    rootAccess: "write",
+    mounts: [],
+    ...partial,
+  };
+}
+
+Deno.test("intersectPlans gives every path the lesser access of the two plans", () => {
+  const ceiling = plan({
+    rootAccess: "read",
+    network: "restricted",
+    privateTmp: true,
+    mounts: [
+      { path: "/w", access: "write", node: "directory" },
+      { path: "/w/secret", access: "deny", node: "directory" },
+    ],
+  });
+  const client = plan({
+    rootAccess: "write",
+    mounts: [
+      { path: "/o", access: "write", node: "directory" },
+      { path: "/w/ro", access: "read", node: "directory" },
+    ],
+  });
+  const both = intersectPlans(ceiling, client);
+  assert.equal(both.rootAccess, "read");
+  assert.equal(both.network, "restricted");
+  assert.equal(both.privateTmp, true);
+  assert.equal(accessAt(both, "/o/file"), "read");
+  assert.equal(accessAt(both, "/w/file"), "write");
+  assert.equal(accessAt(both, "/w/ro/file"), "read");
+  assert.equal(accessAt(both, "/w/secret/file"), "deny");
+  assert.deepEqual(both.mounts.map((m) => m.path), ["/w", "/w/ro", "/w/secret"]);
+  // A client that may not write /tmp gets no private /tmp either.
+  const readOnlyTmp = intersectPlans(ceiling, plan({ rootAccess: "read" }));
+  assert.equal(readOnlyTmp.privateTmp, undefined);
+  assert.equal(accessAt(readOnlyTmp, "/w/file"), "read");
+});
+
+Deno.test("intersectPlans drops what a denied directory holds and covers only creatable missing paths", () => {
+  const ceiling = plan({
+    rootAccess: "read",
+    mounts: [{ path: "/w", access: "write", node: "directory" }],
+  });
+  const client = plan({
+    mounts: [
+      { path: "/d", access: "deny", node: "directory" },
+      { path: "/d/inner", access: "write", node: "directory" },
+      { path: "/w/.git", access: "read", node: "missing" },
+      { path: "/elsewhere/.git", access: "read", node: "missing" },
+    ],
+  });
+  const both = intersectPlans(ceiling, client);
+  assert.deepEqual(
+    both.mounts.map((m) => [m.path, m.access, m.node]),
+    [["/d", "deny", "directory"], ["/w", "write", "directory"], ["/w/.git", "read", "missing"]],
+  );
+});
+
+Deno.test("bwrapArgs mounts a private /tmp of PRIVATE_TMP_BYTES before the mounts below it", () => {
+  const args = bwrapArgs(
+    plan({
+      rootAccess: "read",
+      privateTmp: true,
+      mounts: [{ path: "/tmp/w", access: "write", node: "directory" }],
+    }),
+    ["true"],
+    { cwd: "/", env: {} },
+  );
+  const tmpfs = args.findIndex((arg, i) => arg === "--tmpfs" && args[i + 1] === "/tmp");
+  assert.ok(tmpfs > 0, args.join(" "));
+  assert.deepEqual(args.slice(tmpfs - 2, tmpfs), ["--size", String(PRIVATE_TMP_BYTES)]);
+  const bind = args.findIndex((arg, i) => arg === "--bind" && args[i + 1] === "/tmp/w");
+  assert.ok(bind > tmpfs, args.join(" "));
+});
+
+Deno.test("--deny-read of a path outside the server's --allow-read refuses to start instead of leaving it readable", async () => {
+  using layout = makeLayout();
+  const permissions = SERVER_PERMISSIONS.map((flag) =>
+    flag === "--allow-read" ? `--allow-read=${layout.w},/usr/bin/bwrap,/bin/sh,/tmp` : flag
+  );
+  const result = await startFailing(CEILING_ARGS(layout), { permissions });
+  assert.equal(result.code, 2, result.stderr);
+  assert.match(
+    result.stderr,
+    new RegExp(`--deny-read ${layout.s} must be inside the server's --allow-read`),
+  );
 });

@@ -177,12 +177,10 @@ export function runFsOperation<M extends FsMethod>(
     run(params: ParamsOf<M>, paths: readonly PathAccess[], context: FsContext): ResultOf<M>;
   };
   // The sandbox first: an invalid one is reported before an invalid path, as by the reference.
-  const checks = fsSandboxChecks((params as { sandbox?: unknown }).sandbox);
+  const { client, server } = fsSandboxChecks((params as { sandbox?: unknown }).sandbox);
   const paths = entry.access(params);
-  // The client's sandbox, then the server's own: each may refuse.
-  const verdicts = checks.map((check) => checkFsAccess(check.plan, paths, check.refusals));
-  if (verdicts.includes("done")) {
-    // Only `mkdir -p` can be done without running, and its result is `{}`.
+  // Only `mkdir -p` can be done without running, and its result is `{}`.
+  if (client !== undefined && checkFsAccess(client.plan, paths, client.refusals) === "done") {
     return {} as ResultOf<M>;
   }
   for (const path of paths) {
@@ -190,6 +188,11 @@ export function runFsOperation<M extends FsMethod>(
     else if (path.kind === "metadata") requireReadOrMissing(path.path);
     else requireRead(path.path);
   }
+  // The server's own sandbox last: it resolves paths the server's permissions let it see.
+  if (server !== undefined && checkFsAccess(server.plan, paths, server.refusals) === "done") {
+    return {} as ResultOf<M>;
+  }
+  const checks = [client, server].filter((check) => check !== undefined);
   const result = entry.run(params, paths, context);
   const listing = checks.length > 0 ? paths.find((path) => path.kind === "listing") : undefined;
   if (listing === undefined) return result;

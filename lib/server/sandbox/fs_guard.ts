@@ -407,23 +407,28 @@ export interface FsSandboxCheck {
 }
 
 /**
- * The plans an fs request is checked against, in order: the client's
- * `sandbox` (the reference's errors; without a server ceiling it also
- * hides the server's secret files), then the server's own `--sandbox` (the
- * typed permission error of {@linkcode sandboxPermissionDenied}). Empty when
- * nothing restricts the file system.
+ * The plans an fs request is checked against: the client's `sandbox`
+ * (`client`, with the reference's errors; without a server ceiling it also
+ * hides the server's secret files) and the server's own `--sandbox`
+ * (`server`, with the typed permission error of
+ * {@linkcode sandboxPermissionDenied}). Each is `undefined` when it does not
+ * restrict the file system.
  *
  * @param sandbox The request's wire `sandbox` value.
  * @throws {RpcError} `-32602` for an invalid `sandbox`.
  */
-export function fsSandboxChecks(sandbox: unknown): FsSandboxCheck[] {
+export function fsSandboxChecks(
+  sandbox: unknown,
+): { client?: FsSandboxCheck; server?: FsSandboxCheck } {
   const options = planOptions();
-  const server = activeServerSandbox();
-  const confined = confines(server);
-  const checks: FsSandboxCheck[] = [];
-  const client = confined ? planFsSandbox(sandbox) : effectivePlan(sandbox, options, server);
-  if (client?.isolation === "filesystem") checks.push({ plan: client, refusals: KERNEL_REFUSALS });
-  const ceiling = confined ? ceilingPlan(server, options) : undefined;
-  if (ceiling !== undefined) checks.push({ plan: ceiling, refusals: CEILING_REFUSALS });
-  return checks;
+  const active = activeServerSandbox();
+  const confined = confines(active);
+  const clientPlan = confined ? planFsSandbox(sandbox) : effectivePlan(sandbox, options, active);
+  const serverPlan = confined ? ceilingPlan(active, options) : undefined;
+  return {
+    client: clientPlan?.isolation === "filesystem"
+      ? { plan: clientPlan, refusals: KERNEL_REFUSALS }
+      : undefined,
+    server: serverPlan === undefined ? undefined : { plan: serverPlan, refusals: CEILING_REFUSALS },
+  };
 }

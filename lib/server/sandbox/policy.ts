@@ -564,6 +564,7 @@ function resolveMounts(
     }
   };
   for (const candidate of candidates) {
+    if (candidate.access !== "write") requireVisible(candidate);
     const canonical = canonicalPath(candidate.spelled);
     const node = nodeOf(canonical.path, canonical.exists, synthetic);
     put({
@@ -624,6 +625,26 @@ function resolveMounts(
   }
   for (const entry of restrictions) checkSymlinks(entry, mounts, rootAccess);
   return mounts.sort((a, b) => depth(a.path) - depth(b.path) || (a.path < b.path ? -1 : 1));
+}
+
+/**
+ * Refuses a read-only or denied path the server may not read: it could not
+ * tell whether the path exists, and a restriction it cannot see is one it
+ * cannot enforce (fail closed rather than skip it as missing).
+ */
+function requireVisible(candidate: Candidate): void {
+  let state: Deno.PermissionState;
+  try {
+    state = Deno.permissions.querySync({ name: "read", path: candidate.spelled }).state;
+  } catch {
+    state = "denied";
+  }
+  if (state === "granted") return;
+  const kind = candidate.access === "deny" ? "denied" : "read-only";
+  throw new RpcError(
+    ErrorCode.InternalError,
+    `cannot enforce sandbox ${kind} path ${candidate.spelled}: the server's --allow-read does not cover it`,
+  );
 }
 
 function parentOf(path: string): string {

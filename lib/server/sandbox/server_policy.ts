@@ -81,6 +81,16 @@ export interface ServerSandboxOptions {
 
 function canonical(flag: string, path: string): string {
   if (!path.startsWith("/")) throw new Error(`${flag} needs an absolute path, got "${path}"`);
+  let state: Deno.PermissionState;
+  try {
+    state = Deno.permissions.querySync({ name: "read", path }).state;
+  } catch {
+    state = "denied";
+  }
+  // A path the server cannot see cannot be resolved, so neither bound nor hidden.
+  if (state !== "granted") {
+    throw new Error(`${flag} ${path} must be inside the server's --allow-read`);
+  }
   return canonicalPath(path).path;
 }
 
@@ -114,7 +124,9 @@ export function serverSandbox(options: ServerSandboxOptions = {}): ServerSandbox
     mode,
     writableRoots: writableRoots.map((path) => canonical("--writable-root", path)),
     denyRead: denyRead.map((path) => canonical("--deny-read", path)),
-    secretFiles: (options.secretFiles ?? []).map((path) => canonicalPath(path).path),
+    secretFiles: (options.secretFiles ?? []).map((path) =>
+      canonical("a secret file", path.startsWith("/") ? path : `${Deno.cwd()}/${path}`)
+    ),
     networkAccess: options.networkAccess ?? false,
   };
 }

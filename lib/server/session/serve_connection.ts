@@ -37,6 +37,13 @@ export interface ServeConnectionOptions {
    * @default {"detach"}
    */
   onClose?: "detach" | "end";
+  /**
+   * Inbound text (UTF-16 units) that may wait unanswered before the
+   * transport stops being read (see `ConnectionOptions.maxHeldUnits`).
+   *
+   * @default {Infinity}
+   */
+  maxHeldUnits?: number;
 }
 
 /** A served connection. */
@@ -135,6 +142,7 @@ export function serveConnection(
   }
 
   const connection: Connection = new Connection(transport, {
+    maxHeldUnits: options.maxHeldUnits,
     handlers: {
       request: (method, params) =>
         observeRequest(
