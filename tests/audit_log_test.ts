@@ -10,6 +10,7 @@ import assert from "node:assert/strict";
 import { setLogFormat, setLogLevel, setLogSink } from "../lib/server/host/log.ts";
 import { capabilityTokenAuth } from "../lib/server/listen/auth.ts";
 import { InProcessServer } from "./helpers/in_process_server.ts";
+import { RawWebSocket } from "./helpers/reliability_server.ts";
 import { call, callError, sh, startProcess } from "./helpers/rpc.ts";
 import { handshake, type Json, ServerProcess } from "./helpers/server_harness.ts";
 
@@ -135,13 +136,11 @@ Deno.test("audit log: a refused token is auth.refused with the reason and withou
     await using server = await InProcessServer.websocket({
       authorize: capabilityTokenAuth(await sha256Hex(TOKEN)),
     });
-    const http = server.url.replace(/^ws/, "http");
-    const wrong = `${TOKEN}-wrong`;
-    const refused = await fetch(`${http}/`, {
-      headers: { upgrade: "websocket", authorization: `Bearer ${wrong}` },
+    const port = Number(new URL(server.url).port);
+    await using refused = await RawWebSocket.connect(port, {
+      headers: { Authorization: `Bearer ${TOKEN}-wrong` },
     });
-    await refused.body?.cancel();
-    assert.equal(refused.status, 401);
+    assert.equal(refused.answer.status, 401);
   });
   const [refusal] = only(events, "auth.refused");
   assert.equal(refusal?.level, "warn");
