@@ -444,7 +444,7 @@ const TerminalSize = object({ rows: U16, cols: U16 }, { name: "TerminalSize" });
  *
  * @example List the client requests
  * ```ts
- * import { METHODS } from "./methods.ts";
+ * import { METHODS } from "@exec-server/exec-server";
  * const requests = Object.entries(METHODS).filter(([, spec]) => spec.kind === "request");
  * console.log(requests.map(([name]) => name));
  * ```
