@@ -773,3 +773,36 @@ Deno.test("--deny-read of a path outside the server's --allow-read refuses to st
     new RegExp(`--deny-read ${layout.s} must be inside the server's --allow-read`),
   );
 });
+
+Deno.test({
+  name:
+    `a confined process refused a write outside the writable roots reports sandboxDenied${SKIP}`,
+  ignore: !availability.ok,
+  async fn() {
+    using layout = makeLayout();
+    await using server = await startStdio({ args: CEILING_ARGS(layout) });
+    const client = server.stdio;
+    await client.request(0, "initialize", { clientName: "confine-test" });
+    await client.send({ method: "initialized", params: {} });
+    for (const [processId, target] of [["out", layout.o], ["in", layout.w]] as const) {
+      const start = await client.request(`start-${processId}`, "process/start", {
+        processId,
+        argv: ["/bin/sh", "-c", `echo x > '${target}/file'`],
+        cwd: uriFromPath(layout.w),
+        env: { PATH: "/usr/bin:/bin" },
+        tty: false,
+      });
+      assert.equal((start.result as Json).sandboxType, "linuxSeccomp");
+    }
+    const exited = async (processId: string) => {
+      const events = await client.log.processClosed(processId);
+      return events.find((m) => m.method === "process/exited")!.params as Json;
+    };
+    const outside = await exited("out");
+    assert.notEqual(outside.exitCode, 0);
+    assert.equal(outside.sandboxDenied, true);
+    const inside = await exited("in");
+    assert.equal(inside.exitCode, 0);
+    assert.equal(inside.sandboxDenied, false);
+  },
+});
