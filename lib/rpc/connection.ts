@@ -85,7 +85,11 @@ export class RemoteError extends Error {
 export const MAX_IN_FLIGHT_CALLS = 1024;
 /** Extra in-flight slots kept for cleanup calls (e.g. `process/terminate`, `fs/close`). */
 export const RESERVED_CLEANUP_CALLS = 1;
-/** Messages read ahead of processing before the transport stops being read. */
+/**
+ * Messages read ahead of processing before the transport stops being read.
+ * Requests handed to a semaphore count until they are answered, so the bound
+ * holds at every concurrency.
+ */
 export const INBOUND_QUEUE_LIMIT = 128;
 
 /** How an incoming request runs: inline (reading waits for its answer) or under a semaphore. */
@@ -121,6 +125,14 @@ export interface ConnectionOptions {
    * @default {64}
    */
   maxIncoming?: number;
+  /**
+   * Inbound text (UTF-16 units) that may be held unanswered, queued or
+   * waiting for a concurrency permit, before the transport stops being read.
+   * One message is always admitted, whatever its size.
+   *
+   * @default {Infinity}
+   */
+  maxHeldUnits?: number;
   /**
    * Most regular outgoing calls in flight.
    *
@@ -178,7 +190,12 @@ export class Connection {
   #cleanupInFlight = 0;
   #maxInFlight: number;
   #nextId = 1;
-  #queue: Queued[] = [];
+  #queue: { item: Queued; units: number }[] = [];
+  /** Requests taken off the queue to run concurrently and not yet answered. */
+  #admitted = 0;
+  /** Text units of queued and admitted messages. */
+  #heldUnits = 0;
+  #maxHeldUnits: number;
   #wake: (() => void) | undefined;
   #space: (() => void) | undefined;
   #closed = false;
@@ -200,6 +217,7 @@ export class Connection {
     this.#trackIds = options.trackIncomingIds ?? false;
     this.#maxIncoming = options.maxIncoming ?? 64;
     this.#maxInFlight = options.maxInFlight ?? MAX_IN_FLIGHT_CALLS;
+    this.#maxHeldUnits = options.maxHeldUnits ?? Infinity;
     this.#closedPromise = new Promise((resolve) => (this.#resolveClosed = resolve));
     this.#read();
     this.#process();
@@ -313,19 +331,21 @@ export class Connection {
     try {
       for await (const item of this.#transport.readable) {
         if (this.#closed) break;
-        if (this.#queue.length >= INBOUND_QUEUE_LIMIT) {
+        while (!this.#closed && this.#full()) {
           await new Promise<void>((resolve) => (this.#space = resolve));
           this.#space = undefined;
-          if (this.#closed) break;
         }
-        this.#queue.push(typeof item === "string" ? decodeOrFault(item) : item);
+        if (this.#closed) break;
+        const units = typeof item === "string" ? item.length : 0;
+        this.#heldUnits += units;
+        this.#queue.push({ item: typeof item === "string" ? decodeOrFault(item) : item, units });
         this.#wake?.();
       }
     } catch {
       // A transport error ends the connection like EOF.
     }
     // The peer is gone: deliver responses already read, drop queued requests.
-    for (const item of this.#queue) {
+    for (const { item } of this.#queue) {
       if ("kind" in item && (item.kind === "response" || item.kind === "error")) {
         this.#onResponse(item);
       }
@@ -333,20 +353,31 @@ export class Connection {
     this.close();
   }
 
+  #full(): boolean {
+    const held = this.#queue.length + this.#admitted;
+    return held >= INBOUND_QUEUE_LIMIT || (held > 0 && this.#heldUnits >= this.#maxHeldUnits);
+  }
+
+  #release(units: number): void {
+    this.#heldUnits -= units;
+    this.#space?.();
+  }
+
   async #process(): Promise<void> {
     while (!this.#closed) {
-      const item = this.#queue.shift();
-      if (item === undefined) {
+      const entry = this.#queue.shift();
+      if (entry === undefined) {
         await new Promise<void>((resolve) => (this.#wake = resolve));
         this.#wake = undefined;
         continue;
       }
       this.#space?.();
-      await this.#handle(item);
+      if (!(await this.#handle(entry.item, entry.units))) this.#release(entry.units);
     }
   }
 
-  async #handle(item: Queued): Promise<void> {
+  /** Handles one message; true when it was admitted to run later (its units are released then). */
+  async #handle(item: Queued, units: number): Promise<boolean> {
     if ("fault" in item) {
       await this.#reply({
         kind: "error",
@@ -356,22 +387,31 @@ export class Connection {
           message: `${this.#transport.parseErrorPrefix}: ${item.fault}`,
         },
       });
-      return;
+      return false;
     }
     switch (item.kind) {
       case "request": {
         const schedule = this.#handlers.schedule?.(item.method);
-        if (schedule === "inline") await this.#run(item);
-        else if (schedule) {
-          schedule.acquire().then((release) => this.#run(item).finally(release));
-        } else this.#run(item);
-        return;
+        if (schedule === "inline") {
+          await this.#run(item);
+          return false;
+        }
+        this.#admitted++;
+        const running = schedule
+          ? schedule.acquire().then((release) => this.#run(item).finally(release))
+          : this.#run(item);
+        running.finally(() => {
+          this.#admitted--;
+          this.#release(units);
+        });
+        return true;
       }
       case "notification":
         this.#handlers.notification?.(item.method, item.params);
-        return;
+        return false;
       default:
         this.#onResponse(item);
+        return false;
     }
   }
 

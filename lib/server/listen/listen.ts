@@ -8,8 +8,13 @@
 import type { AuthResult } from "./auth.ts";
 import { stdioTransport } from "../../rpc/stdio_transport.ts";
 import { DEFAULT_MAX_MESSAGE_BYTES } from "../../rpc/transport.ts";
-import { websocketTransport } from "../../rpc/websocket_transport.ts";
 import { log } from "../host/log.ts";
+import { audit } from "../observe/audit.ts";
+import { authorizeRequest, operatorRoutes } from "../observe/routes.ts";
+import { osErrorCode } from "../host/os_errors.ts";
+import { readRequestHead, writeResponse } from "./http_head.ts";
+import { upgradeProblem, websocketConnTransport, writeUpgrade } from "./websocket_conn.ts";
+import { originGate } from "./origin.ts";
 import { serveConnection } from "../session/serve_connection.ts";
 import { SessionRegistry, type SessionRegistryOptions } from "../session/registry.ts";
 
@@ -61,6 +66,7 @@ export function serveStdio(
     sessions,
     concurrentRequests: options.concurrentRequests,
     onClose: "end",
+    maxHeldUnits: 2 * (options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES),
   });
   const finished = served.finished.then(() => sessions.endAll());
   return {
@@ -73,6 +79,15 @@ export function serveStdio(
     },
   };
 }
+
+/** Longest a connection may take from `accept` to a complete upgrade (TLS, head, authorization). */
+export const HANDSHAKE_TIMEOUT_MS = 10_000;
+/** Most connections that are accepted but not yet upgraded; a newer one evicts the oldest. */
+export const MAX_PENDING_CONNECTIONS = 1024;
+/** Default of `--max-connections`: most upgraded WebSocket connections at once. */
+export const DEFAULT_MAX_CONNECTIONS = 1024;
+/** Longest pause between retries of a failing `accept` (e.g. EMFILE). */
+const ACCEPT_BACKOFF_MAX_MS = 1000;
 
 /** Options for {@linkcode serveWebSocket}. */
 export interface WebSocketListenOptions extends ListenOptions {
@@ -95,79 +110,269 @@ export interface WebSocketListenOptions extends ListenOptions {
   authorize?: (request: Request) => Promise<AuthResult>;
   /** TLS certificate and key (PEM) to serve `wss://`. */
   tls?: { cert: string; key: string };
+  /**
+   * Origins whose requests are served; any other request carrying an
+   * `Origin` header gets 403 (`--allow-origin`).
+   *
+   * @default {[]}
+   */
+  allowedOrigins?: readonly string[];
+  /**
+   * Most upgraded connections at once; a further upgrade gets 503
+   * (`--max-connections`).
+   *
+   * @default {1024}
+   */
+  maxConnections?: number;
+  /**
+   * Most accepted connections not yet upgraded; beyond it the oldest is closed.
+   *
+   * @default {1024}
+   */
+  maxPendingConnections?: number;
+  /**
+   * Milliseconds from `accept` to a complete upgrade before the connection is closed.
+   *
+   * @default {10000}
+   */
+  handshakeTimeoutMs?: number;
+}
+
+/** What to do with an upgrade request: answer it, or upgrade it with this subprotocol. */
+type Route = { response: Response } | { upgrade: true; protocol?: string };
+
+function textResponse(status: number, text: string): Response {
+  return new Response(text, {
+    status,
+    headers: { "content-type": "text/plain; charset=utf-8" },
+  });
+}
+
+function describeError(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
 }
 
 /**
- * Serves the protocol over WebSocket: `GET /` upgrades, `GET /readyz` is a
- * health probe, anything else is 404 (spec §1.2).
+ * Serves the protocol over WebSocket: `GET /` upgrades; `GET /healthz`,
+ * `GET /readyz` and `GET /metrics` are the operator's routes; anything else
+ * is 404 (spec §1.2). A request carrying an
+ * `Origin` header that is not allowed gets 403 first.
+ *
+ * The server owns its connections from `accept` on: a connection must finish
+ * its upgrade within {@linkcode HANDSHAKE_TIMEOUT_MS}; at most
+ * {@linkcode MAX_PENDING_CONNECTIONS} wait for that at once (the oldest is
+ * closed for a newer one, so half-open connections cannot lock out a real
+ * client); at most `maxConnections` are upgraded; a failing `accept`
+ * (EMFILE, ENFILE, ECONNABORTED...) is logged and retried with backoff,
+ * never fatal.
  *
  * @param options Address, limits and authorization.
  */
 export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<RunningServer> {
+  const hostname = options.hostname ?? "127.0.0.1";
+  const port = options.port ?? 0;
+  let listener: Deno.Listener;
+  try {
+    listener = options.tls
+      ? Deno.listenTls({ hostname, port, cert: options.tls.cert, key: options.tls.key })
+      : Deno.listen({ hostname, port });
+  } catch (err) {
+    return Promise.reject(err);
+  }
   const sessions = new SessionRegistry(options);
-  const controller = new AbortController();
+  const crossOrigin = originGate(options.allowedOrigins);
+  const maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
+  const maxConnections = options.maxConnections ?? DEFAULT_MAX_CONNECTIONS;
+  const maxPending = options.maxPendingConnections ?? MAX_PENDING_CONNECTIONS;
+  const handshakeTimeoutMs = options.handshakeTimeoutMs ?? HANDSHAKE_TIMEOUT_MS;
+  /** Accepted connections still in their handshake, oldest first. */
+  const pending = new Set<Deno.Conn>();
+  /** Upgraded connections. */
   const open = new Set<{ close(): void }>();
-  const { promise: listening, resolve: onListen } = Promise.withResolvers<Deno.NetAddr>();
-  const handler = async (
-    request: Request,
-    info: Deno.ServeHandlerInfo<Deno.NetAddr>,
-  ): Promise<Response> => {
+  const stopping = new AbortController();
+  let connections = 0;
+  const operator = operatorRoutes({
+    authorize: options.authorize,
+    state: {
+      connections: () => open.size,
+      sessions: () => sessions.size,
+      processesRunning: () =>
+        sessions.list().reduce((sum, session) => sum + session.processes.runningPids().length, 0),
+    },
+  });
+
+  function closeQuietly(conn: Deno.Conn): void {
+    try {
+      conn.close();
+    } catch {
+      // Already closed.
+    }
+  }
+
+  function evictOldestPending(): void {
+    const oldest = pending.values().next().value;
+    if (oldest === undefined) return;
+    pending.delete(oldest);
+    closeQuietly(oldest);
+  }
+
+  async function route(request: Request, peer: string): Promise<Route> {
+    const refused = crossOrigin(request.headers);
+    if (refused) return { response: refused };
+    const answered = await operator(request, peer);
+    if (answered) return { response: answered };
     const url = new URL(request.url);
-    if (url.pathname === "/readyz" && request.method === "GET") return new Response(null);
     if (url.pathname !== "/" || request.method !== "GET") {
-      return new Response(null, { status: 404 });
+      return { response: new Response(null, { status: 404 }) };
     }
-    if ((request.headers.get("upgrade") ?? "").toLowerCase() !== "websocket") {
-      return new Response("Connection header did not include 'upgrade'", {
-        status: 400,
-        headers: { "content-type": "text/plain; charset=utf-8" },
-      });
+    const problem = upgradeProblem(request.headers);
+    if (problem) return { response: textResponse(400, problem) };
+    const auth = await authorizeRequest(options.authorize, request, peer);
+    if (!auth.ok) return { response: auth.response };
+    if (open.size >= maxConnections) {
+      return { response: textResponse(503, `at most ${maxConnections} connections are served`) };
     }
-    const peer = `${info.remoteAddr.hostname}:${info.remoteAddr.port}`;
-    const auth = options.authorize ? await options.authorize(request) : { ok: true as const };
-    if (!auth.ok) return auth.response;
-    const { socket, response } = Deno.upgradeWebSocket(request, { protocol: auth.protocol });
-    const maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
-    const transport = websocketTransport(socket, {
+    return { upgrade: true, protocol: auth.protocol };
+  }
+
+  async function handshake(conn: Deno.Conn): Promise<void> {
+    const peerAddr = conn.remoteAddr as Deno.NetAddr;
+    const peer = `${peerAddr.hostname}:${peerAddr.port}`;
+    pending.add(conn);
+    if (pending.size > maxPending) evictOldestPending();
+    const timer = setTimeout(() => {
+      if (pending.delete(conn)) closeQuietly(conn);
+    }, handshakeTimeoutMs);
+    let upgraded = false;
+    try {
+      const head = await readRequestHead(conn);
+      if (head === "closed" || !pending.has(conn)) return;
+      if (head === "too-large") {
+        await writeResponse(conn, textResponse(431, "request head too large"));
+        return;
+      }
+      let request: Request;
+      try {
+        if (head === "malformed") throw new TypeError("malformed request head");
+        // Origin-form targets ("/path") are the path of this server, whatever they look like.
+        const url = head.target.startsWith("/")
+          ? new URL(`http://exec-server${head.target}`)
+          : new URL(head.target);
+        request = new Request(url, {
+          method: head.method,
+          headers: head.headers,
+        });
+      } catch {
+        await writeResponse(conn, textResponse(400, "malformed request"));
+        return;
+      }
+      const decision = await route(request, peer);
+      if (!pending.has(conn)) return;
+      if ("response" in decision) {
+        await writeResponse(conn, decision.response);
+        return;
+      }
+      await writeUpgrade(conn, request.headers, decision.protocol);
+      if (!pending.delete(conn)) return;
+      upgraded = true;
+      clearTimeout(timer);
+      serve(conn, peer, head.rest);
+    } catch (err) {
+      log("debug", `handshake with ${peer} failed: ${describeError(err)}`);
+    } finally {
+      clearTimeout(timer);
+      if (!upgraded) {
+        pending.delete(conn);
+        closeQuietly(conn);
+      }
+    }
+  }
+
+  function serve(conn: Deno.Conn, peer: string, initial: Uint8Array): void {
+    const transport = websocketConnTransport(conn, {
       label: `exec-server websocket ${peer}`,
       maxMessageBytes,
-      // Two messages of the largest size may wait; beyond that the flooding peer is cut off.
-      maxQueuedBytes: 2 * maxMessageBytes,
+      initial,
     });
     const served = serveConnection(transport, {
       sessions,
       concurrentRequests: options.concurrentRequests,
       onClose: "detach",
+      // Twice the largest message may wait unanswered; beyond that the peer is not read.
+      maxHeldUnits: 2 * maxMessageBytes,
     });
     const entry = { close: () => served.connection.close() };
     open.add(entry);
-    log("info", `connection opened: ${peer}`);
+    const connection = ++connections;
+    const opened = performance.now();
+    audit("connection.open", { connection, remoteAddress: peer });
     served.finished.then(() => {
       open.delete(entry);
-      log("info", `connection closed: ${peer}`);
+      audit("connection.close", {
+        connection,
+        remoteAddress: peer,
+        session: served.sessionId ?? null,
+        durationMs: Math.round(performance.now() - opened),
+      });
     });
-    return response;
-  };
-  const server = Deno.serve({
-    hostname: options.hostname ?? "127.0.0.1",
-    port: options.port ?? 0,
-    signal: controller.signal,
-    onListen: (addr) => onListen(addr as Deno.NetAddr),
-    ...(options.tls ? { cert: options.tls.cert, key: options.tls.key } : {}),
-  }, handler);
-  return listening.then((addr) => {
-    const host = addr.hostname.includes(":") ? `[${addr.hostname}]` : addr.hostname;
-    const scheme = options.tls ? "wss" : "ws";
-    return {
-      url: `${scheme}://${host}:${addr.port}`,
-      sessions,
-      finished: server.finished,
-      async shutdown() {
-        sessions.endAll();
-        for (const entry of [...open]) entry.close();
-        controller.abort();
-        await server.finished;
-      },
+  }
+
+  async function acceptLoop(): Promise<void> {
+    let failures = 0;
+    while (!stopping.signal.aborted) {
+      let conn: Deno.Conn;
+      try {
+        conn = await listener.accept();
+      } catch (err) {
+        if (stopping.signal.aborted || err instanceof Deno.errors.BadResource) break;
+        const code = osErrorCode(err);
+        // Out of descriptors: give one back by closing the oldest unfinished handshake.
+        if (code === "EMFILE" || code === "ENFILE") evictOldestPending();
+        failures++;
+        if (failures === 1) log("warn", `accept failed, retrying: ${describeError(err)}`);
+        await sleep(Math.min(ACCEPT_BACKOFF_MAX_MS, 5 * 2 ** failures), stopping.signal);
+        continue;
+      }
+      if (failures > 0) {
+        log("warn", `accept recovered after ${failures} failed attempts`);
+        failures = 0;
+      }
+      handshake(conn);
+    }
+  }
+
+  const addr = listener.addr as Deno.NetAddr;
+  const host = addr.hostname.includes(":") ? `[${addr.hostname}]` : addr.hostname;
+  const finished = acceptLoop();
+  return Promise.resolve({
+    url: `${options.tls ? "wss" : "ws"}://${host}:${addr.port}`,
+    sessions,
+    finished,
+    async shutdown() {
+      stopping.abort();
+      try {
+        listener.close();
+      } catch {
+        // Already closed.
+      }
+      for (const conn of [...pending]) closeQuietly(conn);
+      pending.clear();
+      sessions.endAll();
+      for (const entry of [...open]) entry.close();
+      await finished;
+    },
+  });
+}
+
+/** Resolves after `ms`, or at once when `signal` aborts. */
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
     };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener("abort", done);
   });
 }

@@ -1,0 +1,151 @@
+/**
+ * Reading one HTTP/1.1 request head from a raw connection, bounded in size
+ * and time, and writing a small complete response. The WebSocket listener
+ * owns its connections from `accept` on (rather than `Deno.serve`, which
+ * gives no head timeout, no count of unfinished heads and stops listening on
+ * the first failed `accept`), so these are the only HTTP it speaks.
+ *
+ * @module
+ */
+
+/** Largest request head accepted, in bytes (request line and headers). */
+export const MAX_HEAD_BYTES = 16 * 1024;
+
+/** A parsed request head. */
+export interface RequestHead {
+  /** The method, e.g. `GET`. */
+  method: string;
+  /** The request target as sent, e.g. `/readyz`. */
+  target: string;
+  /** The header fields (names case-insensitive; repeated fields joined by `, `). */
+  headers: Headers;
+  /** Bytes the client sent after the head (e.g. early WebSocket frames). */
+  rest: Uint8Array;
+}
+
+/** Why no head could be read. */
+export type HeadFailure = "closed" | "too-large" | "malformed";
+
+const CRLFCRLF = [13, 10, 13, 10];
+
+function headEnd(bytes: Uint8Array, from: number): number {
+  for (let i = Math.max(0, from - 3); i + 3 < bytes.length; i++) {
+    if (
+      bytes[i] === CRLFCRLF[0] && bytes[i + 1] === CRLFCRLF[1] &&
+      bytes[i + 2] === CRLFCRLF[2] && bytes[i + 3] === CRLFCRLF[3]
+    ) return i;
+  }
+  return -1;
+}
+
+const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+
+/** Parses the text of a head (without the final blank line). */
+function parseHead(text: string): Omit<RequestHead, "rest"> | undefined {
+  const lines = text.split("\r\n");
+  const match = /^([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP\/1\.[01]$/.exec(lines[0]!);
+  if (!match) return undefined;
+  const headers = new Headers();
+  for (const line of lines.slice(1)) {
+    const colon = line.indexOf(":");
+    if (colon <= 0) return undefined;
+    const name = line.slice(0, colon);
+    if (!TOKEN.test(name)) return undefined;
+    try {
+      headers.append(name, line.slice(colon + 1).trim());
+    } catch {
+      return undefined;
+    }
+  }
+  return { method: match[1]!, target: match[2]!, headers };
+}
+
+/**
+ * Reads a request head. The caller bounds the time (closing the connection
+ * ends the read with `"closed"`).
+ *
+ * @param conn The connection.
+ * @returns The head, or why there is none.
+ */
+export async function readRequestHead(conn: Deno.Conn): Promise<RequestHead | HeadFailure> {
+  // Grows up to the limit: most heads are a few hundred bytes.
+  let buffer = new Uint8Array(2048);
+  let length = 0;
+  while (true) {
+    if (length === buffer.length) {
+      const grown = new Uint8Array(Math.min(buffer.length * 2, MAX_HEAD_BYTES + 4));
+      grown.set(buffer);
+      buffer = grown;
+    }
+    let n: number | null;
+    try {
+      n = await conn.read(buffer.subarray(length));
+    } catch {
+      return "closed";
+    }
+    if (n === null) return "closed";
+    const before = length;
+    length += n;
+    const end = headEnd(buffer.subarray(0, length), before);
+    if (end >= 0) {
+      if (end > MAX_HEAD_BYTES) return "too-large";
+      let text: string;
+      try {
+        text = new TextDecoder("utf-8", { fatal: true }).decode(buffer.subarray(0, end));
+      } catch {
+        return "malformed";
+      }
+      const head = parseHead(text);
+      return head ? { ...head, rest: buffer.slice(end + 4, length) } : "malformed";
+    }
+    if (length >= MAX_HEAD_BYTES + 4) return "too-large";
+  }
+}
+
+const REASONS: Record<number, string> = {
+  101: "Switching Protocols",
+  200: "OK",
+  400: "Bad Request",
+  401: "Unauthorized",
+  403: "Forbidden",
+  404: "Not Found",
+  408: "Request Timeout",
+  426: "Upgrade Required",
+  431: "Request Header Fields Too Large",
+  500: "Internal Server Error",
+  503: "Service Unavailable",
+};
+
+/**
+ * Encodes a response head (status line, the given headers, blank line).
+ *
+ * @param status The status code.
+ * @param headers The header fields.
+ */
+export function responseHead(status: number, headers: Headers): Uint8Array {
+  let text = `HTTP/1.1 ${status} ${REASONS[status] ?? "Unknown"}\r\n`;
+  for (const [name, value] of headers) text += `${name}: ${value}\r\n`;
+  return new TextEncoder().encode(`${text}\r\n`);
+}
+
+/** Writes all of `bytes`. */
+export async function writeAll(conn: Deno.Conn, bytes: Uint8Array): Promise<void> {
+  let written = 0;
+  while (written < bytes.length) written += await conn.write(bytes.subarray(written));
+}
+
+/**
+ * Writes a complete response (head and body, `connection: close`); the
+ * caller closes the connection afterwards.
+ *
+ * @param conn The connection.
+ * @param response The response to send.
+ */
+export async function writeResponse(conn: Deno.Conn, response: Response): Promise<void> {
+  const body = new Uint8Array(await response.arrayBuffer());
+  const headers = new Headers(response.headers);
+  headers.set("content-length", String(body.length));
+  headers.set("connection", "close");
+  await writeAll(conn, responseHead(response.status, headers));
+  if (body.length > 0) await writeAll(conn, body);
+}

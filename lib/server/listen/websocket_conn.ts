@@ -1,0 +1,425 @@
+/**
+ * The server side of RFC 6455 on a raw connection: the `101` handshake and a
+ * {@linkcode Transport} that reads frames only when the connection asks for
+ * the next message, so a peer that sends faster than it is served is held
+ * back by TCP instead of by the server's memory.
+ *
+ * Text and binary messages are both accepted (binary payloads are read as
+ * UTF-8, as the reference does); fragments are reassembled; pings are
+ * answered; no extension is negotiated. A message over the size limit is
+ * skipped without being held and yields a fault; a protocol violation or
+ * invalid UTF-8 in a text message closes the connection (1002/1007).
+ *
+ * @module
+ */
+
+import { type Inbound, OUTBOUND_HIGH_WATER_BYTES, type Transport } from "../../rpc/transport.ts";
+import { responseHead, writeAll } from "./http_head.ts";
+
+const GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
+
+/**
+ * The `Sec-WebSocket-Accept` value for a client's key.
+ *
+ * @example
+ * ```ts
+ * import { acceptKey } from "./websocket_conn.ts";
+ * console.log(await acceptKey("dGhlIHNhbXBsZSBub25jZQ==")); // s3pPLMBiTxaQ9kYGzzhZRbK+xOo=
+ * ```
+ *
+ * @param key The request's `Sec-WebSocket-Key`.
+ */
+export async function acceptKey(key: string): Promise<string> {
+  const digest = await crypto.subtle.digest("SHA-1", new TextEncoder().encode(key + GUID));
+  return new Uint8Array(digest).toBase64();
+}
+
+/**
+ * Returns why a request cannot be upgraded, or `undefined` when it can.
+ *
+ * @param headers The request headers.
+ */
+export function upgradeProblem(headers: Headers): string | undefined {
+  const tokens = (name: string) =>
+    (headers.get(name) ?? "").toLowerCase().split(",").map((t) => t.trim());
+  if (!tokens("upgrade").includes("websocket")) {
+    return "Connection header did not include 'upgrade'";
+  }
+  if (!tokens("connection").includes("upgrade")) {
+    return "Connection header did not include 'upgrade'";
+  }
+  if (headers.get("sec-websocket-version") !== "13") return "unsupported websocket version";
+  const key = headers.get("sec-websocket-key") ?? "";
+  if (!/^[A-Za-z0-9+/]{22}==$/.test(key)) return "invalid Sec-WebSocket-Key";
+  return undefined;
+}
+
+/**
+ * Writes the `101 Switching Protocols` answer.
+ *
+ * @param conn The connection.
+ * @param headers The request headers (checked with {@linkcode upgradeProblem}).
+ * @param protocol The selected subprotocol, if any.
+ */
+export async function writeUpgrade(
+  conn: Deno.Conn,
+  headers: Headers,
+  protocol?: string,
+): Promise<void> {
+  const answer = new Headers({
+    upgrade: "websocket",
+    connection: "Upgrade",
+    "sec-websocket-accept": await acceptKey(headers.get("sec-websocket-key")!),
+  });
+  if (protocol !== undefined) answer.set("sec-websocket-protocol", protocol);
+  await writeAll(conn, responseHead(101, answer));
+}
+
+/** Options for {@linkcode websocketConnTransport}. */
+export interface WebSocketConnOptions {
+  /** Label for logs, e.g. `exec-server websocket 127.0.0.1:50000`. */
+  label: string;
+  /** Largest inbound message in bytes; a larger one is skipped and yields a fault. */
+  maxMessageBytes: number;
+  /** Bytes received after the handshake's head. */
+  initial?: Uint8Array;
+  /**
+   * Outbound high-water mark: `send` waits while more is queued.
+   *
+   * @default {8 MiB}
+   */
+  highWaterBytes?: number;
+}
+
+/** A frame's fixed part. */
+interface FrameHead {
+  fin: boolean;
+  opcode: number;
+  length: number;
+  mask: Uint8Array;
+}
+
+class ProtocolViolation extends Error {
+  constructor(readonly code: number, message: string) {
+    super(message);
+  }
+}
+
+/** Reads bytes from a connection on demand, keeping what was read ahead. */
+class ByteReader {
+  #conn: Deno.Conn;
+  #buffer: Uint8Array;
+  #start = 0;
+  #end: number;
+
+  constructor(conn: Deno.Conn, initial: Uint8Array) {
+    this.#conn = conn;
+    this.#buffer = new Uint8Array(Math.max(65536, initial.length));
+    this.#buffer.set(initial);
+    this.#end = initial.length;
+  }
+
+  get buffered(): number {
+    return this.#end - this.#start;
+  }
+
+  /** Makes at least one byte available; false at end of stream. */
+  async fill(): Promise<boolean> {
+    if (this.#start === this.#end) this.#start = this.#end = 0;
+    else if (this.#end === this.#buffer.length) {
+      this.#buffer.copyWithin(0, this.#start, this.#end);
+      this.#end -= this.#start;
+      this.#start = 0;
+    }
+    let n: number | null;
+    try {
+      n = await this.#conn.read(this.#buffer.subarray(this.#end));
+    } catch {
+      return false;
+    }
+    if (n === null) return false;
+    this.#end += n;
+    return true;
+  }
+
+  /** Takes exactly `n` bytes (a copy), or `null` at end of stream. */
+  async take(n: number): Promise<Uint8Array | null> {
+    while (this.buffered < n) {
+      if (this.#buffer.length - this.#start < n) {
+        const grown = new Uint8Array(Math.max(n, this.#buffer.length * 2));
+        grown.set(this.#buffer.subarray(this.#start, this.#end));
+        this.#end -= this.#start;
+        this.#start = 0;
+        this.#buffer = grown;
+      }
+      if (!(await this.fill())) return null;
+    }
+    const out = this.#buffer.slice(this.#start, this.#start + n);
+    this.#start += n;
+    return out;
+  }
+
+  /** Takes up to `n` bytes without copying them out (valid until the next call). */
+  async chunk(n: number): Promise<Uint8Array | null> {
+    if (this.buffered === 0 && !(await this.fill())) return null;
+    const size = Math.min(n, this.buffered);
+    const out = this.#buffer.subarray(this.#start, this.#start + size);
+    this.#start += size;
+    return out;
+  }
+}
+
+async function readFrameHead(reader: ByteReader): Promise<FrameHead | null> {
+  const fixed = await reader.take(2);
+  if (fixed === null) return null;
+  const [b0, b1] = [fixed[0]!, fixed[1]!];
+  if ((b0 & 0x70) !== 0) throw new ProtocolViolation(1002, "reserved bits set");
+  if ((b1 & 0x80) === 0) throw new ProtocolViolation(1002, "client frames must be masked");
+  let length = b1 & 0x7f;
+  if (length === 126) {
+    const ext = await reader.take(2);
+    if (ext === null) return null;
+    length = (ext[0]! << 8) | ext[1]!;
+  } else if (length === 127) {
+    const ext = await reader.take(8);
+    if (ext === null) return null;
+    const big = new DataView(ext.buffer).getBigUint64(0);
+    if (big > BigInt(Number.MAX_SAFE_INTEGER)) throw new ProtocolViolation(1009, "frame too long");
+    length = Number(big);
+  }
+  const mask = await reader.take(4);
+  if (mask === null) return null;
+  return { fin: (b0 & 0x80) !== 0, opcode: b0 & 0x0f, length, mask };
+}
+
+function unmask(bytes: Uint8Array, mask: Uint8Array, offset: number): void {
+  for (let i = 0; i < bytes.length; i++) bytes[i]! ^= mask[(offset + i) & 3]!;
+}
+
+function encodeFrame(opcode: number, payload: Uint8Array): Uint8Array {
+  const extra = payload.length < 126 ? 0 : payload.length < 65536 ? 2 : 8;
+  const frame = new Uint8Array(2 + extra + payload.length);
+  frame[0] = 0x80 | opcode;
+  if (extra === 0) frame[1] = payload.length;
+  else if (extra === 2) {
+    frame[1] = 126;
+    frame[2] = payload.length >> 8;
+    frame[3] = payload.length & 0xff;
+  } else {
+    frame[1] = 127;
+    new DataView(frame.buffer).setBigUint64(2, BigInt(payload.length));
+  }
+  frame.set(payload, 2 + extra);
+  return frame;
+}
+
+function closePayload(code: number, reason = ""): Uint8Array {
+  const text = new TextEncoder().encode(reason);
+  const payload = new Uint8Array(2 + text.length);
+  payload[0] = code >> 8;
+  payload[1] = code & 0xff;
+  payload.set(text, 2);
+  return payload;
+}
+
+/** Concatenates byte arrays. */
+function join(parts: Uint8Array[], total: number): Uint8Array {
+  if (parts.length === 1) return parts[0]!;
+  const out = new Uint8Array(total);
+  let at = 0;
+  for (const part of parts) {
+    out.set(part, at);
+    at += part.length;
+  }
+  return out;
+}
+
+/** How long a closing connection may take to flush what was queued before it. */
+const CLOSE_LINGER_MS = 2000;
+
+/** Largest write handed to the socket at once when small frames are batched. */
+const BATCH_BYTES = 256 * 1024;
+
+/**
+ * Wraps an upgraded connection as a {@linkcode Transport}.
+ *
+ * @param conn The connection, after {@linkcode writeUpgrade}.
+ * @param options Label and limits.
+ */
+export function websocketConnTransport(
+  conn: Deno.Conn,
+  options: WebSocketConnOptions,
+): Transport {
+  const reader = new ByteReader(conn, options.initial ?? new Uint8Array(0));
+  const highWater = options.highWaterBytes ?? OUTBOUND_HIGH_WATER_BYTES;
+  const maxBytes = options.maxMessageBytes;
+  // A byte order mark stays in the text (and makes the message malformed, as the reference has it).
+  const decoder = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+  const encoder = new TextEncoder();
+  let closing = false;
+  let connClosed = false;
+  let lingerTimer: ReturnType<typeof setTimeout> | undefined;
+
+  // Outbound: frames queue here and one writer drains them, batching small ones.
+  let queue: Uint8Array[] = [];
+  let queuedBytes = 0;
+  let writing = false;
+  const drained: (() => void)[] = [];
+  let flushed = Promise.resolve();
+
+  function closeConn(): void {
+    if (connClosed) return;
+    connClosed = true;
+    clearTimeout(lingerTimer);
+    try {
+      conn.close();
+    } catch {
+      // Already closed.
+    }
+    queue = [];
+    queuedBytes = 0;
+    for (const wake of drained.splice(0)) wake();
+  }
+
+  async function drain(): Promise<void> {
+    writing = true;
+    try {
+      while (queue.length > 0 && !connClosed) {
+        let take = 0;
+        let bytes = 0;
+        while (take < queue.length && (take === 0 || bytes + queue[take]!.length <= BATCH_BYTES)) {
+          bytes += queue[take]!.length;
+          take++;
+        }
+        const parts = queue.splice(0, take);
+        await writeAll(conn, join(parts, bytes));
+        queuedBytes -= bytes;
+        if (queuedBytes <= highWater) { for (const wake of drained.splice(0)) wake(); }
+      }
+    } catch {
+      closeConn();
+    } finally {
+      writing = false;
+    }
+  }
+
+  function enqueue(frame: Uint8Array): Promise<void> {
+    if (connClosed) return Promise.resolve();
+    queue.push(frame);
+    queuedBytes += frame.length;
+    if (!writing) flushed = drain();
+    if (queuedBytes <= highWater) return Promise.resolve();
+    return new Promise((resolve) => drained.push(resolve));
+  }
+
+  /**
+   * Sends a close frame, lets queued frames go first (for at most
+   * {@linkcode CLOSE_LINGER_MS}: a peer that does not read cannot hold the
+   * socket open), then closes the socket.
+   */
+  function closeWith(code: number, reason = ""): void {
+    if (closing) return;
+    closing = true;
+    lingerTimer = setTimeout(closeConn, CLOSE_LINGER_MS);
+    enqueue(encodeFrame(0x8, closePayload(code, reason)));
+    flushed.then(async () => {
+      // The close frame may have been queued behind a drain already running.
+      while (writing) await flushed;
+      closeConn();
+    });
+  }
+
+  /** Reads the next message; `null` when the stream ends. */
+  async function nextMessage(): Promise<Inbound | null> {
+    let parts: Uint8Array[] = [];
+    let total = 0;
+    let opcode = -1;
+    let oversized = false;
+    while (true) {
+      const head = await readFrameHead(reader);
+      if (head === null) return null;
+      if (head.opcode >= 0x8) {
+        if (!head.fin || head.length > 125) {
+          throw new ProtocolViolation(1002, "invalid control frame");
+        }
+        const payload = await reader.take(head.length);
+        if (payload === null) return null;
+        unmask(payload, head.mask, 0);
+        if (head.opcode === 0x8) {
+          const code = payload.length >= 2 ? (payload[0]! << 8) | payload[1]! : 1000;
+          closeWith(code === 1005 || code === 1006 ? 1000 : code);
+          return null;
+        }
+        if (head.opcode === 0x9) enqueue(encodeFrame(0xa, payload));
+        else if (head.opcode !== 0xa) throw new ProtocolViolation(1002, "unknown opcode");
+        continue;
+      }
+      if (head.opcode === 0x0 ? opcode < 0 : opcode >= 0) {
+        throw new ProtocolViolation(1002, "unexpected continuation state");
+      }
+      if (head.opcode !== 0x0) {
+        if (head.opcode !== 0x1 && head.opcode !== 0x2) {
+          throw new ProtocolViolation(1002, "unknown opcode");
+        }
+        opcode = head.opcode;
+      }
+      let offset = 0;
+      while (offset < head.length) {
+        const chunk = await reader.chunk(head.length - offset);
+        if (chunk === null) return null;
+        if (total + chunk.length > maxBytes) oversized = true;
+        if (!oversized) {
+          const copy = chunk.slice();
+          unmask(copy, head.mask, offset);
+          parts.push(copy);
+        }
+        total += chunk.length;
+        offset += chunk.length;
+      }
+      if (!head.fin) continue;
+      if (oversized) return { fault: `message exceeds the limit of ${maxBytes} bytes` };
+      const bytes = join(parts, total);
+      parts = [];
+      try {
+        return decoder.decode(bytes);
+      } catch {
+        if (opcode === 0x1) throw new ProtocolViolation(1007, "invalid UTF-8 in text message");
+        return { fault: "invalid UTF-8 in binary message" };
+      }
+    }
+  }
+
+  const readable = new ReadableStream<Inbound>({
+    async pull(controller) {
+      let message: Inbound | null;
+      try {
+        message = closing ? null : await nextMessage();
+      } catch (err) {
+        if (err instanceof ProtocolViolation) closeWith(err.code, err.message);
+        message = null;
+      }
+      if (message === null) {
+        controller.close();
+        if (!closing) closeConn();
+        return;
+      }
+      controller.enqueue(message);
+    },
+    cancel() {
+      closeWith(1000);
+    },
+  }, { highWaterMark: 0 });
+
+  return {
+    readable,
+    send(text: string): Promise<void> {
+      if (closing) return Promise.resolve();
+      return enqueue(encodeFrame(0x1, encoder.encode(text)));
+    },
+    close() {
+      closeWith(1000);
+    },
+    parseErrorPrefix: `failed to parse websocket JSON-RPC message from ${options.label}`,
+    label: options.label,
+  };
+}
