@@ -737,3 +737,29 @@ Deno.test({
     assert.equal(inside.sandboxDenied, false);
   },
 });
+
+Deno.test({
+  name: `a confined process gets an empty private /tmp of PRIVATE_TMP_BYTES${SKIP}`,
+  ignore: !availability.ok,
+  async fn() {
+    using layout = makeLayout();
+    await using server = await startInitialized({ args: CEILING_ARGS(layout) });
+    const client = server.stdio;
+    const start = await client.request(1, "process/start", {
+      processId: "tmp",
+      argv: [
+        "/bin/sh",
+        "-c",
+        'echo "SIZE=$(df -B1 --output=size /tmp | tail -1)"; echo "ENTRIES=$(ls -A /tmp | wc -l)"',
+      ],
+      cwd: uriFromPath(layout.w),
+      env: { PATH: "/usr/bin:/bin" },
+      tty: false,
+    });
+    assert.ok(start.result, JSON.stringify(start));
+    await client.log.processClosed("tmp");
+    const output = client.log.outputText("tmp");
+    assert.equal(Number(/SIZE=\s*(\d+)/.exec(output)?.[1]), PRIVATE_TMP_BYTES, output);
+    assert.match(output, /ENTRIES=0\n/, output);
+  },
+});
