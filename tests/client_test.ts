@@ -517,3 +517,29 @@ Deno.test("client token source is asked again before every dial", async () => {
   await client.methods["environment/status"]();
   assert.equal(asked, 2);
 });
+
+Deno.test("client methods take a Uint8Array or base64 text for every byte member (type-checked)", async () => {
+  const dir = await Deno.makeTempDir();
+  const server = await serveWebSocket();
+  try {
+    await using client = await connect(server.url);
+    await client.methods["fs/writeFile"]({
+      path: `file://${dir}/a`,
+      dataBase64: new TextEncoder().encode("bytes"),
+    });
+    assert.equal(await Deno.readTextFile(`${dir}/a`), "bytes");
+    await client.methods["fs/writeFile"]({ path: `file://${dir}/b`, dataBase64: "dGV4dA==" });
+    assert.equal(await Deno.readTextFile(`${dir}/b`), "text");
+    const proc = await client.startProcess({ argv: ["/bin/cat"], pipeStdin: true });
+    await client.methods["process/write"]({
+      processId: proc.processId,
+      chunk: "aGkK", // base64 text where the table decodes bytes
+      writeId: "w1",
+    });
+    await proc.closeStdin();
+    assert.equal(await collectText(proc), "hi\n");
+  } finally {
+    await server.shutdown();
+    await Deno.remove(dir, { recursive: true });
+  }
+});

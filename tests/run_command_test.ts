@@ -435,3 +435,23 @@ terminalTest(
     assert.equal((await Deno.readTextFile(`${dir}/rc`)).trim(), "RC=0");
   },
 );
+
+terminalTest(
+  "exec-server run -it -- bash is an interactive shell on the remote terminal",
+  async (url, dir) => {
+    const { child, output } = spawnInTerminal([
+      `'${Deno.execPath()}' run -A '${MAIN}' run --url ${url} -it -e 'PS1=remote> ' -- bash --norc --noprofile -i`,
+      `echo "RC=$?" > ${dir}/rc`,
+    ]);
+    await output.until("remote> ");
+    const writer = child.stdin.getWriter();
+    await writer.write(new TextEncoder().encode("echo $((6 * 7)); tty\r"));
+    await output.until("/dev/pts/");
+    await writer.write(new TextEncoder().encode("exit 3\r"));
+    const seen = await output.end();
+    await writer.close();
+    await child.status;
+    assert.match(seen, /remote> echo \$\(\(6 \* 7\)\); tty\r\n.*42\r\n\/dev\/pts\/\d+\r\n/s);
+    assert.equal((await Deno.readTextFile(`${dir}/rc`)).trim(), "RC=3");
+  },
+);

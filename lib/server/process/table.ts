@@ -124,7 +124,7 @@ export class ProcessTable {
       },
     });
     try {
-      proc.backend = plan.tty
+      const started = plan.tty
         ? startTty(proc, plan.argv, {
           cwd: plan.cwd,
           env: plan.env,
@@ -137,6 +137,8 @@ export class ProcessTable {
           arg0: plan.arg0,
           pipeStdin: plan.pipeStdin,
         });
+      // A failed pipe spawn learns its errno asynchronously and rejects.
+      proc.backend = started instanceof Promise ? await started : started;
     } catch (err) {
       plan.sandbox?.release();
       throw err;
