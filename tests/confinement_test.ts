@@ -763,3 +763,17 @@ Deno.test({
     assert.match(output, /ENTRIES=0\n/, output);
   },
 });
+
+Deno.test("a --writable-root inside a --deny-read path refuses to start", async () => {
+  using layout = makeLayout();
+  const result = await startFailing([
+    "--sandbox",
+    "workspace-write",
+    "--writable-root",
+    layout.w,
+    "--deny-read",
+    layout.base,
+  ]);
+  assert.equal(result.code, 2, result.stderr);
+  assert.match(result.stderr, /--writable-root .* lies inside --deny-read/);
+});
