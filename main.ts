@@ -10,7 +10,7 @@ import { readSharedSecret, signedBearerAuth } from "./lib/server/listen/signed_b
 import { VERSION } from "./lib/server/session/environment.ts";
 import { FlagError } from "./lib/cli/flags.ts";
 import { parseServerFlags, type ServerFlags, serverHelp } from "./lib/cli/server_flags.ts";
-import { setLogLevel } from "./lib/server/host/log.ts";
+import { setLogFormat, setLogLevel } from "./lib/server/host/log.ts";
 import { type RunningServer, serveStdio, serveWebSocket } from "./lib/server/listen/listen.ts";
 import { sandboxAvailable } from "./lib/server/sandbox/availability.ts";
 import {
@@ -155,6 +155,7 @@ async function main(args: string[]): Promise<void> {
   }
   const listen = flags.listen;
   setLogLevel(flags["log-level"]);
+  setLogFormat(flags["log-format"]);
   setServerSandbox(sandboxFromFlags(flags));
   const authorize = await authFromFlags(flags);
   if (

@@ -176,3 +176,30 @@ Deno.test("client.exec with tty runs on a terminal and returns its output as std
     assert.equal(stderr, "");
   });
 });
+
+Deno.test("process handles expose stdin as a WritableStream and stdout/stderr as ReadableStreams", async () => {
+  await withClient(async (client) => {
+    const proc = await client.startProcess({
+      argv: ["sh", "-c", "tr a-z A-Z; echo done >&2"],
+      pipeStdin: true,
+    });
+    const stdout = new Response(proc.stdout).text();
+    const stderr = new Response(proc.stderr).text();
+    await ReadableStream.from(["hello ", "streams\n"]).pipeThrough(new TextEncoderStream())
+      .pipeTo(proc.stdin);
+    assert.equal(await stdout, "HELLO STREAMS\n");
+    assert.equal(await stderr, "done\n");
+    assert.equal(await proc.exited, 0);
+  });
+});
+
+Deno.test("a process handle's stdout keeps flowing when its stderr is cancelled", async () => {
+  await withClient(async (client) => {
+    const proc = await client.startProcess({
+      argv: ["sh", "-c", "head -c 3000000 /dev/zero >&2; echo end"],
+    });
+    await proc.stderr.cancel();
+    assert.equal(await new Response(proc.stdout).text(), "end\n");
+    assert.equal(await proc.exited, 0);
+  });
+});

@@ -732,7 +732,9 @@ Deno.test({
 });
 
 Deno.test({
-  name: `sandboxed tty process keeps its terminal and ends on Ctrl-C${SKIP_REASON}`,
+  name: `sandboxed tty process keeps its terminal and ends on Ctrl-C${
+    SKIP_REASON || (ptySupported() ? "" : " (skipped: no pseudo-terminals here)")
+  }`,
   ignore: !BWRAP_OK || !ptySupported(),
   async fn() {
     using layout = makeLayout();
@@ -767,7 +769,10 @@ Deno.test({
 });
 
 Deno.test({
-  name: `launchSandboxed() refuses arg0 when bubblewrap has no --argv0${SKIP_REASON}`,
+  name: `launchSandboxed() refuses arg0 when bubblewrap has no --argv0${
+    SKIP_REASON ||
+    (availability.ok && availability.argv0 ? " (skipped: this bubblewrap has --argv0)" : "")
+  }`,
   ignore: !BWRAP_OK || (availability.ok && availability.argv0),
   fn() {
     using layout = makeLayout();

@@ -250,15 +250,27 @@ async function snapshot(dir: string): Promise<string> {
 const uri = (path: string) => `file://${path}`;
 const b64 = (text: string) => new TextEncoder().encode(text).toBase64();
 
-/** Sends one request; asserts a permission refusal that leaks nothing. */
+/** The error of a path that does not exist, which metadata lookups outside the scope answer. */
+const MISSING = {
+  code: -32004,
+  data: { kind: "osError", errno: "ENOENT" },
+  message: "No such file or directory (os error 2)",
+};
+
+/**
+ * Sends one request; asserts a refusal that leaks nothing: the typed permission error, or with
+ * `as: "missing"` exactly the error of a missing path.
+ */
 async function assertRefused(
   client: ProtocolClient,
   method: string,
   params: Json,
   what: string,
+  as: "permission" | "missing" = "permission",
 ): Promise<void> {
   const response = await client.request(nextRequestId(), method, params);
   const text = JSON.stringify(response);
+  if (as === "missing") return assert.deepEqual(response.error, MISSING, `${what}: ${text}`);
   const secret64 = b64(SECRET).slice(0, 12);
   assert.ok(
     !text.includes("top secret") && !text.includes(secret64),
@@ -270,22 +282,9 @@ async function assertRefused(
   assert.equal(error.data?.kind, "permissionDenied", `${what}: ${text}`);
 }
 
-/** The error of a path that does not exist, which metadata lookups outside the scope answer. */
-const MISSING = {
-  code: -32004,
-  data: { kind: "osError", errno: "ENOENT" },
-  message: "No such file or directory (os error 2)",
-};
-
 /** Sends one metadata lookup; asserts it answers exactly like a missing path. */
-async function assertHidden(
-  client: ProtocolClient,
-  method: string,
-  params: Json,
-  what: string,
-): Promise<void> {
-  const response = await client.request(nextRequestId(), method, params);
-  assert.deepEqual(response.error, MISSING, `${what}: ${JSON.stringify(response)}`);
+function assertHidden(client: ProtocolClient, method: string, params: Json, what: string) {
+  return assertRefused(client, method, params, what, "missing");
 }
 
 /** A stdio server in `l.scope` with these permissions (and env, sys), past the handshake. */

@@ -7,6 +7,7 @@
  */
 
 import { VERSION } from "../server/session/environment.ts";
+import { LOG_FORMATS } from "../server/host/log.ts";
 import { DEFAULT_MAX_CONNECTIONS } from "../server/listen/listen.ts";
 import { SANDBOX_MODES } from "../server/sandbox/server_policy.ts";
 import { defineFlags, FlagError, type FlagValues, parseFlags, renderFlagHelp } from "./flags.ts";
@@ -191,7 +192,14 @@ export const SERVER_FLAGS = defineFlags({
     value: "LEVEL",
     choices: ["error", "warn", "info", "debug"],
     default: "warn",
-    help: "what to log, to stderr",
+    help: "what to log, to stderr (info and debug add the audit events)",
+  },
+  "log-format": {
+    kind: "enum",
+    value: "FORMAT",
+    choices: LOG_FORMATS,
+    default: "text",
+    help: "text, or json: one JSON object per line (ts, level, event and its fields)",
   },
   help: { kind: "boolean", short: "h", help: "print this help" },
   version: { kind: "boolean", short: "V", help: "print the version" },

@@ -135,6 +135,22 @@ export interface ProcessHandle extends AsyncIterable<ProcessEvent> {
    * @param options `stream` keeps only that stream's text.
    */
   text(options?: { stream?: OutputStreamName }): AsyncIterable<string>;
+  /**
+   * The process's stdin as a web stream: each chunk is a {@linkcode ProcessHandle.write},
+   * `close()` is {@linkcode ProcessHandle.closeStdin}.
+   */
+  readonly stdin: WritableStream<Uint8Array>;
+  /**
+   * The process's stdout (with `tty: true`: the terminal's output) as a byte
+   * stream. `stdout` and `stderr` share one reader of the handle: the first
+   * access to either iterates the handle (so do not also iterate it or use
+   * `text()`). Each buffers up to 1 MiB for its reader; a stream left unread
+   * beyond that holds back the other, so read both, or `cancel()` the one you
+   * do not need (its output is then dropped). Gaps are skipped, as by `text()`.
+   */
+  readonly stdout: ReadableStream<Uint8Array>;
+  /** The process's stderr as a byte stream (empty with `tty: true`); see `stdout`. */
+  readonly stderr: ReadableStream<Uint8Array>;
 }
 
 /** What a {@linkcode TrackedProcess} needs from its client. Calls survive reconnects. */
@@ -192,6 +208,8 @@ type ProcessNotification =
   | { method: "process/exited"; params: ParamsOf<"process/exited"> }
   | { method: "process/closed"; params: ParamsOf<"process/closed"> };
 
+/** Output bytes each of `stdout` and `stderr` buffers for its reader. */
+const STREAM_BUFFER_BYTES = 1024 * 1024;
 /** Stashed out-of-order notifications kept while a read is pending. */
 const MAX_STASHED = 4096;
 const DEFAULT_MAX_BUFFERED = 4 * 1024 * 1024;
@@ -213,6 +231,8 @@ export class TrackedProcess implements ProcessHandle {
   /** Resolves with the exit code. */
   readonly exited: Promise<number>;
   #host: ProcessHost;
+  #stdin: WritableStream<Uint8Array> | undefined;
+  #streams: { stdout: ReadableStream<Uint8Array>; stderr: ReadableStream<Uint8Array> } | undefined;
   #cursor: number;
   #latest: number;
   #resync: boolean;
@@ -386,6 +406,61 @@ export class TrackedProcess implements ProcessHandle {
       const rest = decoder.decode();
       if (rest !== "") yield rest;
     }
+  }
+
+  get stdin(): WritableStream<Uint8Array> {
+    return this.#stdin ??= new WritableStream<Uint8Array>({
+      write: (chunk) => this.write(chunk),
+      close: () => this.closeStdin(),
+    });
+  }
+
+  get stdout(): ReadableStream<Uint8Array> {
+    return this.#outputStreams().stdout;
+  }
+
+  get stderr(): ReadableStream<Uint8Array> {
+    return this.#outputStreams().stderr;
+  }
+
+  /** Splits the one iteration of the handle into a stdout and a stderr stream. */
+  #outputStreams(): { stdout: ReadableStream<Uint8Array>; stderr: ReadableStream<Uint8Array> } {
+    if (this.#streams) return this.#streams;
+    type Sink = { controller?: ReadableStreamDefaultController<Uint8Array>; cancelled: boolean };
+    const sinks = { stdout: {} as Sink, stderr: {} as Sink };
+    sinks.stdout.cancelled = sinks.stderr.cancelled = false;
+    let pulled = Promise.withResolvers<void>();
+    const make = (sink: Sink) =>
+      new ReadableStream<Uint8Array>({
+        start: (controller) => {
+          sink.controller = controller;
+        },
+        pull: () => pulled.resolve(),
+        cancel: () => {
+          sink.cancelled = true;
+          pulled.resolve();
+        },
+      }, new ByteLengthQueuingStrategy({ highWaterMark: STREAM_BUFFER_BYTES }));
+    this.#streams = { stdout: make(sinks.stdout), stderr: make(sinks.stderr) };
+    const pump = async (): Promise<void> => {
+      try {
+        for await (const event of this) {
+          if (event.kind !== "output") continue;
+          const sink = event.stream === "stderr" ? sinks.stderr : sinks.stdout;
+          if (sink.cancelled) continue;
+          sink.controller!.enqueue(event.data);
+          while (!sink.cancelled && sink.controller!.desiredSize! <= 0) {
+            await pulled.promise;
+            pulled = Promise.withResolvers<void>();
+          }
+        }
+        for (const sink of Object.values(sinks)) if (!sink.cancelled) sink.controller!.close();
+      } catch (err) {
+        for (const sink of Object.values(sinks)) if (!sink.cancelled) sink.controller!.error(err);
+      }
+    };
+    void pump();
+    return this.#streams;
   }
 
   /** Yields output in seq order until the `closed` event; throws if the handle failed. */

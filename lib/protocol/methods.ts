@@ -9,9 +9,11 @@
 import {
   any,
   array,
+  base64,
   boolean,
   bytes,
   defaulted,
+  described,
   type Infer,
   literal,
   nullable,
@@ -24,6 +26,7 @@ import {
   string,
   unit,
   unsigned,
+  withJsonSchema,
 } from "./schema.ts";
 
 /** Who sends a message. */
@@ -116,15 +119,163 @@ function uuid(): Schema<string> {
       }
       return text;
     },
-    jsonSchema: () => ({ type: "string", format: "uuid" }),
+    jsonSchema: () => ({
+      type: "string",
+      pattern: "^(urn:uuid:)?[0-9a-fA-F-]*$",
+      description: "A UUID (32 hex digits, dashes anywhere), optionally prefixed by urn:uuid:.",
+    }),
   };
 }
 
 /** An absolute `file:` URI naming a path on the server (spec §10.1). */
-export const PathUri: Schema<string> = string();
+export const PathUri: Schema<string> = withJsonSchema(string(), {
+  type: "string",
+  title: "PathUri",
+  pattern: "^file:",
+  description:
+    "A path on the server as an absolute file: URI (file:///dir/name, percent-encoded; no query or fragment; host empty or localhost).",
+});
 
+const SANDBOX_NETWORK = {
+  type: "string",
+  enum: ["restricted", "enabled"],
+  description: "Whether the sandboxed process may use the network.",
+};
+
+const SANDBOX_FILE_SYSTEM_PATH = {
+  title: "FileSystemPath",
+  description: "A path of a sandbox entry: a literal path, a glob, or a special location.",
+  oneOf: [
+    {
+      type: "object",
+      properties: { type: { const: "path" }, path: PathUri.jsonSchema() },
+      required: ["type", "path"],
+    },
+    {
+      type: "object",
+      properties: {
+        type: { const: "glob_pattern" },
+        pattern: { type: "string", description: "A glob (refused by this server: -32602)." },
+      },
+      required: ["type", "pattern"],
+    },
+    {
+      type: "object",
+      properties: {
+        type: { const: "special" },
+        value: {
+          type: "object",
+          properties: {
+            kind: {
+              type: "string",
+              enum: [
+                "root",
+                "minimal",
+                "current_working_directory",
+                "project_roots",
+                "tmpdir",
+                "slash_tmp",
+                "unknown",
+              ],
+            },
+            subpath: { anyOf: [{ type: "string" }, { type: "null" }] },
+            path: { type: "string", description: "Only with kind unknown." },
+          },
+          required: ["kind"],
+        },
+      },
+      required: ["type", "value"],
+    },
+  ],
+};
+
+/**
+ * `sandbox` of `process/start` and the `fs/*` methods: Codex's
+ * `FileSystemSandboxContext`. The handlers validate and enforce it (with the
+ * reference's errors), so it parses as any value; its JSON Schema shows the
+ * shape.
+ */
 // deno-lint-ignore no-slow-types
-const sandbox = optional(any());
+const sandbox = optional(withJsonSchema(any(), {
+  type: "object",
+  title: "FileSystemSandboxContext",
+  description:
+    "Codex's sandbox for this request: the file-system and network permissions it runs under, enforced by the server (bubblewrap and seccomp for processes, in-process checks for fs methods). Absent or null: no sandbox.",
+  properties: {
+    permissions: {
+      title: "SandboxPermissions",
+      oneOf: [
+        {
+          type: "object",
+          properties: { type: { const: "disabled" } },
+          required: ["type"],
+          description: "No sandbox.",
+        },
+        {
+          type: "object",
+          properties: { type: { const: "external" }, network: SANDBOX_NETWORK },
+          required: ["type", "network"],
+          description: "Sandboxed by the caller's own means; only the network policy applies.",
+        },
+        {
+          type: "object",
+          properties: {
+            type: { const: "managed" },
+            network: SANDBOX_NETWORK,
+            file_system: {
+              oneOf: [
+                {
+                  type: "object",
+                  properties: { type: { const: "unrestricted" } },
+                  required: ["type"],
+                },
+                {
+                  type: "object",
+                  properties: {
+                    type: { const: "restricted" },
+                    entries: {
+                      type: "array",
+                      items: {
+                        type: "object",
+                        title: "FileSystemSandboxEntry",
+                        properties: {
+                          path: SANDBOX_FILE_SYSTEM_PATH,
+                          access: { type: "string", enum: ["read", "write", "deny", "none"] },
+                          missing_path_behavior: {
+                            anyOf: [{ const: "skip" }, { type: "null" }],
+                          },
+                        },
+                        required: ["path", "access"],
+                      },
+                    },
+                  },
+                  required: ["type"],
+                },
+              ],
+            },
+          },
+          required: ["type", "network", "file_system"],
+          description: "The server enforces the file-system entries and the network policy.",
+        },
+      ],
+    },
+    workspaceRoots: { type: "array", items: PathUri.jsonSchema() },
+    cwd: { anyOf: [PathUri.jsonSchema(), { type: "null" }] },
+    temporaryDirectories: {
+      anyOf: [{ type: "array", items: PathUri.jsonSchema() }, { type: "null" }],
+    },
+    windowsSandboxLevel: {
+      type: "string",
+      enum: ["disabled", "restricted-token", "elevated", "mxc"],
+    },
+    windowsSandboxPrivateDesktop: { anyOf: [{ type: "boolean" }, { type: "null" }] },
+    useLegacyLandlock: {
+      anyOf: [{ type: "boolean" }, { type: "null" }],
+      description: "Refused by this server (-32602) when true.",
+    },
+  },
+  required: ["permissions", "windowsSandboxLevel"],
+}));
 
 /** The `environmentInfo` object (spec §9). */
 export interface EnvironmentInfo {
@@ -180,7 +331,7 @@ const OutputStream = literal("stdout", "stderr", "pty");
 const ProcessChunk = object({
   seq: unsigned(),
   stream: OutputStream,
-  chunk: string(),
+  chunk: base64(),
 }, { name: "ProcessOutputChunk" });
 
 // deno-lint-ignore no-slow-types
@@ -364,14 +515,23 @@ export const METHODS = {
     "exec",
     "Starts a process in the session under a client-chosen id.",
     object({
-      processId: string(),
-      argv: array(string()),
-      cwd: PathUri,
-      envPolicy: optional(EnvPolicy),
-      env: record(string()),
-      tty: boolean(),
-      pipeStdin: optional(boolean()),
-      arg0: optional(string()),
+      processId: described(string(), "Chosen by the client; unique among the session's processes."),
+      argv: described(
+        array(string()),
+        "The program and its arguments; a program without / is looked up in the PATH of the child's environment.",
+      ),
+      cwd: described(PathUri, "The working directory."),
+      envPolicy: described(
+        optional(EnvPolicy),
+        "Start from (part of) the server's environment; without it the child gets exactly env.",
+      ),
+      env: described(record(string()), "Variables set last, over envPolicy."),
+      tty: described(boolean(), "Run on a pseudo-terminal (output stream pty)."),
+      pipeStdin: described(
+        optional(boolean()),
+        "Give a pipe process a stdin pipe for process/write (default false: /dev/null).",
+      ),
+      arg0: described(optional(string()), "argv[0] as the program sees it."),
       sandbox,
       enforceManagedNetwork: optional(boolean()),
       managedNetwork: optional(any()),
@@ -394,9 +554,15 @@ export const METHODS = {
     "Returns retained output after a seq, optionally long-polling for more.",
     object({
       processId: string(),
-      afterSeq: optional(unsigned()),
-      maxBytes: optional(unsigned("usize")),
-      waitMs: optional(unsigned()),
+      afterSeq: described(optional(unsigned()), "Return events with a larger seq (default 0)."),
+      maxBytes: described(
+        optional(unsigned("usize")),
+        "Stop adding chunks beyond this many bytes.",
+      ),
+      waitMs: described(
+        optional(unsigned()),
+        "Wait up to this many ms for something new before answering.",
+      ),
     }, { name: "ReadParams" }),
     object({
       chunks: array(ProcessChunk),
@@ -416,8 +582,11 @@ export const METHODS = {
     object({
       processId: string(),
       chunk: bytes(),
-      writeId: string(),
-      closeStdin: optional(boolean()),
+      writeId: described(string(), "Chosen by the client; a repeated writeId is written once."),
+      closeStdin: described(
+        optional(boolean()),
+        "Extension processStdinClose: close stdin after this chunk.",
+      ),
     }, { name: "WriteParams" }),
     object({
       status: literal("accepted", "unknownProcess", "stdinClosed", "starting"),
@@ -452,12 +621,12 @@ export const METHODS = {
     "filesystem",
     "Reads a whole regular file (at most 512 MiB).",
     object({ path: PathUri, sandbox }, { name: "WireFsReadFileParams" }),
-    object({ dataBase64: string() }, { name: "FsReadFileResponse" }),
+    object({ dataBase64: base64() }, { name: "FsReadFileResponse" }),
   ),
   "fs/writeFile": request(
     "filesystem",
     "Creates or replaces a file with the given bytes (atomically, through a rename).",
-    object({ path: PathUri, dataBase64: string(), sandbox }, { name: "WireFsWriteFileParams" }),
+    object({ path: PathUri, dataBase64: base64(), sandbox }, { name: "WireFsWriteFileParams" }),
     Empty,
   ),
   "fs/createDirectory": request(
@@ -548,7 +717,7 @@ export const METHODS = {
     object({ handleId: string(), offset: unsigned(), len: unsigned("usize") }, {
       name: "FsReadBlockParams",
     }),
-    object({ chunk: string(), eof: boolean() }, { name: "FsReadBlockResponse" }),
+    object({ chunk: base64(), eof: boolean() }, { name: "FsReadBlockResponse" }),
   ),
   "fs/writeBlock": request(
     "filesystem",
@@ -591,7 +760,7 @@ export const METHODS = {
       {
         status: U16,
         headers: array(ResponseHeader),
-        bodyBase64: string(),
+        bodyBase64: base64(),
       },
       {
         name: "HttpRequestResponse",
@@ -635,7 +804,7 @@ export const METHODS = {
   "process/output": notification(
     "serverToClient",
     "A chunk of process output.",
-    object({ processId: string(), seq: unsigned(), stream: OutputStream, chunk: string() }, {
+    object({ processId: string(), seq: unsigned(), stream: OutputStream, chunk: base64() }, {
       name: "ProcessOutputNotification",
     }),
   ),
@@ -661,7 +830,7 @@ export const METHODS = {
     object({
       requestId: string(),
       seq: unsigned(),
-      deltaBase64: string(),
+      deltaBase64: base64(),
       done: boolean(),
       error: nullable(string()),
     }, { name: "HttpRequestBodyDelta" }),

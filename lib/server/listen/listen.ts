@@ -10,6 +10,8 @@ import { stdioTransport } from "../../rpc/stdio_transport.ts";
 import { DEFAULT_MAX_MESSAGE_BYTES } from "../../rpc/transport.ts";
 import { log } from "../host/log.ts";
 import { isSandboxedPeer } from "../sandbox/peer.ts";
+import { audit } from "../observe/audit.ts";
+import { authorizeRequest, operatorRoutes } from "../observe/routes.ts";
 import { osErrorCode } from "../host/os_errors.ts";
 import { readRequestHead, writeResponse } from "./http_head.ts";
 import { upgradeProblem, websocketConnTransport, writeUpgrade } from "./websocket_conn.ts";
@@ -152,8 +154,9 @@ function describeError(err: unknown): string {
 }
 
 /**
- * Serves the protocol over WebSocket: `GET /` upgrades, `GET /readyz` is a
- * health probe, anything else is 404 (spec §1.2). A request carrying an
+ * Serves the protocol over WebSocket: `GET /` upgrades; `GET /healthz`,
+ * `GET /readyz` and `GET /metrics` are the operator's routes; anything else
+ * is 404 (spec §1.2). A request carrying an
  * `Origin` header that is not allowed gets 403 first.
  *
  * The server owns its connections from `accept` on: a connection must finish
@@ -188,6 +191,16 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
   /** Upgraded connections. */
   const open = new Set<{ close(): void }>();
   const stopping = new AbortController();
+  let connections = 0;
+  const operator = operatorRoutes({
+    authorize: options.authorize,
+    state: {
+      connections: () => open.size,
+      sessions: () => sessions.size,
+      processesRunning: () =>
+        sessions.list().reduce((sum, session) => sum + session.processes.runningPids().length, 0),
+    },
+  });
 
   function closeQuietly(conn: Deno.Conn): void {
     try {
@@ -204,19 +217,18 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
     closeQuietly(oldest);
   }
 
-  async function route(request: Request): Promise<Route> {
+  async function route(request: Request, peer: string): Promise<Route> {
     const refused = crossOrigin(request.headers);
     if (refused) return { response: refused };
+    const answered = await operator(request, peer);
+    if (answered) return { response: answered };
     const url = new URL(request.url);
-    if (url.pathname === "/readyz" && request.method === "GET") {
-      return { response: new Response(null) };
-    }
     if (url.pathname !== "/" || request.method !== "GET") {
       return { response: new Response(null, { status: 404 }) };
     }
     const problem = upgradeProblem(request.headers);
     if (problem) return { response: textResponse(400, problem) };
-    const auth = options.authorize ? await options.authorize(request) : { ok: true as const };
+    const auth = await authorizeRequest(options.authorize, request, peer);
     if (!auth.ok) return { response: auth.response };
     if (open.size >= maxConnections) {
       return { response: textResponse(503, `at most ${maxConnections} connections are served`) };
@@ -263,7 +275,7 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
         await writeResponse(conn, textResponse(400, "malformed request"));
         return;
       }
-      const decision = await route(request);
+      const decision = await route(request, peer);
       if (!pending.has(conn)) return;
       if ("response" in decision) {
         await writeResponse(conn, decision.response);
@@ -300,10 +312,17 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
     });
     const entry = { close: () => served.connection.close() };
     open.add(entry);
-    log("info", `connection opened: ${peer}`);
+    const connection = ++connections;
+    const opened = performance.now();
+    audit("connection.open", { connection, remoteAddress: peer });
     served.finished.then(() => {
       open.delete(entry);
-      log("info", `connection closed: ${peer}`);
+      audit("connection.close", {
+        connection,
+        remoteAddress: peer,
+        session: served.sessionId ?? null,
+        durationMs: Math.round(performance.now() - opened),
+      });
     });
   }
 

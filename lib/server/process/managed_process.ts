@@ -8,6 +8,7 @@
  */
 
 import type { ExtensionName, ResultOf } from "../../protocol/methods.ts";
+import type { ProcessWatch } from "../observe/process_watch.ts";
 import { looksSandboxDenied, type OutputTail } from "../sandbox/denial.ts";
 import type { Backend, BackendEvents } from "./backend.ts";
 import { OutputRing, type OutputStream } from "./output_ring.ts";
@@ -63,6 +64,8 @@ export class ManagedProcess implements BackendEvents {
   stdinClosed = false;
   /** The spawned child; set right after the spawn. */
   backend!: Backend;
+  /** The operator's record (audit events, metrics, console); set right after the spawn. */
+  watch: ProcessWatch | undefined;
   removalTimer: ReturnType<typeof setTimeout> | undefined;
   killTimer: { timer: ReturnType<typeof setTimeout>; deadline: number } | undefined;
   #waiters = new Set<() => void>();
@@ -119,6 +122,7 @@ export class ManagedProcess implements BackendEvents {
    */
   output(stream: OutputStream, bytes: Uint8Array): Promise<void> | void {
     this.#options.tail?.push(bytes);
+    this.watch?.output(bytes.length);
     const chunk = bytes.toBase64();
     const seq = this.ring.push(stream, chunk, bytes.length);
     this.#wake();
@@ -159,6 +163,7 @@ export class ManagedProcess implements BackendEvents {
     this.exitCode = code;
     this.exitSignal = signal;
     this.#state = "exited";
+    this.watch?.exited(code, signal);
     clearTimeout(this.killTimer?.timer);
     const seq = this.ring.takeSeq();
     const extra = this.#options.extensions().has("processSignals")

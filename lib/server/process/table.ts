@@ -20,6 +20,7 @@ import type { ExtensionName, ParamsOf, ResultOf } from "../../protocol/methods.t
 import { OutputTail } from "../sandbox/denial.ts";
 import { ManagedProcess, type NotificationSink } from "./managed_process.ts";
 import { loadChildProcess, startPipe } from "./pipe.ts";
+import { ProcessWatch } from "../observe/process_watch.ts";
 import { planStart } from "./start_plan.ts";
 import { startTty } from "./tty.ts";
 
@@ -34,12 +35,19 @@ export interface ProcessTableOptions {
    * @default {80000}
    */
   retentionMs?: number;
+  /**
+   * The id of the session the table belongs to (for the audit events).
+   *
+   * @default {""}
+   */
+  sessionId?: string;
 }
 
 export class ProcessTable {
   #processes = new Map<string, ManagedProcess>();
   #sink: NotificationSink | undefined;
   #retentionMs: number;
+  #sessionId: string;
   #extensions: ReadonlySet<ExtensionName> = new Set();
 
   /**
@@ -49,6 +57,7 @@ export class ProcessTable {
    */
   constructor(options: ProcessTableOptions = {}) {
     this.#retentionMs = options.retentionMs ?? DEFAULT_PROCESS_RETENTION_MS;
+    this.#sessionId = options.sessionId ?? "";
   }
 
   /** Sets where notifications go (`undefined` while the session is detached: they are dropped). */
@@ -73,6 +82,11 @@ export class ProcessTable {
   /** Number of processes in the table (running or retained). */
   get size(): number {
     return this.#processes.size;
+  }
+
+  /** The processes of the table (running or retained), oldest first. */
+  list(): readonly ManagedProcess[] {
+    return [...this.#processes.values()];
   }
 
   /** Pids of processes that have not exited. */
@@ -110,7 +124,7 @@ export class ProcessTable {
       },
     });
     try {
-      proc.backend = plan.tty
+      const started = plan.tty
         ? startTty(proc, plan.argv, {
           cwd: plan.cwd,
           env: plan.env,
@@ -123,10 +137,21 @@ export class ProcessTable {
           arg0: plan.arg0,
           pipeStdin: plan.pipeStdin,
         });
+      // A failed pipe spawn learns its errno asynchronously and rejects.
+      proc.backend = started instanceof Promise ? await started : started;
     } catch (err) {
       plan.sandbox?.release();
       throw err;
     }
+    proc.watch = new ProcessWatch({
+      session: this.#sessionId,
+      processId: params.processId,
+      argv: params.argv,
+      cwd: plan.cwd,
+      tty: plan.tty,
+      sandboxType: plan.sandboxType,
+      envNames: Object.keys(params.env),
+    });
     this.#processes.set(params.processId, proc);
     return { processId: params.processId, sandboxType: plan.sandboxType };
   }

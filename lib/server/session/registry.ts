@@ -105,11 +105,17 @@ export class SessionRegistry {
     return this.#sessions.size;
   }
 
+  /** The live sessions, oldest first. */
+  list(): Session[] {
+    return [...this.#sessions.values()];
+  }
+
   /** Creates a new attached session. */
   create(owner: object, sink: NotificationSink): Session {
+    const id = crypto.randomUUID();
     const session = new Session(
-      crypto.randomUUID(),
-      new ProcessTable({ retentionMs: this.#retentionMs }),
+      id,
+      new ProcessTable({ retentionMs: this.#retentionMs, sessionId: id }),
     );
     session.attach(owner, sink);
     this.#sessions.set(session.id, session);
