@@ -142,6 +142,17 @@ const SANDBOX_NETWORK = {
   description: "Whether the sandboxed process may use the network.",
 };
 
+/** The `kind`s of a sandbox entry's special path (`{"type": "special", "value": {kind}}`). */
+export const SANDBOX_SPECIAL_PATH_KINDS = [
+  "root",
+  "minimal",
+  "current_working_directory",
+  "project_roots",
+  "tmpdir",
+  "slash_tmp",
+  "unknown",
+] as const;
+
 const SANDBOX_FILE_SYSTEM_PATH = {
   title: "FileSystemPath",
   description: "A path of a sandbox entry: a literal path, a glob, or a special location.",
@@ -166,18 +177,7 @@ const SANDBOX_FILE_SYSTEM_PATH = {
         value: {
           type: "object",
           properties: {
-            kind: {
-              type: "string",
-              enum: [
-                "root",
-                "minimal",
-                "current_working_directory",
-                "project_roots",
-                "tmpdir",
-                "slash_tmp",
-                "unknown",
-              ],
-            },
+            kind: { type: "string", enum: SANDBOX_SPECIAL_PATH_KINDS },
             subpath: { anyOf: [{ type: "string" }, { type: "null" }] },
             path: { type: "string", description: "Only with kind unknown." },
           },
@@ -444,7 +444,7 @@ const TerminalSize = object({ rows: U16, cols: U16 }, { name: "TerminalSize" });
  *
  * @example List the client requests
  * ```ts
- * import { METHODS } from "./methods.ts";
+ * import { METHODS } from "@exec-server/exec-server";
  * const requests = Object.entries(METHODS).filter(([, spec]) => spec.kind === "request");
  * console.log(requests.map(([name]) => name));
  * ```

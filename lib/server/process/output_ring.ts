@@ -168,6 +168,12 @@ export class OutputRing {
     return seq;
   }
 
+  /** The retained output is at a limit: a further chunk evicts (or, lossless, waits). */
+  get atLimit(): boolean {
+    const count = this.#ring.length - this.#head;
+    return count >= this.#maxChunks || this.#bytes >= this.#maxBytes;
+  }
+
   /**
    * Whether the ring holds more than its limits: in lossless mode the
    * producer must wait for a read ({@linkcode OutputRing.readPast}) first.

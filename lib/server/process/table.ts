@@ -63,6 +63,7 @@ export class ProcessTable {
   /** Sets where notifications go (`undefined` while the session is detached: they are dropped). */
   set sink(sink: NotificationSink | undefined) {
     this.#sink = sink;
+    if (sink !== undefined) { for (const proc of this.#processes.values()) proc.attached(); }
   }
 
   /**
