@@ -142,6 +142,17 @@ const SANDBOX_NETWORK = {
   description: "Whether the sandboxed process may use the network.",
 };
 
+/** The `kind`s of a sandbox entry's special path (`{"type": "special", "value": {kind}}`). */
+export const SANDBOX_SPECIAL_PATH_KINDS = [
+  "root",
+  "minimal",
+  "current_working_directory",
+  "project_roots",
+  "tmpdir",
+  "slash_tmp",
+  "unknown",
+] as const;
+
 const SANDBOX_FILE_SYSTEM_PATH = {
   title: "FileSystemPath",
   description: "A path of a sandbox entry: a literal path, a glob, or a special location.",
@@ -166,18 +177,7 @@ const SANDBOX_FILE_SYSTEM_PATH = {
         value: {
           type: "object",
           properties: {
-            kind: {
-              type: "string",
-              enum: [
-                "root",
-                "minimal",
-                "current_working_directory",
-                "project_roots",
-                "tmpdir",
-                "slash_tmp",
-                "unknown",
-              ],
-            },
+            kind: { type: "string", enum: SANDBOX_SPECIAL_PATH_KINDS },
             subpath: { anyOf: [{ type: "string" }, { type: "null" }] },
             path: { type: "string", description: "Only with kind unknown." },
           },

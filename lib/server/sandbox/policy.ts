@@ -28,6 +28,7 @@
 
 import { ErrorCode, invalidParams, RpcError } from "../../protocol/errors.ts";
 import { pathFromUri } from "../host/path_uri.ts";
+import { SANDBOX_SPECIAL_PATH_KINDS } from "../../protocol/methods.ts";
 
 /** Access of a path inside the sandbox. */
 export type SandboxAccess = "read" | "write" | "deny";
@@ -235,15 +236,7 @@ function uriList(value: unknown): string[] {
 }
 
 const ACCESS = ["read", "write", "deny", "none"] as const;
-const KINDS = [
-  "root",
-  "minimal",
-  "current_working_directory",
-  "project_roots",
-  "tmpdir",
-  "slash_tmp",
-  "unknown",
-] as const;
+const KINDS = SANDBOX_SPECIAL_PATH_KINDS;
 
 function parsePathSpec(value: unknown): PathSpec {
   const object = record(value, "internally tagged enum FileSystemPath");
