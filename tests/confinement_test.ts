@@ -360,6 +360,20 @@ Deno.test({
         const response = await call(client, method, { ...params, ...extra });
         assertPermissionDenied(response, permission, `${method} ${what}`);
       }
+      // A walk above the denied directory leaves out what it holds.
+      const walked = await call(client, "fs/walk", {
+        path: uri(layout.base),
+        options: {
+          maxDepth: 5,
+          maxDirectories: 100,
+          maxEntries: 1000,
+          followDirectorySymlinks: false,
+        },
+        ...extra,
+      });
+      const listed = ((walked.result as Json).entries as { path: string }[]).map((e) => e.path);
+      assert.ok(listed.includes(uri(layout.s)), JSON.stringify(walked));
+      assert.ok(!listed.includes(uri(`${layout.s}/secret.txt`)), JSON.stringify(walked));
       // Reads elsewhere: allowed.
       const read = await call(client, "fs/readFile", {
         path: uri(`${layout.o}/existing.txt`),
