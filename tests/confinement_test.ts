@@ -11,6 +11,7 @@ import { bwrapArgs } from "../lib/server/sandbox/bubblewrap.ts";
 import { accessAt, intersectPlans, type SandboxPlan } from "../lib/server/sandbox/policy.ts";
 import { PRIVATE_TMP_BYTES } from "../lib/server/sandbox/server_policy.ts";
 import { uriFromPath } from "../lib/server/host/path_uri.ts";
+import { parseServerFlags, secretFiles } from "../lib/cli/server_flags.ts";
 import {
   eventually,
   handshake,
@@ -790,4 +791,18 @@ Deno.test("a --writable-root inside a --deny-read path refuses to start", async 
   ]);
   assert.equal(result.code, 2, result.stderr);
   assert.match(result.stderr, /--writable-root .* lies inside --deny-read/);
+});
+
+Deno.test("the token, shared-secret and TLS key files are the server's secret files", () => {
+  const flags = parseServerFlags([
+    "--ws-token-file",
+    "/a/token",
+    "--ws-shared-secret-file",
+    "/a/secret",
+    "--tls-cert",
+    "/a/cert.pem",
+    "--tls-key",
+    "/a/key.pem",
+  ]);
+  assert.deepEqual(secretFiles(flags), ["/a/token", "/a/secret", "/a/key.pem"]);
 });
