@@ -9,6 +9,7 @@ import type { AuthResult } from "./auth.ts";
 import { stdioTransport } from "../../rpc/stdio_transport.ts";
 import { DEFAULT_MAX_MESSAGE_BYTES } from "../../rpc/transport.ts";
 import { log } from "../host/log.ts";
+import { isSandboxedPeer } from "../sandbox/peer.ts";
 import { audit } from "../observe/audit.ts";
 import { authorizeRequest, operatorRoutes } from "../observe/routes.ts";
 import { osErrorCode } from "../host/os_errors.ts";
@@ -247,6 +248,14 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
     try {
       const head = await readRequestHead(conn);
       if (head === "closed" || !pending.has(conn)) return;
+      if (isSandboxedPeer(peerAddr, conn.localAddr as Deno.NetAddr)) {
+        log("warn", `connection refused: ${peer} is one of the server's sandboxed processes`);
+        await writeResponse(
+          conn,
+          textResponse(403, "connections from the server's own sandboxed processes are refused"),
+        );
+        return;
+      }
       if (head === "too-large") {
         await writeResponse(conn, textResponse(431, "request head too large"));
         return;

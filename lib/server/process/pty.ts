@@ -14,6 +14,8 @@
  */
 
 import { requireRun } from "../host/permissions.ts";
+import { osErrorName } from "../host/os_errors.ts";
+import { spawnErrorFromErrno } from "./spawn_errors.ts";
 import { kindError, type RpcError } from "../../protocol/errors.ts";
 import {
   C,
@@ -197,13 +199,12 @@ export function spawnPty(argv: readonly string[], options: PtySpawnOptions): Pty
   return new PtyChild(libc(), pid, master);
 }
 
+/** The spawn error for an errno libc returned, worded as the pipe spawner's (musl's texts). */
 function errnoError(code: number): RpcError {
-  const kind = code === C.ENOENT
-    ? "spawnNotFound"
-    : code === C.EACCES
-    ? "spawnPermissionDenied"
-    : "spawnFailed";
-  return kindError(kind, osErrorMessage(code));
+  const name = osErrorName(code);
+  return name === undefined
+    ? kindError("spawnFailed", osErrorMessage(code))
+    : spawnErrorFromErrno(name);
 }
 
 /** The reference runs a tty child in its home directory when `cwd` is not a directory. */

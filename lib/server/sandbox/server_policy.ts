@@ -120,10 +120,20 @@ export function serverSandbox(options: ServerSandboxOptions = {}): ServerSandbox
       "--deny-read and --network-access need a confining --sandbox (read-only or workspace-write)",
     );
   }
+  const roots = writableRoots.map((path) => canonical("--writable-root", path));
+  const denied = denyRead.map((path) => canonical("--deny-read", path));
+  for (const root of roots) {
+    const cover = denied.find((path) => pathIsUnder(root, path));
+    if (cover !== undefined) {
+      throw new Error(
+        `--writable-root ${root} lies inside --deny-read ${cover}: nothing below a denied path is reachable`,
+      );
+    }
+  }
   return {
     mode,
-    writableRoots: writableRoots.map((path) => canonical("--writable-root", path)),
-    denyRead: denyRead.map((path) => canonical("--deny-read", path)),
+    writableRoots: roots,
+    denyRead: denied,
     secretFiles: (options.secretFiles ?? []).map((path) =>
       canonical("a secret file", path.startsWith("/") ? path : `${Deno.cwd()}/${path}`)
     ),
