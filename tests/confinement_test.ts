@@ -11,6 +11,7 @@ import { bwrapArgs } from "../lib/server/sandbox/bubblewrap.ts";
 import { accessAt, intersectPlans, type SandboxPlan } from "../lib/server/sandbox/policy.ts";
 import { PRIVATE_TMP_BYTES } from "../lib/server/sandbox/server_policy.ts";
 import { uriFromPath } from "../lib/server/host/path_uri.ts";
+import { parseServerFlags, secretFiles } from "../lib/cli/server_flags.ts";
 import {
   eventually,
   handshake,
@@ -360,6 +361,20 @@ Deno.test({
         const response = await call(client, method, { ...params, ...extra });
         assertPermissionDenied(response, permission, `${method} ${what}`);
       }
+      // A walk above the denied directory leaves out what it holds.
+      const walked = await call(client, "fs/walk", {
+        path: uri(layout.base),
+        options: {
+          maxDepth: 5,
+          maxDirectories: 100,
+          maxEntries: 1000,
+          followDirectorySymlinks: false,
+        },
+        ...extra,
+      });
+      const listed = ((walked.result as Json).entries as { path: string }[]).map((e) => e.path);
+      assert.ok(listed.includes(uri(layout.s)), JSON.stringify(walked));
+      assert.ok(!listed.includes(uri(`${layout.s}/secret.txt`)), JSON.stringify(walked));
       // Reads elsewhere: allowed.
       const read = await call(client, "fs/readFile", {
         path: uri(`${layout.o}/existing.txt`),
@@ -776,4 +791,18 @@ Deno.test("a --writable-root inside a --deny-read path refuses to start", async 
   ]);
   assert.equal(result.code, 2, result.stderr);
   assert.match(result.stderr, /--writable-root .* lies inside --deny-read/);
+});
+
+Deno.test("the token, shared-secret and TLS key files are the server's secret files", () => {
+  const flags = parseServerFlags([
+    "--ws-token-file",
+    "/a/token",
+    "--ws-shared-secret-file",
+    "/a/secret",
+    "--tls-cert",
+    "/a/cert.pem",
+    "--tls-key",
+    "/a/key.pem",
+  ]);
+  assert.deepEqual(secretFiles(flags), ["/a/token", "/a/secret", "/a/key.pem"]);
 });
