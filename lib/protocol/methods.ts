@@ -50,7 +50,7 @@ export interface RequestSpec<P, R> {
   readonly direction: Direction;
   /** Gating family; `undefined` only for `initialize`. */
   readonly family?: Family;
-  /** Concurrency lane with `--concurrent-requests > 1` (spec §12). */
+  /** Concurrency lane with `--concurrent-requests > 1` (docs/protocol.md §12). */
   readonly lane: "control" | "ordinary";
   /** One-line description. */
   readonly doc: string;
@@ -127,7 +127,7 @@ function uuid(): Schema<string> {
   };
 }
 
-/** An absolute `file:` URI naming a path on the server (spec §10.1). */
+/** An absolute `file:` URI naming a path on the server (docs/protocol.md §10.1). */
 export const PathUri: Schema<string> = withJsonSchema(string(), {
   type: "string",
   title: "PathUri",
@@ -277,7 +277,7 @@ const sandbox = optional(withJsonSchema(any(), {
   required: ["permissions", "windowsSandboxLevel"],
 }));
 
-/** The `environmentInfo` object (spec §9). */
+/** The `environmentInfo` object (docs/protocol.md §9). */
 export interface EnvironmentInfo {
   /** The user's login shell. */
   shell: { name: string; path: string };
