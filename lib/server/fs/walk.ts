@@ -1,5 +1,5 @@
 /**
- * `fs/walk`: a bounded breadth-first listing of a directory tree (SPEC §10.9).
+ * `fs/walk`: a bounded breadth-first listing of a directory tree (docs/protocol.md §10.9).
  *
  * @module
  */

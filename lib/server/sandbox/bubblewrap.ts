@@ -1,5 +1,5 @@
 /**
- * Sandboxed processes on Linux with bubblewrap (SPEC §13, sandboxing).
+ * Sandboxed processes on Linux with bubblewrap (docs/protocol.md §13, sandboxing).
  *
  * A `process/start` with a `sandbox` runs its command under `bwrap`, the way
  * the reference's Linux sandbox does:
