@@ -11,6 +11,7 @@ import { bwrapArgs } from "../lib/server/sandbox/bubblewrap.ts";
 import { accessAt, intersectPlans, type SandboxPlan } from "../lib/server/sandbox/policy.ts";
 import { PRIVATE_TMP_BYTES } from "../lib/server/sandbox/server_policy.ts";
 import { uriFromPath } from "../lib/server/host/path_uri.ts";
+import { parseServerFlags, secretFiles } from "../lib/cli/server_flags.ts";
 import {
   eventually,
   handshake,
@@ -360,6 +361,20 @@ Deno.test({
         const response = await call(client, method, { ...params, ...extra });
         assertPermissionDenied(response, permission, `${method} ${what}`);
       }
+      // A walk above the denied directory leaves out what it holds.
+      const walked = await call(client, "fs/walk", {
+        path: uri(layout.base),
+        options: {
+          maxDepth: 5,
+          maxDirectories: 100,
+          maxEntries: 1000,
+          followDirectorySymlinks: false,
+        },
+        ...extra,
+      });
+      const listed = ((walked.result as Json).entries as { path: string }[]).map((e) => e.path);
+      assert.ok(listed.includes(uri(layout.s)), JSON.stringify(walked));
+      assert.ok(!listed.includes(uri(`${layout.s}/secret.txt`)), JSON.stringify(walked));
       // Reads elsewhere: allowed.
       const read = await call(client, "fs/readFile", {
         path: uri(`${layout.o}/existing.txt`),
@@ -657,24 +672,41 @@ Deno.test("intersectPlans gives every path the lesser access of the two plans", 
   assert.equal(accessAt(readOnlyTmp, "/w/file"), "read");
 });
 
-Deno.test("intersectPlans drops what a denied directory holds and covers only creatable missing paths", () => {
+Deno.test("intersectPlans re-exposes below a denied directory only what both plans allow, and covers only creatable missing paths", () => {
+  // The ceiling denies /d but re-exposes its writable root /d/w (the directory becomes traversable).
   const ceiling = plan({
     rootAccess: "read",
-    mounts: [{ path: "/w", access: "write", node: "directory" }],
+    mounts: [
+      { path: "/d", access: "deny", node: "directory", traversable: true },
+      { path: "/d/w", access: "write", node: "directory" },
+      { path: "/w", access: "write", node: "directory" },
+    ],
   });
   const client = plan({
     mounts: [
-      { path: "/d", access: "deny", node: "directory" },
-      { path: "/d/inner", access: "write", node: "directory" },
+      { path: "/d/other", access: "write", node: "directory" },
       { path: "/w/.git", access: "read", node: "missing" },
       { path: "/elsewhere/.git", access: "read", node: "missing" },
     ],
   });
   const both = intersectPlans(ceiling, client);
   assert.deepEqual(
-    both.mounts.map((m) => [m.path, m.access, m.node]),
-    [["/d", "deny", "directory"], ["/w", "write", "directory"], ["/w/.git", "read", "missing"]],
+    both.mounts.map((m) => [m.path, m.access, m.node, m.traversable ?? false]),
+    [
+      ["/d", "deny", "directory", true],
+      ["/w", "write", "directory", false],
+      ["/d/w", "write", "directory", false],
+      ["/w/.git", "read", "missing", false],
+    ],
   );
+  assert.equal(accessAt(both, "/d/other/x"), "deny");
+  // A client that denies /d keeps all of it denied.
+  const denying = intersectPlans(
+    ceiling,
+    plan({ mounts: [{ path: "/d", access: "deny", node: "directory" }] }),
+  );
+  assert.equal(accessAt(denying, "/d/w/x"), "deny");
+  assert.deepEqual(denying.mounts.map((m) => m.path), ["/d", "/w"]);
 });
 
 Deno.test("bwrapArgs mounts a private /tmp of PRIVATE_TMP_BYTES before the mounts below it", () => {
@@ -762,4 +794,60 @@ Deno.test({
     assert.equal(Number(/SIZE=\s*(\d+)/.exec(output)?.[1]), PRIVATE_TMP_BYTES, output);
     assert.match(output, /ENTRIES=0\n/, output);
   },
+});
+
+Deno.test({
+  name:
+    `a --writable-root inside a --deny-read directory stays writable, and the rest of it denied${SKIP}`,
+  ignore: !availability.ok,
+  async fn() {
+    using layout = makeLayout();
+    // Deny the whole base (w, o, s live in it), re-expose w.
+    const args = [
+      "--sandbox",
+      "workspace-write",
+      "--writable-root",
+      layout.w,
+      "--deny-read",
+      layout.base,
+    ];
+    await using listener = loopbackListener();
+    await using server = await startInitialized({ args });
+    const client = server.stdio;
+    const result = await runProbe(client, layout, listener.port, { tty: false });
+    assertConfined(result, layout, listener.accepted());
+    Deno.writeTextFileSync(`${layout.o}/existing.txt`, "old\n");
+    const uri = (path: string) => uriFromPath(path);
+    const inside = await call(client, "fs/writeFile", {
+      path: uri(`${layout.w}/b.txt`),
+      dataBase64: DATA,
+    });
+    assert.deepEqual(inside.result, {}, JSON.stringify(inside));
+    const back = await call(client, "fs/readFile", { path: uri(`${layout.w}/b.txt`) });
+    assert.ok(back.result, JSON.stringify(back));
+    assertPermissionDenied(
+      await call(client, "fs/readFile", { path: uri(`${layout.o}/existing.txt`) }),
+      "read",
+      "fs/readFile beside the re-exposed root",
+    );
+    assertPermissionDenied(
+      await call(client, "fs/readDirectory", { path: uri(layout.base) }),
+      "read",
+      "fs/readDirectory of the denied directory",
+    );
+  },
+});
+
+Deno.test("the token, shared-secret and TLS key files are the server's secret files", () => {
+  const flags = parseServerFlags([
+    "--ws-token-file",
+    "/a/token",
+    "--ws-shared-secret-file",
+    "/a/secret",
+    "--tls-cert",
+    "/a/cert.pem",
+    "--tls-key",
+    "/a/key.pem",
+  ]);
+  assert.deepEqual(secretFiles(flags), ["/a/token", "/a/secret", "/a/key.pem"]);
 });

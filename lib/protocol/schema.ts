@@ -217,9 +217,16 @@ export function literal<const V extends string>(...variants: V[]): Schema<V> {
   });
 }
 
+/**
+ * Marks (in a JSON Schema fragment, never serialized) a base64 member that
+ * params decoding itself decodes, so its decoding errors are params errors;
+ * {@linkcode base64} members stay strings for their handler.
+ */
+export const DECODED_BASE64: unique symbol = Symbol("decoded base64");
+
 /** A base64 string on the wire, decoded to bytes on parse (the reference's `ByteChunk`). */
 export function bytes(): Schema<Uint8Array> {
-  return leaf("a string", BASE64_JSON, (value) => {
+  return leaf("a string", { ...BASE64_JSON, [DECODED_BASE64]: true }, (value) => {
     if (typeof value !== "string") throw typeError(value, "a string");
     try {
       return decodeBase64(value);

@@ -1,5 +1,5 @@
 /**
- * `fs/copy` (SPEC §10.11).
+ * `fs/copy` (docs/protocol.md §10.11).
  *
  * @module
  */

@@ -1,6 +1,7 @@
 /**
  * The two listeners: stdio (one connection, the session ends with it) and a
- * WebSocket server on `Deno.serve` (many connections, sessions detach).
+ * WebSocket server on its own TCP (or TLS) listener (many connections,
+ * sessions detach).
  *
  * @module
  */
@@ -156,7 +157,7 @@ function describeError(err: unknown): string {
 /**
  * Serves the protocol over WebSocket: `GET /` upgrades; `GET /healthz`,
  * `GET /readyz` and `GET /metrics` are the operator's routes; anything else
- * is 404 (spec §1.2). A request carrying an
+ * is 404 (docs/protocol.md §1.2). A request carrying an
  * `Origin` header that is not allowed gets 403 first.
  *
  * The server owns its connections from `accept` on: a connection must finish
@@ -241,6 +242,8 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
     const peer = `${peerAddr.hostname}:${peerAddr.port}`;
     pending.add(conn);
     if (pending.size > maxPending) evictOldestPending();
+    // Replies and notifications are small writes: send them at once (as `Deno.serve` did).
+    if ("setNoDelay" in conn) (conn as Deno.TcpConn).setNoDelay(true);
     const timer = setTimeout(() => {
       if (pending.delete(conn)) closeQuietly(conn);
     }, handshakeTimeoutMs);
