@@ -13,6 +13,7 @@
 
 import assert from "node:assert/strict";
 import { READ_FILE_LIMIT } from "../lib/server/fs/read_file.ts";
+import { WALK_REPLY_CHARS } from "../lib/server/fs/walk.ts";
 import { handshake, type ProtocolClient, ServerProcess } from "./helpers/server_harness.ts";
 
 const LONG = Deno.env.get("EXEC_SERVER_LONG_TESTS") === "1";
@@ -86,5 +87,38 @@ Deno.test("fs/readFile at the 32 MiB limit peaks within 10 times the reply's siz
     await assertServes(server);
   } finally {
     await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("fs/walk stops with truncated once its reply holds 16 Mi characters of paths", async () => {
+  const root = await Deno.makeTempDir({ prefix: "es-walk-" });
+  try {
+    // A 3 000-character directory prefix: 5 600 entries in it are about 17 Mi characters.
+    let deep = root;
+    for (let i = 0; i < 12; i++) deep += `/${String(i).padStart(250, "d")}`;
+    await Deno.mkdir(deep, { recursive: true });
+    for (let i = 0; i < 5_600; i++) {
+      await Deno.writeFile(`${deep}/${String(i).padStart(240, "f")}`, new Uint8Array());
+    }
+    await using server = await ServerProcess.start({ listen: "ws" });
+    await using client = await server.connect();
+    await handshake(client);
+    const reply = await client.request(1, "fs/walk", {
+      path: `file://${root}`,
+      options: {
+        maxDepth: 64,
+        maxDirectories: 10_000,
+        maxEntries: 50_000,
+        followDirectorySymlinks: false,
+      },
+    }, 60_000);
+    const result = reply.result as { entries: { path: string }[]; truncated: boolean };
+    assert.ok(result, JSON.stringify(reply).slice(0, 300));
+    const chars = result.entries.reduce((n, e) => n + e.path.length, 0);
+    assert.equal(result.truncated, true);
+    assert.ok(result.entries.length < 5_612, `all ${result.entries.length} entries were returned`);
+    assert.ok(chars <= WALK_REPLY_CHARS + 4096, `the reply holds ${chars} characters`);
+  } finally {
+    await Deno.remove(root, { recursive: true });
   }
 });

@@ -203,3 +203,52 @@ Deno.test("a process handle's stdout keeps flowing when its stderr is cancelled"
     assert.equal(await proc.exited, 0);
   });
 });
+
+Deno.test("a script importing mod.ts by URL, with no config or import map, runs a command and uses files in one call each", async () => {
+  const dir = await Deno.makeTempDir();
+  const server = await serveWebSocket();
+  try {
+    const mod = new URL("../mod.ts", import.meta.url).href;
+    const script = `${dir}/script.ts`;
+    await Deno.writeTextFile(
+      script,
+      `import { connect } from ${JSON.stringify(mod)};
+await using client = await connect(${JSON.stringify(server.url)});
+const { exitCode, stdout } = await client.exec(["sh", "-c", "cat; pwd; exit 4"], {
+  stdin: "in\\n", cwd: ${JSON.stringify(dir)}, timeoutMs: 30_000,
+});
+await client.fs.writeTextFile(${JSON.stringify(`${dir}/f.txt`)}, "file");
+const names = [];
+for await (const entry of client.fs.readDir(${JSON.stringify(dir)})) names.push(entry.name);
+const { size } = await client.fs.stat(${JSON.stringify(`${dir}/f.txt`)});
+const text = await client.fs.readTextFile(${JSON.stringify(`${dir}/f.txt`)});
+await client.fs.remove(${JSON.stringify(`${dir}/f.txt`)});
+console.log(JSON.stringify({ exitCode, stdout, names: names.sort(), size, text }));
+`,
+    );
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "--no-config",
+        "--allow-net=127.0.0.1",
+        `--allow-read=${mod.replace("file://", "").replace(/mod\.ts$/, "")}`,
+        script,
+      ],
+      cwd: dir,
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+    assert.deepEqual(JSON.parse(new TextDecoder().decode(out.stdout)), {
+      exitCode: 4,
+      stdout: `in\n${dir}\n`,
+      names: ["f.txt", "script.ts"],
+      size: 4,
+      text: "file",
+    });
+    await assert.rejects(() => Deno.stat(`${dir}/f.txt`), Deno.errors.NotFound);
+  } finally {
+    await server.shutdown();
+    await Deno.remove(dir, { recursive: true });
+  }
+});

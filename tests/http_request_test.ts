@@ -561,7 +561,7 @@ Deno.test("http/request refuses a buffered body over MAX_BUFFERED_BODY_BYTES", a
   await assertRpcError(
     request({ method: "GET", url: server.origin, requestId: "" }),
     ErrorCode.InternalError,
-    "failed to read http/request response body: response body exceeds the 67108864 byte " +
+    "failed to read http/request response body: response body exceeds the 33554432 byte " +
       "limit of buffered requests; use streamResponse",
   );
 });

@@ -18,8 +18,9 @@ export interface ExecOptions extends EnvironmentOptions {
   /** Working directory: an absolute path or a `file:` URL; the server's cwd by default. */
   cwd?: RemotePath;
   /**
-   * The process's input, then end of input. Without it the process's stdin
-   * is closed from the start (`/dev/null`).
+   * The process's input, then end of input (the end needs the server's
+   * `processStdinClose` extension; without it stdin stays open). Without
+   * `stdin` the process's stdin is `/dev/null` from the start.
    */
   stdin?: string | Uint8Array | ReadableStream<Uint8Array>;
   /**

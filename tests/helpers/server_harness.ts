@@ -521,7 +521,7 @@ export class WsClient extends BaseClient {
     });
   }
 
-  /** Opens a connection to `url`, offering `protocols` (e.g. a browser's bearer subprotocol). */
+  /** Opens a connection to `url`, offering `protocols` (e.g. the bearer-token subprotocol). */
   static async connect(url: string, protocols?: string[]): Promise<WsClient> {
     const socket = new WebSocket(url, protocols);
     const client = new WsClient(socket);

@@ -1,5 +1,5 @@
 /**
- * `fs/copy` (SPEC §10.11).
+ * `fs/copy` (docs/protocol.md §10.11).
  *
  * @module
  */
@@ -42,7 +42,7 @@ export async function copy(
     if (info.isSymlink) {
       await Deno.symlink(await Deno.readLink(source), destination);
     } else if (info.isFile) {
-      if (!(await isSameFile(info, destination))) await Deno.copyFile(source, destination);
+      if (!(await isSameFile(info, destination))) await copyFileContent(source, destination);
     } else if (info.isDirectory) {
       if (!recursive) {
         throw invalidRequest("fs/copy requires recursive: true when sourcePath is a directory");
@@ -62,6 +62,23 @@ export async function copy(
   } catch (err) {
     throw fsError(err);
   }
+}
+
+/**
+ * Copies a regular file's content. Opening a FIFO without a reader for
+ * writing blocks (and holds one of the runtime's blocking threads until a
+ * reader comes), so a FIFO destination is refused with ENXIO first, as the
+ * reference's non-blocking open reports it.
+ */
+async function copyFileContent(from: string, to: string): Promise<void> {
+  let existing: Deno.FileInfo | undefined;
+  try {
+    existing = await Deno.stat(to);
+  } catch {
+    existing = undefined;
+  }
+  if (existing?.isFifo) throw osError("ENXIO");
+  await Deno.copyFile(from, to);
 }
 
 async function isSameFile(source: Deno.FileInfo, destination: string): Promise<boolean> {
@@ -103,7 +120,7 @@ async function copyTree(source: string, destination: string): Promise<void> {
       await Deno.mkdir(to);
       await copyTree(from, to);
     } else if (info.isFile) {
-      await Deno.copyFile(from, to);
+      await copyFileContent(from, to);
     }
   }
 }

@@ -1,5 +1,5 @@
 /**
- * `fs/createDirectory` and `fs/readDirectory` (SPEC §10.4, §10.7).
+ * `fs/createDirectory` and `fs/readDirectory` (docs/protocol.md §10.5, §10.8).
  *
  * @module
  */

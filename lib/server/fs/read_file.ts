@@ -1,5 +1,5 @@
 /**
- * `fs/readFile` (SPEC §10.2): a whole regular file, within a size limit.
+ * `fs/readFile` (docs/protocol.md §10.3): a whole regular file, within a size limit.
  *
  * @module
  */
@@ -7,6 +7,7 @@
 import { invalidRequest, kindError, type RpcError } from "../../protocol/errors.ts";
 import type { ResultOf } from "../../protocol/methods.ts";
 import { fsError } from "../host/os_errors.ts";
+import { MAX_REPLY_DATA_BYTES } from "../host/reply_limit.ts";
 
 /**
  * Largest file `fs/readFile` returns: 32 MiB (a 43 MiB reply). The reference
@@ -14,7 +15,7 @@ import { fsError } from "../host/os_errors.ts";
  * running out of memory (a 200 MiB file ended the process); larger files are
  * read with `fs/open` and `fs/readBlock`.
  */
-export const READ_FILE_LIMIT = 32 * 1024 * 1024;
+export const READ_FILE_LIMIT = MAX_REPLY_DATA_BYTES;
 
 /**
  * `fs/readFile`: returns a regular file's content (symlinks followed).

@@ -1,5 +1,5 @@
 /**
- * `fs/remove` (SPEC §10.10).
+ * `fs/remove` (docs/protocol.md §10.10).
  *
  * @module
  */

@@ -1,5 +1,5 @@
 /**
- * `fs/writeFile` (SPEC §10.3): replaces a file's content atomically.
+ * `fs/writeFile` (docs/protocol.md §10.4): replaces a file's content atomically.
  *
  * @module
  */

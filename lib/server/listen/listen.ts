@@ -1,6 +1,7 @@
 /**
  * The two listeners: stdio (one connection, the session ends with it) and a
- * WebSocket server on `Deno.serve` (many connections, sessions detach).
+ * WebSocket server on its own TCP (or TLS) listener (many connections,
+ * sessions detach).
  *
  * @module
  */
@@ -9,6 +10,7 @@ import type { AuthResult } from "./auth.ts";
 import { stdioTransport } from "../../rpc/stdio_transport.ts";
 import { DEFAULT_MAX_MESSAGE_BYTES } from "../../rpc/transport.ts";
 import { log } from "../host/log.ts";
+import { isSandboxedPeer } from "../sandbox/peer.ts";
 import { audit } from "../observe/audit.ts";
 import { authorizeRequest, operatorRoutes } from "../observe/routes.ts";
 import { CONSOLE_MAX_MESSAGE_BYTES, type ConsoleFeed } from "../observe/console_feed.ts";
@@ -157,7 +159,7 @@ function describeError(err: unknown): string {
 /**
  * Serves the protocol over WebSocket: `GET /` upgrades; `GET /healthz`,
  * `GET /readyz` and `GET /metrics` are the operator's routes; anything else
- * is 404 (spec §1.2). A request carrying an
+ * is 404 (docs/protocol.md §1.2). A request carrying an
  * `Origin` header that is not allowed gets 403 first.
  *
  * The server owns its connections from `accept` on: a connection must finish
@@ -253,6 +255,8 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
     const peer = `${peerAddr.hostname}:${peerAddr.port}`;
     pending.add(conn);
     if (pending.size > maxPending) evictOldestPending();
+    // Replies and notifications are small writes: send them at once (as `Deno.serve` did).
+    if ("setNoDelay" in conn) (conn as Deno.TcpConn).setNoDelay(true);
     const timer = setTimeout(() => {
       if (pending.delete(conn)) closeQuietly(conn);
     }, handshakeTimeoutMs);
@@ -260,6 +264,14 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
     try {
       const head = await readRequestHead(conn);
       if (head === "closed" || !pending.has(conn)) return;
+      if (isSandboxedPeer(peerAddr, conn.localAddr as Deno.NetAddr)) {
+        log("warn", `connection refused: ${peer} is one of the server's sandboxed processes`);
+        await writeResponse(
+          conn,
+          textResponse(403, "connections from the server's own sandboxed processes are refused"),
+        );
+        return;
+      }
       if (head === "too-large") {
         await writeResponse(conn, textResponse(431, "request head too large"));
         return;

@@ -118,7 +118,10 @@ export class ManagedProcess implements BackendEvents {
   /**
    * Records a chunk of output. Returns a promise when the reader of the
    * child's output must wait before reading more: the connection is
-   * congested, or (`output: "block"`) the ring is full of unread output.
+   * congested, (`output: "block"`) the ring is full of unread output, or the
+   * session is detached and the ring is at its limit (nobody can read what
+   * would be evicted, so the child waits as it does for a slow client; it
+   * resumes when a connection attaches or the session ends).
    */
   output(stream: OutputStream, bytes: Uint8Array): Promise<void> | void {
     this.#options.tail?.push(bytes);
@@ -129,7 +132,8 @@ export class ManagedProcess implements BackendEvents {
     const sent = this.#emit(
       `{"method":"process/output","params":{"processId":${this.#idJson},"seq":${seq},"stream":"${stream}","chunk":"${chunk}"}}`,
     );
-    if (!this.ring.full) return sent;
+    const detachedAtLimit = this.#options.sink() === undefined && this.ring.atLimit;
+    if (!this.ring.full && !detachedAtLimit) return sent;
     const room = new Promise<void>((resolve) => this.#roomWaiters.push(resolve));
     return sent ? Promise.all([sent, room]).then(() => {}) : room;
   }
@@ -137,6 +141,11 @@ export class ManagedProcess implements BackendEvents {
   /** A `process/read` with this `afterSeq` happened: output up to it may be evicted. */
   readPast(afterSeq: number): void {
     if (this.ring.readPast(afterSeq)) this.#releaseRoom();
+  }
+
+  /** A connection attached to the session: a reader paused while detached resumes. */
+  attached(): void {
+    this.#releaseRoom();
   }
 
   /** Switches to drop-oldest (the session ends): a blocked reader resumes. */

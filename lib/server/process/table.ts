@@ -1,5 +1,5 @@
 /**
- * The process RPCs (spec §8): a session's table of processes and the
+ * The process RPCs (docs/protocol.md §8): a session's table of processes and the
  * handlers of `process/start`, `read`, `write`, `signal`, `terminate` and
  * `resize`. What a start runs is worked out in `start_plan.ts`, a process's
  * life and output live in `managed_process.ts` and `output_ring.ts`, and
@@ -63,6 +63,7 @@ export class ProcessTable {
   /** Sets where notifications go (`undefined` while the session is detached: they are dropped). */
   set sink(sink: NotificationSink | undefined) {
     this.#sink = sink;
+    if (sink !== undefined) { for (const proc of this.#processes.values()) proc.attached(); }
   }
 
   /**
@@ -124,7 +125,7 @@ export class ProcessTable {
       },
     });
     try {
-      proc.backend = plan.tty
+      const started = plan.tty
         ? startTty(proc, plan.argv, {
           cwd: plan.cwd,
           env: plan.env,
@@ -137,6 +138,8 @@ export class ProcessTable {
           arg0: plan.arg0,
           pipeStdin: plan.pipeStdin,
         });
+      // A failed pipe spawn learns its errno asynchronously and rejects.
+      proc.backend = started instanceof Promise ? await started : started;
     } catch (err) {
       plan.sandbox?.release();
       throw err;

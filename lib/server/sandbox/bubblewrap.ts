@@ -1,5 +1,5 @@
 /**
- * Sandboxed processes on Linux with bubblewrap (SPEC §13, sandboxing).
+ * Sandboxed processes on Linux with bubblewrap (docs/protocol.md §13, sandboxing).
  *
  * A `process/start` with a `sandbox` runs its command under `bwrap`, the way
  * the reference's Linux sandbox does:
@@ -92,7 +92,7 @@ export function bwrapArgs(plan: SandboxPlan, argv: string[], options: BwrapArgsO
       } else if (mount.access === "read") {
         args.push("--ro-bind", mount.path, mount.path);
       } else if (mount.node === "directory") {
-        args.push("--perms", "0000", "--tmpfs", mount.path);
+        args.push("--perms", mount.traversable ? "0111" : "0000", "--tmpfs", mount.path);
         remount.push(mount.path);
       } else {
         args.push("--ro-bind", options.deniedFile ?? "/dev/null", mount.path);
