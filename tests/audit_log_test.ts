@@ -194,3 +194,26 @@ Deno.test("audit log: --log-format text (the default) writes the event and its f
     /^\S+Z INFO connection\.open connection=\d+ remoteAddress=127\.0\.0\.1:\d+\n$/,
   );
 });
+
+Deno.test("audit log: http/request is http.request with the method, the origin (no path or query) and the status", async () => {
+  await using target = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    () => new Response("teapot", { status: 418 }),
+  );
+  const origin = `http://127.0.0.1:${target.addr.port}`;
+  const { events } = await capturedLog(async () => {
+    await using server = await InProcessServer.websocket();
+    await using client = await server.connect();
+    await handshake(client);
+    await call(client, "http/request", {
+      method: "GET",
+      url: `${origin}/secret/path?key=value`,
+      requestId: "r1",
+    });
+  });
+  const [request] = only(events, "http.request");
+  assert.deepEqual(
+    [request?.level, request?.method, request?.origin, request?.status],
+    ["info", "GET", origin, 418],
+  );
+});
