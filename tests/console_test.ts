@@ -9,8 +9,8 @@
  */
 
 import assert from "node:assert/strict";
-import { capabilityTokenAuth } from "../lib/server/listen/auth.ts";
 import { MAX_CONSOLE_LOGINS } from "../lib/server/observe/console_access.ts";
+import { tokenAuth } from "./helpers/observe.ts";
 import { InProcessServer } from "./helpers/in_process_server.ts";
 import { RawWebSocket } from "./helpers/reliability_server.ts";
 import { call, sh, startProcess } from "./helpers/rpc.ts";
@@ -19,14 +19,9 @@ import { XTERM_JS } from "../lib/server/observe/xterm_assets.ts";
 
 const TOKEN = "console-token-0123456789";
 
-async function sha256Hex(text: string): Promise<string> {
-  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
-  return new Uint8Array(digest).toHex();
-}
-
 async function authServer(): Promise<InProcessServer> {
   return await InProcessServer.websocket({
-    authorize: capabilityTokenAuth(await sha256Hex(TOKEN)),
+    authorize: await tokenAuth(TOKEN),
   });
 }
 
