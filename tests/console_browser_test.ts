@@ -12,8 +12,9 @@
  */
 
 import assert from "node:assert/strict";
+import { readUntilClosed } from "./helpers/observe.ts";
 import { call, sh, startProcess } from "./helpers/rpc.ts";
-import { handshake, type Json, ServerProcess, WsClient } from "./helpers/server_harness.ts";
+import { handshake, ServerProcess, WsClient } from "./helpers/server_harness.ts";
 
 const CHROMIUM = "/usr/bin/chromium";
 
@@ -151,14 +152,7 @@ Deno.test({
         "137 (SIGKILL)"
     );
     // The owner still reads everything: watching took nothing away.
-    let read: Json = {};
-    while (read.closed !== true) {
-      read = await call(client, "process/read", {
-        processId: "agent-task",
-        afterSeq: 0,
-        waitMs: 5000,
-      });
-    }
+    const read = await readUntilClosed(client, "agent-task");
     const chunks = read.chunks as { chunk: string }[];
     assert.equal(
       new TextDecoder().decode(Uint8Array.fromBase64(chunks.map((c) => c.chunk).join(""))),

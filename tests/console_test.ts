@@ -9,23 +9,19 @@
  */
 
 import assert from "node:assert/strict";
-import { capabilityTokenAuth } from "../lib/server/listen/auth.ts";
 import { MAX_CONSOLE_LOGINS } from "../lib/server/observe/console_access.ts";
+import { tokenAuth } from "./helpers/observe.ts";
 import { InProcessServer } from "./helpers/in_process_server.ts";
 import { RawWebSocket } from "./helpers/reliability_server.ts";
 import { call, sh, startProcess } from "./helpers/rpc.ts";
-import { handshake, type Json } from "./helpers/server_harness.ts";
+import { handshake, type Json, ServerProcess } from "./helpers/server_harness.ts";
+import { XTERM_JS } from "../lib/server/observe/xterm_assets.ts";
 
 const TOKEN = "console-token-0123456789";
 
-async function sha256Hex(text: string): Promise<string> {
-  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
-  return new Uint8Array(digest).toHex();
-}
-
 async function authServer(): Promise<InProcessServer> {
   return await InProcessServer.websocket({
-    authorize: capabilityTokenAuth(await sha256Hex(TOKEN)),
+    authorize: await tokenAuth(TOKEN),
   });
 }
 
@@ -165,4 +161,32 @@ Deno.test("GET / from a browser is the console (the login form with auth on); ot
   const xterm = await fetch(`${http}/console/xterm.js`);
   assert.equal(xterm.headers.get("content-type"), "text/javascript; charset=utf-8");
   assert.ok((await xterm.text()).length > 100_000);
+});
+
+const root = new URL("..", import.meta.url).pathname;
+const compiled = Deno.env.get("EXEC_SERVER_BIN") ??
+  `${root}dist/exec-server-${
+    Deno.build.arch === "aarch64" ? "aarch64" : "x86_64"
+  }-unknown-linux-gnu`;
+const noBinary = (() => {
+  try {
+    return !Deno.statSync(compiled).isFile;
+  } catch {
+    return true;
+  }
+})();
+
+Deno.test({
+  name: noBinary
+    ? "a deno compile binary serves the console with its embedded terminal emulator (ignored: no binary; run ./compile.sh or set EXEC_SERVER_BIN)"
+    : "a deno compile binary serves the console with its embedded terminal emulator",
+  ignore: noBinary,
+  async fn() {
+    await using server = await ServerProcess.start({ command: [compiled], listen: "ws" });
+    const http = server.url.replace(/^ws/, "http");
+    const page = await fetch(`${http}/`, { headers: { accept: "text/html" } });
+    assert.match(await page.text(), /<table id="processes">/);
+    const xterm = await fetch(`${http}/console/xterm.js`);
+    assert.equal(await xterm.text(), XTERM_JS);
+  },
 });
