@@ -672,24 +672,41 @@ Deno.test("intersectPlans gives every path the lesser access of the two plans", 
   assert.equal(accessAt(readOnlyTmp, "/w/file"), "read");
 });
 
-Deno.test("intersectPlans drops what a denied directory holds and covers only creatable missing paths", () => {
+Deno.test("intersectPlans re-exposes below a denied directory only what both plans allow, and covers only creatable missing paths", () => {
+  // The ceiling denies /d but re-exposes its writable root /d/w (the directory becomes traversable).
   const ceiling = plan({
     rootAccess: "read",
-    mounts: [{ path: "/w", access: "write", node: "directory" }],
+    mounts: [
+      { path: "/d", access: "deny", node: "directory", traversable: true },
+      { path: "/d/w", access: "write", node: "directory" },
+      { path: "/w", access: "write", node: "directory" },
+    ],
   });
   const client = plan({
     mounts: [
-      { path: "/d", access: "deny", node: "directory" },
-      { path: "/d/inner", access: "write", node: "directory" },
+      { path: "/d/other", access: "write", node: "directory" },
       { path: "/w/.git", access: "read", node: "missing" },
       { path: "/elsewhere/.git", access: "read", node: "missing" },
     ],
   });
   const both = intersectPlans(ceiling, client);
   assert.deepEqual(
-    both.mounts.map((m) => [m.path, m.access, m.node]),
-    [["/d", "deny", "directory"], ["/w", "write", "directory"], ["/w/.git", "read", "missing"]],
+    both.mounts.map((m) => [m.path, m.access, m.node, m.traversable ?? false]),
+    [
+      ["/d", "deny", "directory", true],
+      ["/w", "write", "directory", false],
+      ["/d/w", "write", "directory", false],
+      ["/w/.git", "read", "missing", false],
+    ],
   );
+  assert.equal(accessAt(both, "/d/other/x"), "deny");
+  // A client that denies /d keeps all of it denied.
+  const denying = intersectPlans(
+    ceiling,
+    plan({ mounts: [{ path: "/d", access: "deny", node: "directory" }] }),
+  );
+  assert.equal(accessAt(denying, "/d/w/x"), "deny");
+  assert.deepEqual(denying.mounts.map((m) => m.path), ["/d", "/w"]);
 });
 
 Deno.test("bwrapArgs mounts a private /tmp of PRIVATE_TMP_BYTES before the mounts below it", () => {
@@ -779,18 +796,46 @@ Deno.test({
   },
 });
 
-Deno.test("a --writable-root inside a --deny-read path refuses to start", async () => {
-  using layout = makeLayout();
-  const result = await startFailing([
-    "--sandbox",
-    "workspace-write",
-    "--writable-root",
-    layout.w,
-    "--deny-read",
-    layout.base,
-  ]);
-  assert.equal(result.code, 2, result.stderr);
-  assert.match(result.stderr, /--writable-root .* lies inside --deny-read/);
+Deno.test({
+  name:
+    `a --writable-root inside a --deny-read directory stays writable, and the rest of it denied${SKIP}`,
+  ignore: !availability.ok,
+  async fn() {
+    using layout = makeLayout();
+    // Deny the whole base (w, o, s live in it), re-expose w.
+    const args = [
+      "--sandbox",
+      "workspace-write",
+      "--writable-root",
+      layout.w,
+      "--deny-read",
+      layout.base,
+    ];
+    await using listener = loopbackListener();
+    await using server = await startInitialized({ args });
+    const client = server.stdio;
+    const result = await runProbe(client, layout, listener.port, { tty: false });
+    assertConfined(result, layout, listener.accepted());
+    Deno.writeTextFileSync(`${layout.o}/existing.txt`, "old\n");
+    const uri = (path: string) => uriFromPath(path);
+    const inside = await call(client, "fs/writeFile", {
+      path: uri(`${layout.w}/b.txt`),
+      dataBase64: DATA,
+    });
+    assert.deepEqual(inside.result, {}, JSON.stringify(inside));
+    const back = await call(client, "fs/readFile", { path: uri(`${layout.w}/b.txt`) });
+    assert.ok(back.result, JSON.stringify(back));
+    assertPermissionDenied(
+      await call(client, "fs/readFile", { path: uri(`${layout.o}/existing.txt`) }),
+      "read",
+      "fs/readFile beside the re-exposed root",
+    );
+    assertPermissionDenied(
+      await call(client, "fs/readDirectory", { path: uri(layout.base) }),
+      "read",
+      "fs/readDirectory of the denied directory",
+    );
+  },
 });
 
 Deno.test("the token, shared-secret and TLS key files are the server's secret files", () => {
