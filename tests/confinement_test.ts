@@ -142,6 +142,31 @@ async function runProbe(
   };
 }
 
+/** Runs `/bin/sh -c script` in `cwd` (pipe) and returns its output once it has closed. */
+async function runShell(
+  client: Awaited<ReturnType<typeof startStdio>>["stdio"],
+  processId: string,
+  script: string,
+  cwd: string,
+  sandbox?: Json,
+): Promise<string> {
+  const start = await client.request(`start-${processId}`, "process/start", {
+    processId,
+    argv: ["/bin/sh", "-c", script],
+    cwd: uriFromPath(cwd),
+    env: { PATH: "/usr/bin:/bin" },
+    tty: false,
+    ...(sandbox ? { sandbox } : {}),
+  });
+  assert.equal(
+    (start.result as Json | undefined)?.sandboxType,
+    "linuxSeccomp",
+    JSON.stringify(start),
+  );
+  await client.log.processClosed(processId);
+  return client.log.outputText(processId);
+}
+
 const CEILING_ARGS = (layout: ReturnType<typeof makeLayout>) => [
   "--sandbox",
   "workspace-write",
@@ -405,16 +430,7 @@ Deno.test({
       ],
     });
     const client = server.stdio;
-    const start = await client.request(1, "process/start", {
-      processId: "token",
-      argv: ["/bin/sh", "-c", `cat '${tokenFile}'; echo DONE`],
-      cwd: uriFromPath(layout.w),
-      env: { PATH: "/usr/bin:/bin" },
-      tty: false,
-    });
-    assert.ok(start.result, JSON.stringify(start));
-    await client.log.processClosed("token");
-    const output = client.log.outputText("token");
+    const output = await runShell(client, "token", `cat '${tokenFile}'; echo DONE`, layout.w);
     assert.match(output, /DONE/);
     assert.ok(!output.includes(token), `the token file was readable: ${output}`);
     assertPermissionDenied(
@@ -605,17 +621,13 @@ Deno.test({
       { path: ROOT, access: "read" },
       { path: { type: "path", path: uriFromPath(layout.w) }, access: "write" },
     ]);
-    const start = await client.request(1, "process/start", {
-      processId: "token",
-      argv: ["/bin/sh", "-c", `cat '${tokenFile}'; echo DONE`],
-      cwd: uriFromPath(layout.w),
-      env: { PATH: "/usr/bin:/bin" },
-      tty: false,
+    const output = await runShell(
+      client,
+      "token",
+      `cat '${tokenFile}'; echo DONE`,
+      layout.w,
       sandbox,
-    });
-    assert.ok(start.result, JSON.stringify(start));
-    await client.log.processClosed("token");
-    const output = client.log.outputText("token");
+    );
     assert.match(output, /DONE/);
     assert.ok(!output.includes(token), `the token file was readable: ${output}`);
     const read = await call(client, "fs/readFile", { path: uriFromPath(tokenFile), sandbox });
@@ -777,20 +789,9 @@ Deno.test({
     using layout = makeLayout();
     await using server = await startInitialized({ args: CEILING_ARGS(layout) });
     const client = server.stdio;
-    const start = await client.request(1, "process/start", {
-      processId: "tmp",
-      argv: [
-        "/bin/sh",
-        "-c",
-        'echo "SIZE=$(df -B1 --output=size /tmp | tail -1)"; echo "ENTRIES=$(ls -A /tmp | wc -l)"',
-      ],
-      cwd: uriFromPath(layout.w),
-      env: { PATH: "/usr/bin:/bin" },
-      tty: false,
-    });
-    assert.ok(start.result, JSON.stringify(start));
-    await client.log.processClosed("tmp");
-    const output = client.log.outputText("tmp");
+    const script =
+      'echo "SIZE=$(df -B1 --output=size /tmp | tail -1)"; echo "ENTRIES=$(ls -A /tmp | wc -l)"';
+    const output = await runShell(client, "tmp", script, layout.w);
     assert.equal(Number(/SIZE=\s*(\d+)/.exec(output)?.[1]), PRIVATE_TMP_BYTES, output);
     assert.match(output, /ENTRIES=0\n/, output);
   },
