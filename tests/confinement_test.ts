@@ -564,44 +564,49 @@ Deno.test("--sandbox rejects an unknown mode and --writable-root without workspa
   assert.match(relative.stderr, /absolute/);
 });
 
-Deno.test({
-  name:
-    `a confined process has no capabilities, its own PID namespace, and dies when the server is killed${SKIP}`,
-  ignore: !availability.ok,
-  async fn() {
-    using layout = makeLayout();
-    const marker = `confine-survivor-${crypto.randomUUID()}`;
-    await using server = await startInitialized({ args: CEILING_ARGS(layout) });
-    const client = server.stdio;
-    const start = await client.request(1, "process/start", {
-      processId: "inside",
-      argv: [
-        "/bin/bash",
-        "-c",
-        `grep CapEff /proc/self/status; echo "PROCS=$(ls /proc | grep -c '^[0-9]')"; ` +
-        `echo READY; exec -a ${marker} sleep 300`,
-      ],
-      cwd: uriFromPath(layout.w),
-      env: { PATH: "/usr/bin:/bin" },
-      tty: false,
-    });
-    assert.ok(start.result, JSON.stringify(start));
-    await client.log.waitUntil(() => client.log.outputText("inside").includes("READY"), "READY");
-    const output = client.log.outputText("inside");
-    assert.match(output, /CapEff:\s+0+\n/, output);
-    const procs = Number(/PROCS=(\d+)/.exec(output)?.[1]);
-    assert.ok(procs > 0 && procs < 10, `the process sees ${procs} processes: ${output}`);
-    // The sleep's own command line is "<marker> 300" (the sandbox's holds "<marker> sleep 300").
-    const survivor = `${marker} 300`;
-    assert.ok(await eventually(() => pidsMatching(survivor).length === 1), "no sleep is running");
-    server.kill("SIGKILL");
-    await server.status;
-    assert.ok(
-      await eventually(() => pidsMatching(survivor).length === 0),
-      "the confined process survived the server",
-    );
-  },
-});
+for (const tty of [false, true]) {
+  Deno.test({
+    name: `a confined ${
+      tty ? "tty" : "pipe"
+    } process has no capabilities, its own PID namespace, and dies when the server is killed${SKIP}`,
+    ignore: !availability.ok,
+    async fn() {
+      using layout = makeLayout();
+      const marker = `confine-survivor-${crypto.randomUUID()}`;
+      await using server = await startInitialized({ args: CEILING_ARGS(layout) });
+      const client = server.stdio;
+      const start = await client.request(1, "process/start", {
+        processId: "inside",
+        argv: [
+          "/bin/bash",
+          "-c",
+          `grep CapEff /proc/self/status; echo "PROCS=$(ls /proc | grep -c '^[0-9]')"; ` +
+          `echo READY; exec -a ${marker} sleep 300`,
+        ],
+        cwd: uriFromPath(layout.w),
+        env: { PATH: "/usr/bin:/bin" },
+        tty,
+      });
+      assert.ok(start.result, JSON.stringify(start));
+      const stream = tty ? "pty" : "stdout";
+      const text = () => client.log.outputText("inside", stream);
+      await client.log.waitUntil(() => /READY\r?\n/.test(text()), "READY");
+      const output = text();
+      assert.match(output, /CapEff:\s+0+\r?\n/, output);
+      const procs = Number(/PROCS=(\d+)/.exec(output)?.[1]);
+      assert.ok(procs > 0 && procs < 10, `the process sees ${procs} processes: ${output}`);
+      // The sleep's own command line is "<marker> 300" (the sandbox's holds "<marker> sleep 300").
+      const survivor = `${marker} 300`;
+      assert.ok(await eventually(() => pidsMatching(survivor).length === 1), "no sleep is running");
+      server.kill("SIGKILL");
+      await server.status;
+      assert.ok(
+        await eventually(() => pidsMatching(survivor).length === 0),
+        "the confined process survived the server",
+      );
+    },
+  });
+}
 
 Deno.test({
   name:
@@ -851,4 +856,33 @@ Deno.test("the token, shared-secret and TLS key files are the server's secret fi
     "/a/key.pem",
   ]);
   assert.deepEqual(secretFiles(flags), ["/a/token", "/a/secret", "/a/key.pem"]);
+});
+
+Deno.test({
+  name:
+    `--sandbox read-only refuses every write of processes and fs calls, with a private /tmp still writable${SKIP}`,
+  ignore: !availability.ok,
+  async fn() {
+    using layout = makeLayout();
+    await using server = await startInitialized({ args: ["--sandbox", "read-only"] });
+    const client = server.stdio;
+    const output = await runShell(
+      client,
+      "ro",
+      `echo x > '${layout.w}/f' || echo REFUSED; echo y > /tmp/f && echo TMP=ok; cat '${layout.s}/secret.txt'`,
+      layout.w,
+    );
+    assert.match(output, /REFUSED/, output);
+    assert.match(output, /TMP=ok/, output);
+    assert.ok(
+      output.includes(layout.secret),
+      `reads are not restricted without --deny-read: ${output}`,
+    );
+    assert.throws(() => Deno.lstatSync(`${layout.w}/f`), Deno.errors.NotFound);
+    assertPermissionDenied(
+      await call(client, "fs/writeFile", { path: uriFromPath(`${layout.w}/g`), dataBase64: DATA }),
+      "write",
+      "fs/writeFile under read-only",
+    );
+  },
 });
