@@ -8,18 +8,13 @@
 
 import assert from "node:assert/strict";
 import { setLogFormat, setLogLevel, setLogSink } from "../lib/server/host/log.ts";
-import { capabilityTokenAuth } from "../lib/server/listen/auth.ts";
+import { readUntilClosed, tokenAuth } from "./helpers/observe.ts";
 import { InProcessServer } from "./helpers/in_process_server.ts";
 import { RawWebSocket } from "./helpers/reliability_server.ts";
 import { call, callError, sh, startProcess } from "./helpers/rpc.ts";
 import { handshake, type Json, ServerProcess } from "./helpers/server_harness.ts";
 
 const TOKEN = "audit-token-0123456789";
-
-async function sha256Hex(text: string): Promise<string> {
-  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
-  return new Uint8Array(digest).toHex();
-}
 
 /** Collects the JSON log lines written while `body` runs. */
 async function capturedLog(
@@ -68,14 +63,7 @@ Deno.test("audit log: connection, process.start and fs events name the session, 
     await startProcess(client, "p1", sh("printf abcde; exit 3"), {
       env: { PATH: "/usr/bin:/bin", API_SECRET: "hunter2-value" },
     });
-    let read: Json = {};
-    while (read.closed !== true) {
-      read = await call(client, "process/read", {
-        processId: "p1",
-        afterSeq: 0,
-        waitMs: 5000,
-      });
-    }
+    await readUntilClosed(client, "p1");
     await startProcess(client, "killed", sh("sleep 30"));
     await call(client, "process/terminate", { processId: "killed" });
     while (!only(events(), "process.exit").some((e) => e.processId === "killed")) {
@@ -134,7 +122,7 @@ Deno.test("audit log: connection, process.start and fs events name the session, 
 Deno.test("audit log: a refused token is auth.refused with the reason and without the token", async () => {
   const { lines, events } = await capturedLog(async () => {
     await using server = await InProcessServer.websocket({
-      authorize: capabilityTokenAuth(await sha256Hex(TOKEN)),
+      authorize: await tokenAuth(TOKEN),
     });
     const port = Number(new URL(server.url).port);
     await using refused = await RawWebSocket.connect(port, {
@@ -192,5 +180,28 @@ Deno.test("audit log: --log-format text (the default) writes the event and its f
   assert.match(
     lines[0]!,
     /^\S+Z INFO connection\.open connection=\d+ remoteAddress=127\.0\.0\.1:\d+\n$/,
+  );
+});
+
+Deno.test("audit log: http/request is http.request with the method, the origin (no path or query) and the status", async () => {
+  await using target = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    () => new Response("teapot", { status: 418 }),
+  );
+  const origin = `http://127.0.0.1:${target.addr.port}`;
+  const { events } = await capturedLog(async () => {
+    await using server = await InProcessServer.websocket();
+    await using client = await server.connect();
+    await handshake(client);
+    await call(client, "http/request", {
+      method: "GET",
+      url: `${origin}/secret/path?key=value`,
+      requestId: "r1",
+    });
+  });
+  const [request] = only(events, "http.request");
+  assert.deepEqual(
+    [request?.level, request?.method, request?.origin, request?.status],
+    ["info", "GET", origin, 418],
   );
 });

@@ -3,10 +3,12 @@ import {
   connect,
   type ExecClient,
   ExecOutputLimitError,
+  ExecOutputLostError,
   ExecTimeoutError,
   RemoteError,
 } from "../mod.ts";
 import { serveWebSocket } from "../lib/server/listen/listen.ts";
+import { FAKE_ENVIRONMENT_INFO, startScriptedServer } from "./fixtures/scripted_server.ts";
 
 /** Runs `fn` with a client of a server in this process; both are stopped afterwards. */
 async function withClient(fn: (client: ExecClient) => Promise<void>): Promise<void> {
@@ -120,6 +122,16 @@ Deno.test("client.exec aborted by its signal rejects with the signal's reason", 
       () => client.exec(["true"], { signal: AbortSignal.abort(reason) }),
       (err) => err === reason,
     );
+  });
+});
+
+Deno.test("client.exec aborted while its process is starting terminates it and rejects with the reason", async () => {
+  await withClient(async (client) => {
+    const controller = new AbortController();
+    const reason = new Error("stop");
+    const running = client.exec(["sleep", "30"], { signal: controller.signal });
+    controller.abort(reason); // Before process/start has replied.
+    await assert.rejects(running, (err) => err === reason);
   });
 });
 
@@ -251,4 +263,48 @@ console.log(JSON.stringify({ exitCode, stdout, names: names.sort(), size, text }
     await server.shutdown();
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+Deno.test("client.exec reports the signal that ended the process", async () => {
+  await withClient(async (client) => {
+    const result = await client.exec(["sh", "-c", "echo before; kill -TERM $$"]);
+    assert.equal(result.signal, "SIGTERM");
+    assert.equal(result.stdout, "before\n");
+  });
+});
+
+Deno.test("client.exec rejects with ExecOutputLostError when the server evicted output before it was read", async () => {
+  await using server = startScriptedServer((_connection, request) => {
+    switch (request.method) {
+      case "initialize":
+        return { result: { sessionId: "s", environmentInfo: FAKE_ENVIRONMENT_INFO } };
+      case "process/start": {
+        const processId = request.params.processId;
+        return {
+          result: { processId, sandboxType: "none" },
+          // Seqs 1 and 2 were evicted: the first notification the client sees is seq 3.
+          then: [{
+            method: "process/output",
+            params: { processId, seq: 3, stream: "stdout", chunk: "aGkK" },
+          }],
+        };
+      }
+      case "process/read":
+        return {
+          result: {
+            chunks: [{ seq: 3, stream: "stdout", chunk: "aGkK" }],
+            nextSeq: 6,
+            exited: true,
+            exitCode: 0,
+            closed: true,
+            failure: null,
+            sandboxDenied: false,
+          },
+        };
+      default:
+        return "ignore";
+    }
+  });
+  await using client = await connect(server.url);
+  await assert.rejects(() => client.exec(["x"]), ExecOutputLostError);
 });

@@ -7,17 +7,12 @@
  */
 
 import assert from "node:assert/strict";
-import { capabilityTokenAuth } from "../lib/server/listen/auth.ts";
+import { readUntilClosed, tokenAuth } from "./helpers/observe.ts";
 import { InProcessServer } from "./helpers/in_process_server.ts";
 import { call, sh, startProcess } from "./helpers/rpc.ts";
 import { handshake } from "./helpers/server_harness.ts";
 
 const TOKEN = "metrics-token-0123456789";
-
-async function sha256Hex(text: string): Promise<string> {
-  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
-  return new Uint8Array(digest).toHex();
-}
 
 function httpOf(server: InProcessServer): string {
   return server.url.replace(/^ws/, "http");
@@ -31,7 +26,7 @@ function sample(text: string, series: string): number | undefined {
 
 Deno.test("/healthz answers 200 without a token while auth is on; /metrics needs the token", async () => {
   await using server = await InProcessServer.websocket({
-    authorize: capabilityTokenAuth(await sha256Hex(TOKEN)),
+    authorize: await tokenAuth(TOKEN),
   });
   const health = await fetch(`${httpOf(server)}/healthz`);
   assert.equal(health.status, 200);
@@ -80,10 +75,7 @@ Deno.test("/metrics: gauges follow the live connections, sessions and processes;
   await handshake(client);
   await startProcess(client, "sleeper", sh("sleep 30"));
   await startProcess(client, "echo", sh("printf 12345"));
-  let read: { closed?: unknown } = {};
-  while (read.closed !== true) {
-    read = await call(client, "process/read", { processId: "echo", afterSeq: 0, waitMs: 5000 });
-  }
+  await readUntilClosed(client, "echo");
   const during = await scrape();
   assert.equal(sample(during, "exec_server_connections"), 1);
   assert.equal(sample(during, "exec_server_sessions"), 1);

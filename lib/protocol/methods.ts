@@ -50,7 +50,7 @@ export interface RequestSpec<P, R> {
   readonly direction: Direction;
   /** Gating family; `undefined` only for `initialize`. */
   readonly family?: Family;
-  /** Concurrency lane with `--concurrent-requests > 1` (spec §12). */
+  /** Concurrency lane with `--concurrent-requests > 1` (docs/protocol.md §12). */
   readonly lane: "control" | "ordinary";
   /** One-line description. */
   readonly doc: string;
@@ -127,7 +127,7 @@ function uuid(): Schema<string> {
   };
 }
 
-/** An absolute `file:` URI naming a path on the server (spec §10.1). */
+/** An absolute `file:` URI naming a path on the server (docs/protocol.md §10.1). */
 export const PathUri: Schema<string> = withJsonSchema(string(), {
   type: "string",
   title: "PathUri",
@@ -277,7 +277,7 @@ const sandbox = optional(withJsonSchema(any(), {
   required: ["permissions", "windowsSandboxLevel"],
 }));
 
-/** The `environmentInfo` object (spec §9). */
+/** The `environmentInfo` object (docs/protocol.md §9). */
 export interface EnvironmentInfo {
   /** The user's login shell. */
   shell: { name: string; path: string };
@@ -336,18 +336,24 @@ const ProcessChunk = object({
 
 // deno-lint-ignore no-slow-types
 const WalkOptions = object({
-  maxDepth: unsigned(),
-  maxDirectories: unsigned(),
-  maxEntries: unsigned(),
-  followDirectorySymlinks: boolean(),
-  pruneHiddenDirectories: optional(boolean()),
+  maxDepth: described(unsigned(), "Levels below the root to descend."),
+  maxDirectories: described(unsigned(), "Directories to read at most; beyond it truncated."),
+  maxEntries: described(unsigned(), "Entries to return at most; beyond it truncated."),
+  followDirectorySymlinks: described(boolean(), "Descend into symlinked directories."),
+  pruneHiddenDirectories: described(
+    optional(boolean()),
+    "Skip directories whose name starts with a dot.",
+  ),
 }, { name: "WalkOptions" });
 
 // deno-lint-ignore no-slow-types
 const HttpHeader = object({
   name: string(),
   value: string(),
-  valueEnvVar: optional(string()),
+  valueEnvVar: described(
+    optional(string()),
+    "Take the value from this environment variable of the server instead.",
+  ),
 }, { name: "HttpHeader" });
 
 // deno-lint-ignore no-slow-types
@@ -632,9 +638,11 @@ export const METHODS = {
   "fs/createDirectory": request(
     "filesystem",
     "Creates a directory, with parents unless recursive is false.",
-    object({ path: PathUri, recursive: optional(boolean()), sandbox }, {
-      name: "WireFsCreateDirectoryParams",
-    }),
+    object({
+      path: PathUri,
+      recursive: described(optional(boolean()), "Create missing parents too (default true)."),
+      sandbox,
+    }, { name: "WireFsCreateDirectoryParams" }),
     Empty,
   ),
   "fs/getMetadata": request(
@@ -683,8 +691,11 @@ export const METHODS = {
     "Removes a file, symlink or directory.",
     object({
       path: PathUri,
-      recursive: optional(boolean()),
-      force: optional(boolean()),
+      recursive: described(
+        optional(boolean()),
+        "Remove a directory's contents too (default true).",
+      ),
+      force: described(optional(boolean()), "A missing path is no error (default true)."),
       sandbox,
     }, { name: "WireFsRemoveParams" }),
     Empty,
@@ -704,9 +715,15 @@ export const METHODS = {
     "filesystem",
     "Opens a connection-scoped file handle for block reads or writes.",
     object({
-      handleId: string(),
+      handleId: described(
+        string(),
+        "Chosen by the client (at most 32 bytes); scoped to the connection.",
+      ),
       path: PathUri,
-      mode: defaulted(literal("read", "replace")),
+      mode: described(
+        defaulted(literal("read", "replace")),
+        "read (default), or replace: create or truncate for fs/writeBlock.",
+      ),
       sandbox,
     }, { name: "WireFsOpenParams" }),
     object({ handleId: string() }, { name: "FsOpenResponse" }),
@@ -714,9 +731,11 @@ export const METHODS = {
   "fs/readBlock": request(
     "filesystem",
     "Reads up to len bytes at an offset of an open handle.",
-    object({ handleId: string(), offset: unsigned(), len: unsigned("usize") }, {
-      name: "FsReadBlockParams",
-    }),
+    object({
+      handleId: string(),
+      offset: described(unsigned(), "Byte offset in the file."),
+      len: described(unsigned("usize"), "Bytes to read, 1 to 1048576."),
+    }, { name: "FsReadBlockParams" }),
     object({ chunk: base64(), eof: boolean() }, { name: "FsReadBlockResponse" }),
   ),
   "fs/writeBlock": request(
@@ -737,9 +756,13 @@ export const METHODS = {
   "fs/watchMissing": request(
     "filesystem",
     "Notifies once when one of the given missing paths (or an ancestor) appears.",
-    object({ watchId: unsigned("u64", { exact: true }), missing: array(PathUri) }, {
-      name: "FsWatchMissingParams",
-    }),
+    object({
+      watchId: described(
+        unsigned("u64", { exact: true }),
+        "Chosen by the client; echoed in fs/missingChanged.",
+      ),
+      missing: described(array(PathUri), "Paths that do not exist yet."),
+    }, { name: "FsWatchMissingParams" }),
     object({ watching: boolean() }, { name: "FsWatchMissingResponse" }),
   ),
 
@@ -747,14 +770,26 @@ export const METHODS = {
     "http",
     "Performs an HTTP request from the server, buffered or streamed.",
     object({
-      method: string(),
-      url: string(),
-      headers: defaulted(array(HttpHeader)),
-      bodyBase64: optional(bytes()),
-      timeoutMs: optional(unsigned()),
-      redirectPolicy: optional(literal("follow", "stop")),
-      requestId: string(),
-      streamResponse: optional(boolean()),
+      method: described(string(), "The HTTP method, sent as given."),
+      url: described(string(), "An absolute http: or https: URL."),
+      headers: described(defaulted(array(HttpHeader)), "Request headers, in order."),
+      bodyBase64: described(optional(bytes()), "The request body."),
+      timeoutMs: described(
+        optional(unsigned()),
+        "Give up after this many ms (default: no timeout).",
+      ),
+      redirectPolicy: described(
+        optional(literal("follow", "stop")),
+        "Follow redirects (default) or not.",
+      ),
+      requestId: described(
+        string(),
+        "Chosen by the client; names the http/request/bodyDelta stream.",
+      ),
+      streamResponse: described(
+        optional(boolean()),
+        "Send the body as http/request/bodyDelta notifications instead of in the result.",
+      ),
     }, { name: "HttpRequestParams" }),
     object(
       {

@@ -1,5 +1,5 @@
 /**
- * `fs/readFile` (SPEC §10.2): a whole regular file, within a size limit.
+ * `fs/readFile` (docs/protocol.md §10.3): a whole regular file, within a size limit.
  *
  * @module
  */

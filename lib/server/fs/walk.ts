@@ -1,5 +1,5 @@
 /**
- * `fs/walk`: a bounded breadth-first listing of a directory tree (SPEC §10.9).
+ * `fs/walk`: a bounded breadth-first listing of a directory tree (docs/protocol.md §10.9).
  *
  * @module
  */
@@ -8,6 +8,7 @@ import { invalidRequest } from "../../protocol/errors.ts";
 import { fsError } from "../host/os_errors.ts";
 import type { ParamsOf, ResultOf } from "../../protocol/methods.ts";
 import { joinPath, uriFromPath } from "../host/path_uri.ts";
+import { linkTargetInScope } from "./stat.ts";
 import { mayRead } from "../host/permissions.ts";
 
 /** Largest accepted `maxDepth`. */
@@ -111,11 +112,11 @@ export async function walk(root: string, options: WalkOptions): Promise<WalkResu
       }
       let isDirectory = link.isDirectory;
       if (link.isSymlink) {
-        try {
-          isDirectory = (await Deno.stat(path)).isDirectory && followDirectorySymlinks;
-        } catch {
-          continue; // Dangling or looping link: skipped and not counted, as the reference.
-        }
+        // Dangling, looping or out of the read scope: skipped and not counted, as the
+        // reference skips a dangling link.
+        const target = await linkTargetInScope(path);
+        if (target === undefined) continue;
+        isDirectory = target.isDirectory && followDirectorySymlinks;
       }
       if (counted >= maxEntries || chars > WALK_REPLY_CHARS) {
         result.truncated = true;

@@ -13,6 +13,8 @@ import { log } from "../host/log.ts";
 import { isSandboxedPeer } from "../sandbox/peer.ts";
 import { audit } from "../observe/audit.ts";
 import { authorizeRequest, operatorRoutes } from "../observe/routes.ts";
+import { CONSOLE_MAX_MESSAGE_BYTES, type ConsoleFeed } from "../observe/console_feed.ts";
+import { type ConsoleAnswer, consoleRoutes } from "../observe/console_routes.ts";
 import { osErrorCode } from "../host/os_errors.ts";
 import { readRequestHead, writeResponse } from "./http_head.ts";
 import { upgradeProblem, websocketConnTransport, writeUpgrade } from "./websocket_conn.ts";
@@ -141,7 +143,7 @@ export interface WebSocketListenOptions extends ListenOptions {
 }
 
 /** What to do with an upgrade request: answer it, or upgrade it with this subprotocol. */
-type Route = { response: Response } | { upgrade: true; protocol?: string };
+type Route = { response: Response } | { upgrade: true; protocol?: string } | ConsoleAnswer;
 
 function textResponse(status: number, text: string): Response {
   return new Response(text, {
@@ -157,7 +159,7 @@ function describeError(err: unknown): string {
 /**
  * Serves the protocol over WebSocket: `GET /` upgrades; `GET /healthz`,
  * `GET /readyz` and `GET /metrics` are the operator's routes; anything else
- * is 404 (spec §1.2). A request carrying an
+ * is 404 (docs/protocol.md §1.2). A request carrying an
  * `Origin` header that is not allowed gets 403 first.
  *
  * The server owns its connections from `accept` on: a connection must finish
@@ -193,6 +195,14 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
   const open = new Set<{ close(): void }>();
   const stopping = new AbortController();
   let connections = 0;
+  /** Open web console feeds. */
+  const feeds = new Set<ConsoleFeed>();
+  const consoleAnswer = consoleRoutes({
+    sessions,
+    authorize: options.authorize,
+    tls: options.tls !== undefined,
+    allowedOrigins: options.allowedOrigins ?? [],
+  });
   const operator = operatorRoutes({
     authorize: options.authorize,
     state: {
@@ -219,6 +229,9 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
   }
 
   async function route(request: Request, peer: string): Promise<Route> {
+    // The web console admits its own origin; every other path refuses any Origin below.
+    const consoleAnswered = await consoleAnswer(request, peer);
+    if (consoleAnswered) return consoleAnswered;
     const refused = crossOrigin(request.headers);
     if (refused) return { response: refused };
     const answered = await operator(request, peer);
@@ -284,11 +297,25 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
         await writeResponse(conn, decision.response);
         return;
       }
-      await writeUpgrade(conn, request.headers, decision.protocol);
+      await writeUpgrade(
+        conn,
+        request.headers,
+        "protocol" in decision ? decision.protocol : undefined,
+      );
       if (!pending.delete(conn)) return;
       upgraded = true;
       clearTimeout(timer);
-      serve(conn, peer, head.rest);
+      if ("attach" in decision) {
+        const feed = decision.attach(websocketConnTransport(conn, {
+          label: `exec-server console ${peer}`,
+          maxMessageBytes: CONSOLE_MAX_MESSAGE_BYTES,
+          initial: head.rest,
+        }));
+        feeds.add(feed);
+        feed.finished.then(() => feeds.delete(feed));
+      } else {
+        serve(conn, peer, head.rest);
+      }
     } catch (err) {
       log("debug", `handshake with ${peer} failed: ${describeError(err)}`);
     } finally {
@@ -370,7 +397,7 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
       for (const conn of [...pending]) closeQuietly(conn);
       pending.clear();
       sessions.endAll();
-      for (const entry of [...open]) entry.close();
+      for (const entry of [...open, ...feeds]) entry.close();
       await finished;
     },
   });

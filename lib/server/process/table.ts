@@ -1,5 +1,5 @@
 /**
- * The process RPCs (spec §8): a session's table of processes and the
+ * The process RPCs (docs/protocol.md §8): a session's table of processes and the
  * handlers of `process/start`, `read`, `write`, `signal`, `terminate` and
  * `resize`. What a start runs is worked out in `start_plan.ts`, a process's
  * life and output live in `managed_process.ts` and `output_ring.ts`, and

@@ -122,14 +122,6 @@ export function serverSandbox(options: ServerSandboxOptions = {}): ServerSandbox
   }
   const roots = writableRoots.map((path) => canonical("--writable-root", path));
   const denied = denyRead.map((path) => canonical("--deny-read", path));
-  for (const root of roots) {
-    const cover = denied.find((path) => pathIsUnder(root, path));
-    if (cover !== undefined) {
-      throw new Error(
-        `--writable-root ${root} lies inside --deny-read ${cover}: nothing below a denied path is reachable`,
-      );
-    }
-  }
   return {
     mode,
     writableRoots: roots,
@@ -202,7 +194,7 @@ export function ceilingPlan(
     "read",
     [...writable, ...denied],
     sandbox.networkAccess ? "enabled" : "restricted",
-    options,
+    { ...options, reexpose: true },
   );
   return hasPrivateTmp(sandbox) ? { ...plan, privateTmp: true } : plan;
 }

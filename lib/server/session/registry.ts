@@ -1,5 +1,5 @@
 /**
- * Sessions (spec §5): a session owns processes and outlives its connection
+ * Sessions (docs/protocol.md §5): a session owns processes and outlives its connection
  * for a TTL, so a new connection can resume it.
  *
  * @module
