@@ -21,6 +21,7 @@ const SYMBOLS = {
   openat: { parameters: ["i32", "buffer", "i32", "u32"], result: "i32" },
   close: { parameters: ["i32"], result: "i32" },
   read: { parameters: ["i32", "buffer", "usize"], result: "isize" },
+  write: { parameters: ["i32", "buffer", "usize"], result: "isize" },
   writeAsync: {
     name: "write",
     parameters: ["i32", "buffer", "usize"],
@@ -38,6 +39,9 @@ const SYMBOLS = {
   fchown: { parameters: ["i32", "u32", "u32"], result: "i32" },
   fdatasyncAsync: { name: "fdatasync", parameters: ["i32"], result: "i32", nonblocking: true },
   dup: { parameters: ["i32"], result: "i32" },
+  memfd_create: { parameters: ["buffer", "u32"], result: "i32" },
+  // Variadic in C; an int third argument is passed as in a non-variadic call.
+  fcntl: { parameters: ["i32", "i32", "i32"], result: "i32" },
   fdopendir: { parameters: ["i32"], result: "pointer" },
   readdir: { parameters: ["pointer"], result: "pointer" },
   closedir: { parameters: ["pointer"], result: "i32" },
@@ -320,6 +324,38 @@ export function listDirectory(dirfd: number): string[] {
     lib().closedir(dir);
   }
   return names;
+}
+
+/** `MFD_CLOEXEC | MFD_ALLOW_SEALING`. */
+const MFD_FLAGS = 0x1 | 0x2;
+const F_ADD_SEALS = 1033;
+/** `F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE`. */
+const ALL_SEALS = 0x1 | 0x2 | 0x4 | 0x8;
+
+/**
+ * A sealed, read-only in-memory file holding `data` (`memfd_create`, then
+ * every seal): other processes open it as `/proc/<pid>/fd/<fd>` while this
+ * process lives, and it disappears with it, even after a SIGKILL.
+ *
+ * @param name A name for diagnostics (`/memfd:<name>`).
+ * @param data The content.
+ * @returns The descriptor (close-on-exec).
+ */
+export function sealedMemoryFile(name: string, data: Uint8Array): number {
+  const fd = check(lib().memfd_create(cString(name), MFD_FLAGS), "memfd_create");
+  try {
+    let written = 0;
+    while (written < data.length) {
+      const rest = data.subarray(written) as Uint8Array<ArrayBuffer>;
+      written += Number(check(lib().write(fd, rest, BigInt(rest.length)), "write"));
+    }
+    fchmod(fd, 0o444);
+    check(lib().fcntl(fd, F_ADD_SEALS, ALL_SEALS), "fcntl");
+    return fd;
+  } catch (err) {
+    close(fd);
+    throw err;
+  }
 }
 
 /** Reads a whole small file (e.g. under `/proc`), bypassing Deno's `/proc` restriction. */

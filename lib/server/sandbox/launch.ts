@@ -87,7 +87,7 @@ export function launchSandboxed(
   const args = bwrapArgs(plan, argv, {
     ...options,
     filterDirectory: directory,
-    deniedFile: `${directory}/denied`,
+    deniedFile: directory === undefined ? undefined : `${directory}/denied`,
   });
   acquireSyntheticMountPoints(synthetic);
   // A sandbox with network reaches the server's port: the listener checks such peers.
