@@ -20,6 +20,7 @@
 
 import assert from "node:assert/strict";
 import { serveWebSocket } from "../lib/server/listen/listen.ts";
+import { MAX_HEAD_BYTES } from "../lib/server/listen/http_head.ts";
 import {
   handshake,
   MAIN_TS,
@@ -141,6 +142,42 @@ Deno.test("a connection that does not finish its request head is closed after th
     await client.close();
   } finally {
     closeAll(conns);
+    await server.shutdown();
+  }
+});
+
+/** Sends `bytes` on a new connection; returns the status line of the answer. */
+async function statusLineFor(port: number, bytes: string): Promise<string> {
+  const conn = await Deno.connect({ hostname: "127.0.0.1", port });
+  try {
+    await conn.write(new TextEncoder().encode(bytes));
+    let answer = "";
+    const buffer = new Uint8Array(4096);
+    for (let n = await conn.read(buffer); n !== null; n = await conn.read(buffer)) {
+      answer += new TextDecoder().decode(buffer.subarray(0, n));
+    }
+    return answer.split("\r\n")[0]!;
+  } finally {
+    closeAll([conn]);
+  }
+}
+
+Deno.test("a request head of 64 KiB is answered; one byte more gets 431", async () => {
+  const server = await serveWebSocket({});
+  const port = Number(new URL(server.url).port);
+  try {
+    assert.equal(MAX_HEAD_BYTES, 64 * 1024);
+    const start = "GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: ";
+    const atLimit = start + "a".repeat(MAX_HEAD_BYTES - start.length);
+    assert.equal(atLimit.length, MAX_HEAD_BYTES);
+    assert.equal(await statusLineFor(port, `${atLimit}\r\n\r\n`), "HTTP/1.1 200 OK");
+    // One byte more and all but the last byte of the blank line: exactly what the server reads
+    // before it gives up, so nothing is left unread to turn its close into a reset.
+    assert.equal(
+      await statusLineFor(port, `${atLimit}a\r\n\r`),
+      "HTTP/1.1 431 Request Header Fields Too Large",
+    );
+  } finally {
     await server.shutdown();
   }
 });

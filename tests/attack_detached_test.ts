@@ -10,6 +10,7 @@
  */
 
 import assert from "node:assert/strict";
+import { startParams } from "./helpers/rpc.ts";
 import { handshake, ServerProcess } from "./helpers/server_harness.ts";
 import { descendants, rssKib, sleep, waitUntil } from "./helpers/reliability_proc.ts";
 
@@ -24,13 +25,11 @@ Deno.test("a process flooding output while its session is detached blocks once 1
   const client = await server.connect();
   const sessionId = await handshake(client);
   const idle = rssKib(server.pid);
-  const started = await client.request(1, "process/start", {
-    processId: "flood",
-    argv: ["/bin/sh", "-c", "exec cat /dev/zero"],
-    cwd: "file:///tmp",
-    env: { PATH: "/usr/bin:/bin" },
-    tty: false,
-  });
+  const started = await client.request(
+    1,
+    "process/start",
+    startParams("flood", ["/bin/sh", "-c", "exec cat /dev/zero"]),
+  );
   assert.ok(started.result, JSON.stringify(started));
   let cat = 0;
   await waitUntil(() => {

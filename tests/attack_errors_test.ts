@@ -7,32 +7,25 @@
  */
 
 import assert from "node:assert/strict";
+import { startParams } from "./helpers/rpc.ts";
 import { handshake, MAIN_TS, SERVER_PERMISSIONS, ServerProcess } from "./helpers/server_harness.ts";
 
 Deno.test("process/start with a 3 MB argument gets spawnFailed with E2BIG's message, not spawnNotFound", async () => {
   await using server = await ServerProcess.start({ listen: "ws" });
   await using client = await server.connect();
   await handshake(client);
-  const reply = await client.request(1, "process/start", {
-    processId: "big",
-    argv: ["/bin/echo", "x".repeat(3_000_000)],
-    cwd: "file:///tmp",
-    env: {},
-    tty: false,
-  });
+  const reply = await client.request(
+    1,
+    "process/start",
+    startParams("big", ["/bin/echo", "x".repeat(3_000_000)]),
+  );
   const error = reply.error as { code: number; message: string; data?: unknown };
   assert.deepEqual([error.code, error.message, error.data], [
     -32603,
     "Argument list too long (os error 7)",
     { kind: "spawnFailed" },
   ]);
-  const ok = await client.request(2, "process/start", {
-    processId: "small",
-    argv: ["/bin/echo", "x"],
-    cwd: "file:///tmp",
-    env: {},
-    tty: false,
-  });
+  const ok = await client.request(2, "process/start", startParams("small", ["/bin/echo", "x"]));
   assert.ok(ok.result, JSON.stringify(ok));
 });
 
@@ -70,13 +63,7 @@ Deno.test("out of descriptors, fs/open and process/start report EMFILE's own mes
     message: "No file descriptors available (os error 24)",
     data: { kind: "osError", errno: "EMFILE" },
   });
-  const spawn = await client.request(id++, "process/start", {
-    processId: "p",
-    argv: ["/bin/true"],
-    cwd: "file:///tmp",
-    env: {},
-    tty: false,
-  });
+  const spawn = await client.request(id++, "process/start", startParams("p", ["/bin/true"]));
   const error = spawn.error as { code: number; message: string; data?: unknown };
   assert.deepEqual([error.code, error.message, error.data], [
     -32603,
@@ -84,13 +71,7 @@ Deno.test("out of descriptors, fs/open and process/start report EMFILE's own mes
     { kind: "spawnFailed" },
   ]);
   for (let i = 0; i < opened; i++) await client.request(id++, "fs/close", { handleId: `h${i}` });
-  const again = await client.request(id++, "process/start", {
-    processId: "p",
-    argv: ["/bin/true"],
-    cwd: "file:///tmp",
-    env: {},
-    tty: false,
-  });
+  const again = await client.request(id++, "process/start", startParams("p", ["/bin/true"]));
   assert.ok(again.result, JSON.stringify(again));
   await Deno.remove(file);
 });

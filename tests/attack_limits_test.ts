@@ -24,6 +24,13 @@ function peakRssKib(pid: number): number {
   return Number(/VmHWM:\s+(\d+) kB/.exec(status)![1]);
 }
 
+/** Writes a file of `mib` MiB of real (not sparse) data: the old server read every byte. */
+async function writeMiB(path: string, mib: number): Promise<void> {
+  using file = await Deno.open(path, { write: true, create: true });
+  const block = new Uint8Array(1 << 20).fill(0x61);
+  for (let i = 0; i < mib; i++) await file.write(block);
+}
+
 async function assertServes(server: ServerProcess): Promise<void> {
   await using other = await server.connect();
   await handshake(other);
@@ -44,11 +51,7 @@ for (const mib of [40, 200]) {
     fn: async () => {
       const dir = await Deno.makeTempDir({ prefix: "es-limits-" });
       try {
-        // Not sparse: the old server read every byte.
-        const file = await Deno.open(`${dir}/big`, { write: true, create: true });
-        const block = new Uint8Array(1 << 20).fill(0x61);
-        for (let i = 0; i < mib; i++) await file.write(block);
-        file.close();
+        await writeMiB(`${dir}/big`, mib);
         await using server = await ServerProcess.start({ listen: "ws" });
         await using client = await server.connect();
         await handshake(client);
@@ -69,10 +72,7 @@ for (const mib of [40, 200]) {
 Deno.test("fs/readFile at the 32 MiB limit peaks within 10 times the reply's size of server RSS", async () => {
   const dir = await Deno.makeTempDir({ prefix: "es-limits-" });
   try {
-    const file = await Deno.open(`${dir}/limit`, { write: true, create: true });
-    const block = new Uint8Array(1 << 20).fill(0x61);
-    for (let i = 0; i < READ_FILE_LIMIT >> 20; i++) await file.write(block);
-    file.close();
+    await writeMiB(`${dir}/limit`, READ_FILE_LIMIT >> 20);
     await using server = await ServerProcess.start({ listen: "ws" });
     await using client = await server.connect();
     await handshake(client);

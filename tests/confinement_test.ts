@@ -142,6 +142,31 @@ async function runProbe(
   };
 }
 
+/** Runs `/bin/sh -c script` in `cwd` (pipe) and returns its output once it has closed. */
+async function runShell(
+  client: Awaited<ReturnType<typeof startStdio>>["stdio"],
+  processId: string,
+  script: string,
+  cwd: string,
+  sandbox?: Json,
+): Promise<string> {
+  const start = await client.request(`start-${processId}`, "process/start", {
+    processId,
+    argv: ["/bin/sh", "-c", script],
+    cwd: uriFromPath(cwd),
+    env: { PATH: "/usr/bin:/bin" },
+    tty: false,
+    ...(sandbox ? { sandbox } : {}),
+  });
+  assert.equal(
+    (start.result as Json | undefined)?.sandboxType,
+    "linuxSeccomp",
+    JSON.stringify(start),
+  );
+  await client.log.processClosed(processId);
+  return client.log.outputText(processId);
+}
+
 const CEILING_ARGS = (layout: ReturnType<typeof makeLayout>) => [
   "--sandbox",
   "workspace-write",
@@ -405,16 +430,7 @@ Deno.test({
       ],
     });
     const client = server.stdio;
-    const start = await client.request(1, "process/start", {
-      processId: "token",
-      argv: ["/bin/sh", "-c", `cat '${tokenFile}'; echo DONE`],
-      cwd: uriFromPath(layout.w),
-      env: { PATH: "/usr/bin:/bin" },
-      tty: false,
-    });
-    assert.ok(start.result, JSON.stringify(start));
-    await client.log.processClosed("token");
-    const output = client.log.outputText("token");
+    const output = await runShell(client, "token", `cat '${tokenFile}'; echo DONE`, layout.w);
     assert.match(output, /DONE/);
     assert.ok(!output.includes(token), `the token file was readable: ${output}`);
     assertPermissionDenied(
@@ -548,44 +564,49 @@ Deno.test("--sandbox rejects an unknown mode and --writable-root without workspa
   assert.match(relative.stderr, /absolute/);
 });
 
-Deno.test({
-  name:
-    `a confined process has no capabilities, its own PID namespace, and dies when the server is killed${SKIP}`,
-  ignore: !availability.ok,
-  async fn() {
-    using layout = makeLayout();
-    const marker = `confine-survivor-${crypto.randomUUID()}`;
-    await using server = await startInitialized({ args: CEILING_ARGS(layout) });
-    const client = server.stdio;
-    const start = await client.request(1, "process/start", {
-      processId: "inside",
-      argv: [
-        "/bin/bash",
-        "-c",
-        `grep CapEff /proc/self/status; echo "PROCS=$(ls /proc | grep -c '^[0-9]')"; ` +
-        `echo READY; exec -a ${marker} sleep 300`,
-      ],
-      cwd: uriFromPath(layout.w),
-      env: { PATH: "/usr/bin:/bin" },
-      tty: false,
-    });
-    assert.ok(start.result, JSON.stringify(start));
-    await client.log.waitUntil(() => client.log.outputText("inside").includes("READY"), "READY");
-    const output = client.log.outputText("inside");
-    assert.match(output, /CapEff:\s+0+\n/, output);
-    const procs = Number(/PROCS=(\d+)/.exec(output)?.[1]);
-    assert.ok(procs > 0 && procs < 10, `the process sees ${procs} processes: ${output}`);
-    // The sleep's own command line is "<marker> 300" (the sandbox's holds "<marker> sleep 300").
-    const survivor = `${marker} 300`;
-    assert.ok(await eventually(() => pidsMatching(survivor).length === 1), "no sleep is running");
-    server.kill("SIGKILL");
-    await server.status;
-    assert.ok(
-      await eventually(() => pidsMatching(survivor).length === 0),
-      "the confined process survived the server",
-    );
-  },
-});
+for (const tty of [false, true]) {
+  Deno.test({
+    name: `a confined ${
+      tty ? "tty" : "pipe"
+    } process has no capabilities, its own PID namespace, and dies when the server is killed${SKIP}`,
+    ignore: !availability.ok,
+    async fn() {
+      using layout = makeLayout();
+      const marker = `confine-survivor-${crypto.randomUUID()}`;
+      await using server = await startInitialized({ args: CEILING_ARGS(layout) });
+      const client = server.stdio;
+      const start = await client.request(1, "process/start", {
+        processId: "inside",
+        argv: [
+          "/bin/bash",
+          "-c",
+          `grep CapEff /proc/self/status; echo "PROCS=$(ls /proc | grep -c '^[0-9]')"; ` +
+          `echo READY; exec -a ${marker} sleep 300`,
+        ],
+        cwd: uriFromPath(layout.w),
+        env: { PATH: "/usr/bin:/bin" },
+        tty,
+      });
+      assert.ok(start.result, JSON.stringify(start));
+      const stream = tty ? "pty" : "stdout";
+      const text = () => client.log.outputText("inside", stream);
+      await client.log.waitUntil(() => /READY\r?\n/.test(text()), "READY");
+      const output = text();
+      assert.match(output, /CapEff:\s+0+\r?\n/, output);
+      const procs = Number(/PROCS=(\d+)/.exec(output)?.[1]);
+      assert.ok(procs > 0 && procs < 10, `the process sees ${procs} processes: ${output}`);
+      // The sleep's own command line is "<marker> 300" (the sandbox's holds "<marker> sleep 300").
+      const survivor = `${marker} 300`;
+      assert.ok(await eventually(() => pidsMatching(survivor).length === 1), "no sleep is running");
+      server.kill("SIGKILL");
+      await server.status;
+      assert.ok(
+        await eventually(() => pidsMatching(survivor).length === 0),
+        "the confined process survived the server",
+      );
+    },
+  });
+}
 
 Deno.test({
   name:
@@ -605,17 +626,13 @@ Deno.test({
       { path: ROOT, access: "read" },
       { path: { type: "path", path: uriFromPath(layout.w) }, access: "write" },
     ]);
-    const start = await client.request(1, "process/start", {
-      processId: "token",
-      argv: ["/bin/sh", "-c", `cat '${tokenFile}'; echo DONE`],
-      cwd: uriFromPath(layout.w),
-      env: { PATH: "/usr/bin:/bin" },
-      tty: false,
+    const output = await runShell(
+      client,
+      "token",
+      `cat '${tokenFile}'; echo DONE`,
+      layout.w,
       sandbox,
-    });
-    assert.ok(start.result, JSON.stringify(start));
-    await client.log.processClosed("token");
-    const output = client.log.outputText("token");
+    );
     assert.match(output, /DONE/);
     assert.ok(!output.includes(token), `the token file was readable: ${output}`);
     const read = await call(client, "fs/readFile", { path: uriFromPath(tokenFile), sandbox });
@@ -777,20 +794,9 @@ Deno.test({
     using layout = makeLayout();
     await using server = await startInitialized({ args: CEILING_ARGS(layout) });
     const client = server.stdio;
-    const start = await client.request(1, "process/start", {
-      processId: "tmp",
-      argv: [
-        "/bin/sh",
-        "-c",
-        'echo "SIZE=$(df -B1 --output=size /tmp | tail -1)"; echo "ENTRIES=$(ls -A /tmp | wc -l)"',
-      ],
-      cwd: uriFromPath(layout.w),
-      env: { PATH: "/usr/bin:/bin" },
-      tty: false,
-    });
-    assert.ok(start.result, JSON.stringify(start));
-    await client.log.processClosed("tmp");
-    const output = client.log.outputText("tmp");
+    const script =
+      'echo "SIZE=$(df -B1 --output=size /tmp | tail -1)"; echo "ENTRIES=$(ls -A /tmp | wc -l)"';
+    const output = await runShell(client, "tmp", script, layout.w);
     assert.equal(Number(/SIZE=\s*(\d+)/.exec(output)?.[1]), PRIVATE_TMP_BYTES, output);
     assert.match(output, /ENTRIES=0\n/, output);
   },
@@ -850,4 +856,33 @@ Deno.test("the token, shared-secret and TLS key files are the server's secret fi
     "/a/key.pem",
   ]);
   assert.deepEqual(secretFiles(flags), ["/a/token", "/a/secret", "/a/key.pem"]);
+});
+
+Deno.test({
+  name:
+    `--sandbox read-only refuses every write of processes and fs calls, with a private /tmp still writable${SKIP}`,
+  ignore: !availability.ok,
+  async fn() {
+    using layout = makeLayout();
+    await using server = await startInitialized({ args: ["--sandbox", "read-only"] });
+    const client = server.stdio;
+    const output = await runShell(
+      client,
+      "ro",
+      `echo x > '${layout.w}/f' || echo REFUSED; echo y > /tmp/f && echo TMP=ok; cat '${layout.s}/secret.txt'`,
+      layout.w,
+    );
+    assert.match(output, /REFUSED/, output);
+    assert.match(output, /TMP=ok/, output);
+    assert.ok(
+      output.includes(layout.secret),
+      `reads are not restricted without --deny-read: ${output}`,
+    );
+    assert.throws(() => Deno.lstatSync(`${layout.w}/f`), Deno.errors.NotFound);
+    assertPermissionDenied(
+      await call(client, "fs/writeFile", { path: uriFromPath(`${layout.w}/g`), dataBase64: DATA }),
+      "write",
+      "fs/writeFile under read-only",
+    );
+  },
 });

@@ -125,6 +125,16 @@ Deno.test("client.exec aborted by its signal rejects with the signal's reason", 
   });
 });
 
+Deno.test("client.exec aborted while its process is starting terminates it and rejects with the reason", async () => {
+  await withClient(async (client) => {
+    const controller = new AbortController();
+    const reason = new Error("stop");
+    const running = client.exec(["sleep", "30"], { signal: controller.signal });
+    controller.abort(reason); // Before process/start has replied.
+    await assert.rejects(running, (err) => err === reason);
+  });
+});
+
 Deno.test("client.exec collects maxOutputBytes per stream and rejects one byte beyond", async () => {
   await withClient(async (client) => {
     const atLimit = await client.exec(["printf", "1234567890"], { maxOutputBytes: 10 });

@@ -181,6 +181,8 @@ export async function exec(
   }
   const onAbort = () => terminate(() => options.signal!.reason);
   options.signal?.addEventListener("abort", onAbort, { once: true });
+  // Aborted while the process was starting: the listener came too late to hear it.
+  if (options.signal?.aborted) onAbort();
   try {
     const feeding = options.stdin === undefined ? undefined : feed(proc, options.stdin);
     feeding?.catch(() => {}); // A process that exits without reading its input is fine.

@@ -114,15 +114,11 @@ async function follow(
       return;
     }
     const change = proc.changed();
-    const aborted = () => change.cancel();
-    stop.addEventListener("abort", aborted, { once: true });
-    await Promise.race([
-      change.promise,
-      new Promise<void>((resolve) =>
-        stop.addEventListener("abort", () => resolve(), { once: true })
-      ),
-    ]);
-    stop.removeEventListener("abort", aborted);
+    const aborted = Promise.withResolvers<void>();
+    const onAbort = () => aborted.resolve();
+    stop.addEventListener("abort", onAbort, { once: true });
+    await Promise.race([change.promise, aborted.promise]);
+    stop.removeEventListener("abort", onAbort);
     change.cancel();
   }
 }
@@ -141,15 +137,31 @@ export function serveConsoleFeed(
   remoteAddress: string,
 ): ConsoleFeed {
   const watches = new Map<string, AbortController>();
-  let listQueued = false;
+  // One list at a time: while the console reads slowly, newer lists replace the waiting one.
+  let sending = false;
+  let stale = false;
   const sendList = () => {
-    listQueued = false;
-    transport.send(sessionsMessage(sessions)).catch(() => transport.close());
+    if (sending) {
+      stale = true;
+      return;
+    }
+    sending = true;
+    transport.send(sessionsMessage(sessions)).then(() => {
+      sending = false;
+      if (stale) {
+        stale = false;
+        sendList();
+      }
+    }, () => transport.close());
   };
+  let listQueued = false;
   const queueList = () => {
     if (listQueued) return;
     listQueued = true;
-    queueMicrotask(sendList);
+    queueMicrotask(() => {
+      listQueued = false;
+      sendList();
+    });
   };
   const stopAudit = onAudit(queueList);
   const ticker = setInterval(queueList, LIST_INTERVAL_MS);

@@ -41,7 +41,12 @@ export const LOGIN_HTML: string = page(
   ["/console/app.js"],
 );
 
-/** The console: the live process list and the output of the watched process. */
+/**
+ * The console: the live process list and the output of the watched process.
+ *
+ * @param loggedIn Whether the visitor logged in (authentication is on): shows a log-out button.
+ * @returns The page.
+ */
 export function consoleHtml(loggedIn: boolean): string {
   return page(
     "exec-server console",

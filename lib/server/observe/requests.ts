@@ -1,15 +1,19 @@
 /**
  * What a served request tells the operator: its count and duration by
  * method, and the audit events of the requests that change things
- * (`fs.write`, `fs.remove`, `fs.copy`, `http.request`; a process's are
- * audited by its `ProcessWatch`) or
- * that the server refused (`permission.denied`).
+ * ({@linkcode REQUEST_AUDITS}: `fs.write`, `fs.remove`, `fs.copy`,
+ * `http.request`) or that the server refused (`permission.denied`).
  *
  * @module
  */
 
-import { errorKind, RpcError } from "../../protocol/errors.ts";
-import { lookupMethod } from "../../protocol/methods.ts";
+import { ErrorCode, errorKind, RpcError } from "../../protocol/errors.ts";
+import {
+  type ClientRequestName,
+  lookupMethod,
+  type ParamsOf,
+  type ResultOf,
+} from "../../protocol/methods.ts";
 import { pathFromUri } from "../host/path_uri.ts";
 import { audit } from "./audit.ts";
 import { REQUEST_DURATION, REQUEST_ERRORS, REQUESTS } from "./server_metrics.ts";
@@ -24,11 +28,8 @@ export interface ObservedRequest {
   session(): string | undefined;
 }
 
-type Params = Record<string, unknown>;
-
 /** A `file:` URI as a path for the log (the URI itself when it names no local path). */
-function pathOf(uri: unknown): string {
-  if (typeof uri !== "string") return String(uri);
+function pathOf(uri: string): string {
   try {
     return pathFromUri(uri);
   } catch {
@@ -36,73 +37,94 @@ function pathOf(uri: unknown): string {
   }
 }
 
-function originOf(url: unknown): string {
+function originOf(url: string): string {
   try {
-    return new URL(String(url)).origin;
+    return new URL(url).origin;
   } catch {
-    return String(url);
+    return url;
   }
 }
 
-/** The audit event of a request that succeeded, if it has one. */
-function auditSuccess(method: string, params: Params, result: unknown, session: string): void {
-  switch (method) {
-    case "fs/writeFile":
-    case "fs/createDirectory":
-      audit("fs.write", { session, method, path: pathOf(params.path) });
-      return;
-    case "fs/open":
-      if (params.mode === "replace") {
-        audit("fs.write", { session, method, path: pathOf(params.path) });
-      }
-      return;
-    case "fs/remove":
-      audit("fs.remove", {
-        session,
-        path: pathOf(params.path),
-        recursive: params.recursive !== false,
-      });
-      return;
-    case "fs/copy":
-      audit("fs.copy", {
-        session,
-        sourcePath: pathOf(params.sourcePath),
-        destinationPath: pathOf(params.destinationPath),
-      });
-      return;
-    case "http/request":
-      audit("http.request", {
-        session,
-        method: String(params.method),
-        origin: originOf(params.url),
-        status: Number((result as { status?: unknown }).status),
-      });
-  }
+/** Audits one request: `result` is its result, or `undefined` when it failed. */
+type RequestAudit<M extends ClientRequestName> = (
+  params: ParamsOf<M>,
+  session: string,
+  result: ResultOf<M> | undefined,
+) => void;
+
+/** An audit that only a successful request makes. */
+function onSuccess<M extends ClientRequestName>(
+  record: (params: ParamsOf<M>, session: string, result: ResultOf<M>) => void,
+): RequestAudit<M> {
+  return (params, session, result) => {
+    if (result !== undefined) record(params, session, result);
+  };
 }
 
-function auditFailure(
+/**
+ * The requests that make an audit event, by method (typed from the method
+ * table). `process/start` is audited by the process's `ProcessWatch`, once
+ * the child runs.
+ */
+export const REQUEST_AUDITS: { readonly [M in ClientRequestName]?: RequestAudit<M> } = {
+  "fs/writeFile": onSuccess((params, session) =>
+    audit("fs.write", { session, method: "fs/writeFile", path: pathOf(params.path) })
+  ),
+  "fs/createDirectory": onSuccess((params, session) =>
+    audit("fs.write", { session, method: "fs/createDirectory", path: pathOf(params.path) })
+  ),
+  "fs/open": onSuccess((params, session) => {
+    if (params.mode !== "replace") return;
+    audit("fs.write", { session, method: "fs/open", path: pathOf(params.path) });
+  }),
+  "fs/remove": onSuccess((params, session) =>
+    audit("fs.remove", { session, path: pathOf(params.path), recursive: params.recursive ?? true })
+  ),
+  "fs/copy": onSuccess((params, session) =>
+    audit("fs.copy", {
+      session,
+      sourcePath: pathOf(params.sourcePath),
+      destinationPath: pathOf(params.destinationPath),
+    })
+  ),
+  "http/request": (params, session, result) =>
+    audit("http.request", {
+      session,
+      method: params.method,
+      origin: originOf(params.url),
+      status: result?.status ?? null,
+    }),
+};
+
+/** Audits a request that was answered (`result`) or refused (`error`). */
+function auditRequest(
   method: string,
-  params: Params,
-  err: unknown,
+  params: unknown,
   session: string | undefined,
+  outcome: { result: unknown } | { error: unknown },
 ): void {
-  if (!(err instanceof RpcError)) return;
-  const data = err.data as { permission?: unknown; resource?: unknown } | undefined;
-  if (errorKind(err.data) === "permissionDenied") {
+  const error = "error" in outcome ? outcome.error : undefined;
+  if (error instanceof RpcError && errorKind(error.data) === "permissionDenied") {
+    const data = error.data as { permission?: unknown; resource?: unknown };
     audit("permission.denied", {
       session: session ?? null,
       method,
-      permission: String(data?.permission ?? ""),
-      resource: String(data?.resource ?? ""),
+      permission: String(data.permission),
+      resource: String(data.resource),
     });
-  } else if (method === "http/request" && session !== undefined) {
-    audit("http.request", {
-      session,
-      method: String(params.method),
-      origin: originOf(params.url),
-      status: null,
-    });
+    return;
   }
+  // Invalid params name nothing worth auditing (and cannot be read as the method's params).
+  if (error instanceof RpcError && error.code === ErrorCode.InvalidParams) return;
+  const record = REQUEST_AUDITS[method as ClientRequestName] as
+    | RequestAudit<ClientRequestName>
+    | undefined;
+  if (record === undefined || session === undefined || lookupMethod(method) === undefined) return;
+  record(
+    params as ParamsOf<ClientRequestName>,
+    session,
+    "result" in outcome ? outcome.result as ResultOf<ClientRequestName> : undefined,
+  );
 }
 
 /**
@@ -131,17 +153,14 @@ export async function observeRequest<T>(
 ): Promise<Awaited<T>> {
   const label = { method: lookupMethod(request.method) ? request.method : "unknown" };
   const started = performance.now();
-  const params =
-    (typeof request.params === "object" && request.params !== null ? request.params : {}) as Params;
   try {
     const result = await handle();
-    const session = request.session();
-    if (session !== undefined) auditSuccess(request.method, params, result, session);
+    auditRequest(request.method, request.params, request.session(), { result });
     return result;
-  } catch (err) {
+  } catch (error) {
     REQUEST_ERRORS.inc(1, label);
-    auditFailure(request.method, params, err, request.session());
-    throw err;
+    auditRequest(request.method, request.params, request.session(), { error });
+    throw error;
   } finally {
     REQUESTS.inc(1, label);
     REQUEST_DURATION.observe((performance.now() - started) / 1000, label);

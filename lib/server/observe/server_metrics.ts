@@ -7,7 +7,7 @@
  * | --- | --- | --- |
  * | `exec_server_processes_running` | gauge | processes started and not yet exited |
  * | `exec_server_processes_started_total` | counter | successful `process/start` |
- * | `exec_server_connections` | gauge | open WebSocket connections |
+ * | `exec_server_connections` | gauge | open protocol WebSocket connections (not console feeds) |
  * | `exec_server_sessions` | gauge | sessions, attached or waiting for a resume |
  * | `exec_server_output_bytes_total` | counter | bytes of process output (stdout, stderr, pty) |
  * | `exec_server_requests_total{method}` | counter | requests answered, by method |
@@ -81,7 +81,7 @@ onAudit(({ event }) => {
 export interface ServerState {
   /** Processes started and not yet exited. */
   processesRunning(): number;
-  /** Open WebSocket connections. */
+  /** Open protocol WebSocket connections (console feeds are not counted). */
   connections(): number;
   /** Live sessions. */
   sessions(): number;
@@ -108,7 +108,11 @@ export function metricsText(state: ServerState): string {
       state.processesRunning,
     ),
     PROCESSES_STARTED,
-    new Gauge("exec_server_connections", "Open WebSocket connections.", state.connections),
+    new Gauge(
+      "exec_server_connections",
+      "Open protocol WebSocket connections (console feeds not counted).",
+      state.connections,
+    ),
     new Gauge(
       "exec_server_sessions",
       "Sessions, attached or waiting for a resume.",

@@ -77,6 +77,13 @@ export interface PtySpawnOptions {
    * @default {80}
    */
   cols?: number;
+  /**
+   * The most pty processes alive at once, this one included: the spawn fails with `spawnFailed`
+   * when that many already are. Lower than {@linkcode MAX_PTY_PROCESSES} only in tests of the bound.
+   *
+   * @default {MAX_PTY_PROCESSES}
+   */
+  maxLive?: number;
 }
 
 /** How a pty child ended. */
@@ -142,6 +149,14 @@ export function ptySupported(options: { probe?: boolean } = {}): boolean {
 let liveCount = 0;
 
 /**
+ * How many pty processes are alive now (spawned and not yet both reaped and closed), the count
+ * {@linkcode MAX_PTY_PROCESSES} bounds.
+ */
+export function livePtyProcesses(): number {
+  return liveCount;
+}
+
+/**
  * Spawns `argv` on a new pseudo-terminal.
  *
  * A program without `/` is searched only in the `PATH` of `options.env`, as the reference does
@@ -170,10 +185,11 @@ export function spawnPty(argv: readonly string[], options: PtySpawnOptions): Pty
       "Cannot spawn a pty process: pseudo-terminals need Linux and the FFI permission",
     );
   }
-  if (liveCount >= MAX_PTY_PROCESSES) {
+  const maxLive = Math.min(options.maxLive ?? MAX_PTY_PROCESSES, MAX_PTY_PROCESSES);
+  if (liveCount >= maxLive) {
     throw kindError(
       "spawnFailed",
-      `Cannot spawn a pty process: the limit of ${MAX_PTY_PROCESSES} live pty processes is reached`,
+      `Cannot spawn a pty process: the limit of ${maxLive} live pty processes is reached`,
     );
   }
   const program = argv[0];
