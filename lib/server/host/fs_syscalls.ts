@@ -38,6 +38,7 @@ const SYMBOLS = {
   fchmod: { parameters: ["i32", "u32"], result: "i32" },
   fchown: { parameters: ["i32", "u32", "u32"], result: "i32" },
   fdatasyncAsync: { name: "fdatasync", parameters: ["i32"], result: "i32", nonblocking: true },
+  fdatasync: { parameters: ["i32"], result: "i32" },
   dup: { parameters: ["i32"], result: "i32" },
   memfd_create: { parameters: ["buffer", "u32"], result: "i32" },
   // Variadic in C; an int third argument is passed as in a non-variadic call.
@@ -290,19 +291,19 @@ export function fchownQuiet(fd: number, uid: number, gid: number): void {
 export async function writeAll(fd: number, data: Uint8Array): Promise<void> {
   let written = 0;
   while (written < data.length) {
-    const chunk = data.subarray(written, Math.min(data.length, written + (1 << 24)));
-    written += Number(
-      check(
-        await lib().writeAsync(fd, chunk as Uint8Array<ArrayBuffer>, BigInt(chunk.length)),
-        "write",
-      ),
-    );
+    const end = Math.min(data.length, written + (1 << 24));
+    const chunk = data.subarray(written, end) as Uint8Array<ArrayBuffer>;
+    let n = await lib().writeAsync(fd, chunk, BigInt(chunk.length));
+    // errno belongs to the pool thread that ran the call: repeat it here to read its errno.
+    if (n < 0) n = lib().write(fd, chunk, BigInt(chunk.length));
+    written += Number(check(n, "write"));
   }
 }
 
 /** `fdatasync` (on the blocking thread pool). */
 export async function fdatasync(fd: number): Promise<void> {
-  check(await lib().fdatasyncAsync(fd), "fdatasync");
+  // As in writeAll: a failure is repeated on this thread to read its errno.
+  if ((await lib().fdatasyncAsync(fd)) < 0) check(lib().fdatasync(fd), "fdatasync");
 }
 
 /** The names in the directory open on `dirfd` (the descriptor stays open), without `.` and `..`. */

@@ -39,10 +39,8 @@ function lib(): Deno.DynamicLibrary<typeof SYMBOLS>["symbols"] {
   return library.symbols;
 }
 
-/** One process of `/proc`. */
-export interface ProcEntry {
-  /** Its pid. */
-  pid: number;
+/** What `/proc/<pid>/stat` says of a process. */
+export interface ProcStat {
   /** Its parent. */
   ppid: number;
   /** Its process group. */
@@ -51,49 +49,51 @@ export interface ProcEntry {
   state: string;
 }
 
-/**
- * Every process of `/proc` (those that exit while it is read are left out).
- *
- * @throws When `/proc` cannot be read.
- */
-export function processes(): ProcEntry[] {
-  const names = fsSyscallsAvailable()
-    ? listDirectoryAt("/proc")
-    : [...Deno.readDirSync("/proc")].map((entry) => entry.name);
-  const out: ProcEntry[] = [];
-  for (const name of names) {
-    if (!/^\d+$/.test(name)) continue;
-    let stat: string;
+function readText(path: string): string {
+  return fsSyscallsAvailable() ? readSmallFile(path) : Deno.readTextFileSync(path);
+}
+
+/** The `stat` of a process, `undefined` when it is gone. */
+export function statOf(pid: number): ProcStat | undefined {
+  let stat: string;
+  try {
+    stat = readText(`/proc/${pid}/stat`);
+  } catch {
+    return undefined;
+  }
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return { state: fields[0]!, ppid: Number(fields[1]), pgrp: Number(fields[2]) };
+}
+
+/** The direct children of a process (from `/proc/<pid>/task/<tid>/children` of every thread). */
+export function childrenOf(pid: number): number[] {
+  let tasks: string[];
+  try {
+    tasks = fsSyscallsAvailable()
+      ? listDirectoryAt(`/proc/${pid}/task`)
+      : [...Deno.readDirSync(`/proc/${pid}/task`)].map((entry) => entry.name);
+  } catch {
+    return [];
+  }
+  const out: number[] = [];
+  for (const tid of tasks) {
+    let text: string;
     try {
-      stat = fsSyscallsAvailable()
-        ? readSmallFile(`/proc/${name}/stat`)
-        : Deno.readTextFileSync(`/proc/${name}/stat`);
+      text = readText(`/proc/${pid}/task/${tid}/children`);
     } catch {
       continue;
     }
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    out.push({
-      pid: Number(name),
-      state: fields[0]!,
-      ppid: Number(fields[1]),
-      pgrp: Number(fields[2]),
-    });
+    for (const child of text.split(" ")) if (child !== "") out.push(Number(child));
   }
   return out;
 }
 
-/** Pids below `root` in a process list (not `root` itself). */
-export function descendantsIn(list: readonly ProcEntry[], root: number): number[] {
-  const children = new Map<number, number[]>();
-  for (const entry of list) {
-    const siblings = children.get(entry.ppid) ?? [];
-    siblings.push(entry.pid);
-    children.set(entry.ppid, siblings);
-  }
+/** Every descendant of a process (not the process itself). */
+export function descendantsOf(root: number): number[] {
   const out: number[] = [];
   const queue = [root];
   for (let pid = queue.shift(); pid !== undefined; pid = queue.shift()) {
-    for (const child of children.get(pid) ?? []) {
+    for (const child of childrenOf(pid)) {
       out.push(child);
       queue.push(child);
     }
@@ -128,10 +128,16 @@ export function trackLeader(pid: number): () => void {
 }
 
 /** Orphans re-parented to the server: its children that it did not spawn as leaders. */
-function orphans(list: readonly ProcEntry[], ownGroup: number): ProcEntry[] {
-  return list.filter((entry) =>
-    entry.ppid === Deno.pid && entry.pgrp !== ownGroup && !leaders.has(entry.pid)
-  );
+function orphans(): { pid: number; stat: ProcStat }[] {
+  const ownGroup = statOf(Deno.pid)?.pgrp ?? -1;
+  const out: { pid: number; stat: ProcStat }[] = [];
+  for (const pid of childrenOf(Deno.pid)) {
+    if (leaders.has(pid)) continue;
+    const stat = statOf(pid);
+    // The server's own helpers (bubblewrap probes) stay in its process group.
+    if (stat !== undefined && stat.pgrp !== ownGroup) out.push({ pid, stat });
+  }
+  return out;
 }
 
 /**
@@ -147,13 +153,11 @@ export function killTree(leader: number): void {
   const stopped = new Set<number>();
   try {
     for (let round = 0; round < MAX_ROUNDS; round++) {
-      const list = processes();
-      const ownGroup = list.find((entry) => entry.pid === Deno.pid)?.pgrp ?? -1;
-      const tree = new Set([leader, ...descendantsIn(list, leader)]);
-      for (const orphan of orphans(list, ownGroup)) {
-        if (orphan.pgrp !== leader) continue;
+      const tree = new Set([leader, ...descendantsOf(leader)]);
+      for (const orphan of orphans()) {
+        if (orphan.stat.pgrp !== leader) continue;
         tree.add(orphan.pid);
-        for (const pid of descendantsIn(list, orphan.pid)) tree.add(pid);
+        for (const pid of descendantsOf(orphan.pid)) tree.add(pid);
       }
       const fresh = [...tree].filter((pid) => !stopped.has(pid));
       if (fresh.length === 0) break;
@@ -173,9 +177,7 @@ export function killTree(leader: number): void {
 export function killOrphans(): void {
   if (!subreaper) return;
   try {
-    const list = processes();
-    const ownGroup = list.find((entry) => entry.pid === Deno.pid)?.pgrp ?? -1;
-    for (const orphan of orphans(list, ownGroup)) killTree(orphan.pid);
+    for (const orphan of orphans()) killTree(orphan.pid);
   } catch {
     // /proc unreadable: nothing more to do.
   }
@@ -185,18 +187,24 @@ export function killOrphans(): void {
 export function reapOrphans(): void {
   if (!subreaper) return;
   try {
-    const list = processes();
-    const ownGroup = list.find((entry) => entry.pid === Deno.pid)?.pgrp ?? -1;
     const status = new Uint8Array(4);
-    for (const orphan of orphans(list, ownGroup)) {
-      if (orphan.state === "Z") lib().waitpid(orphan.pid, status, WNOHANG);
+    for (const orphan of orphans()) {
+      if (orphan.stat.state === "Z") lib().waitpid(orphan.pid, status, WNOHANG);
     }
   } catch {
     // /proc unreadable: try again later.
   }
 }
 
-function reapSoon(): void {
-  const timer = setTimeout(reapOrphans, 100);
+let reapPending = false;
+
+/** {@linkcode reapOrphans} once within the next 100 ms (calls in between are merged). */
+export function reapSoon(): void {
+  if (!subreaper || reapPending) return;
+  reapPending = true;
+  const timer = setTimeout(() => {
+    reapPending = false;
+    reapOrphans();
+  }, 100);
   Deno.unrefTimer(timer);
 }

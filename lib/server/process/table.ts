@@ -8,7 +8,7 @@
  * @module
  */
 
-import { becomeSubreaper, killTree, reapOrphans, trackLeader } from "../host/proc.ts";
+import { becomeSubreaper, killTree, reapSoon, trackLeader } from "../host/proc.ts";
 import {
   ErrorCode,
   internalError,
@@ -132,7 +132,7 @@ export class ProcessTable {
       release: () => {
         plan.sandbox?.release();
         untrack();
-        reapOrphans();
+        reapSoon();
       },
       onClosed: () => {
         const timer = setTimeout(() => {

@@ -28,7 +28,7 @@ import {
   readlinkat,
   readSmallFile,
 } from "../host/fs_syscalls.ts";
-import { descendantsIn, processes } from "../host/proc.ts";
+import { descendantsOf } from "../host/proc.ts";
 
 let liveNetworkSandboxes = 0;
 
@@ -150,7 +150,7 @@ export function isSandboxedPeer(peer: Endpoint, server: Endpoint): boolean {
     if (inode === undefined || inode === "0") return false;
     const wanted = `socket:[${inode}]`;
     const ownNamespace = readLink("/proc/self/ns/user");
-    for (const pid of descendantsIn(processes(), Deno.pid)) {
+    for (const pid of descendantsOf(Deno.pid)) {
       const namespace = readLinkOrUndefined(`/proc/${pid}/ns/user`);
       if (namespace === undefined || namespace === ownNamespace) continue;
       let fds: string[];
