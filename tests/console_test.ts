@@ -16,6 +16,8 @@ import {
   MAX_WATCHES_PER_FEED,
   sessionsMessage,
 } from "../lib/server/observe/console_feed.ts";
+import { signedBearerAuth } from "../lib/server/listen/signed_bearer.ts";
+import { MATRIX_SECRET, mint } from "./helpers/jwt_matrix.ts";
 import { tokenAuth } from "./helpers/observe.ts";
 import { InProcessServer } from "./helpers/in_process_server.ts";
 import { RawWebSocket } from "./helpers/reliability_server.ts";
@@ -261,4 +263,15 @@ Deno.test("console feed: the process list holds at most 1,000 processes", () => 
     message.sessions.map((s: Json) => (s.processes as Json[]).length),
     [MAX_LISTED_PROCESSES - 1, 1, 0],
   );
+});
+
+Deno.test("console login with a signed bearer token lasts no longer than the token", async () => {
+  const exp = Math.floor(Date.now() / 1000) + 600;
+  await using server = await InProcessServer.websocket({
+    authorize: signedBearerAuth({ secret: new TextEncoder().encode(MATRIX_SECRET) }),
+  });
+  const { status, cookie } = await login(server, await mint(`{"exp":${exp}}`));
+  assert.equal(status, 200);
+  const maxAge = Number(/Max-Age=(\d+)/.exec(cookie ?? "")?.[1]);
+  assert.ok(maxAge <= 600 && maxAge > 0, `Max-Age=${maxAge} for a token valid 600 s`);
 });
