@@ -12,6 +12,7 @@
 import assert from "node:assert/strict";
 import { startParams } from "./helpers/rpc.ts";
 import { handshake, ServerProcess } from "./helpers/server_harness.ts";
+import { collectGarbage, freePort } from "./helpers/reliability_server.ts";
 import { descendants, rssKib, sleep, waitUntil } from "./helpers/reliability_proc.ts";
 
 /** Bytes a process has written so far (`wchar` of `/proc/PID/io`). */
@@ -21,7 +22,11 @@ function written(pid: number): number {
 }
 
 Deno.test("a process flooding output while its session is detached blocks once 1 MiB is retained, and resumes on resume", async () => {
-  await using server = await ServerProcess.start({ listen: "ws" });
+  const inspectPort = freePort();
+  await using server = await ServerProcess.start({
+    listen: "ws",
+    denoFlags: [`--inspect=127.0.0.1:${inspectPort}`],
+  });
   const client = await server.connect();
   const sessionId = await handshake(client);
   const idle = rssKib(server.pid);
@@ -45,10 +50,20 @@ Deno.test("a process flooding output while its session is detached blocks once 1
     stopped = written(cat) === before;
   }
   const rss = rssKib(server.pid);
+  await collectGarbage(inspectPort);
+  const collected = rssKib(server.pid);
   console.log(
-    `attack ${JSON.stringify({ writtenBytes: written(cat), idleKib: idle, detachedKib: rss })}`,
+    `attack ${
+      JSON.stringify({
+        writtenBytes: written(cat),
+        idleKib: idle,
+        detachedKib: rss,
+        detachedCollectedKib: collected,
+      })
+    }`,
   );
   assert.ok(stopped, `the detached child kept writing (${written(cat)} bytes)`);
+  assert.ok(collected - idle < 32 * 1024, `RSS ${idle} KiB idle, ${collected} KiB while held`);
   // Resuming lets it write again.
   await using again = await server.connect();
   await handshake(again, { resumeSessionId: sessionId });
@@ -56,4 +71,10 @@ Deno.test("a process flooding output while its session is detached blocks once 1
   await waitUntil(() => written(cat) > at + (4 << 20), 20_000);
   assert.ok(written(cat) > at + (4 << 20), "the child did not resume after the session did");
   await again.request(2, "process/terminate", { processId: "flood" });
+  await again.log.processClosed("flood");
+  // After the flood (which ran at full speed to the resumed client), memory stays bounded.
+  await collectGarbage(inspectPort);
+  const after = rssKib(server.pid);
+  console.log(`attack ${JSON.stringify({ idleKib: idle, afterFloodKib: after })}`);
+  assert.ok(after - idle < 64 * 1024, `RSS ${idle} KiB idle, ${after} KiB after the flood`);
 });
