@@ -146,17 +146,22 @@ Deno.test("a connection that does not finish its request head is closed after th
   }
 });
 
+/** Sends `bytes` on `conn`, reads the answer to its end; returns the answer's status line. */
+async function statusLineAfter(conn: Deno.Conn, bytes: string): Promise<string> {
+  await conn.write(new TextEncoder().encode(bytes));
+  let answer = "";
+  const buffer = new Uint8Array(4096);
+  for (let n = await conn.read(buffer); n !== null; n = await conn.read(buffer)) {
+    answer += new TextDecoder().decode(buffer.subarray(0, n));
+  }
+  return answer.split("\r\n")[0]!;
+}
+
 /** Sends `bytes` on a new connection; returns the status line of the answer. */
 async function statusLineFor(port: number, bytes: string): Promise<string> {
   const conn = await Deno.connect({ hostname: "127.0.0.1", port });
   try {
-    await conn.write(new TextEncoder().encode(bytes));
-    let answer = "";
-    const buffer = new Uint8Array(4096);
-    for (let n = await conn.read(buffer); n !== null; n = await conn.read(buffer)) {
-      answer += new TextDecoder().decode(buffer.subarray(0, n));
-    }
-    return answer.split("\r\n")[0]!;
+    return await statusLineAfter(conn, bytes);
   } finally {
     closeAll([conn]);
   }
@@ -189,6 +194,10 @@ Deno.test("at most maxPendingConnections wait for their upgrade: a newer one clo
   try {
     assert.ok(await closedByServer(conns[0]!), "the oldest was closed");
     assert.ok(await closedByServer(conns[1]!), "the second oldest was closed");
+    // The four newest still wait: finishing their heads gets each one an answer.
+    for (const conn of conns.slice(2)) {
+      assert.equal(await statusLineAfter(conn, "\r\n"), "HTTP/1.1 400 Bad Request");
+    }
     const client = await WsClient.connect(server.url);
     await handshake(client);
     await client.close();

@@ -12,6 +12,7 @@
  */
 
 import assert from "node:assert/strict";
+import { snapshot } from "./helpers/attack.ts";
 import {
   handshake,
   type Json,
@@ -52,23 +53,6 @@ async function layout(): Promise<Layout> {
   await Deno.symlink(`${outside}/planted.txt`, `${scope}/dangling`);
   await Deno.symlink(`${outside}/made`, `${scope}/dangling-dir`);
   return { root, scope, source, outside };
-}
-
-/** The outside directory's listing with contents. */
-async function snapshot(dir: string): Promise<string> {
-  const out: string[] = [];
-  const walk = async (path: string) => {
-    for await (const entry of Deno.readDir(path)) {
-      const full = `${path}/${entry.name}`;
-      const info = await Deno.lstat(full);
-      if (info.isDirectory) {
-        out.push(`${full}/`);
-        await walk(full);
-      } else out.push(`${full} ${info.isFile ? await Deno.readTextFile(full) : "?"}`);
-    }
-  };
-  await walk(dir);
-  return out.sort().join("\n");
 }
 
 async function server(l: Layout, permissions: string[], ffi: boolean): Promise<ServerProcess> {

@@ -533,20 +533,10 @@ Deno.test("--sandbox danger-full-access starts without bubblewrap", async () => 
   const permissions = SERVER_PERMISSIONS.map((flag) =>
     flag === "--allow-run" ? "--allow-run=/bin/sh" : flag
   );
-  const output = await new Deno.Command(Deno.execPath(), {
-    args: ["run", ...permissions, MAIN_TS, "--listen", "stdio", "--sandbox", "danger-full-access"],
-    stdin: "piped",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  const writer = output.stdin.getWriter();
-  await writer.write(
-    new TextEncoder().encode('{"id":1,"method":"initialize","params":{"clientName":"t"}}\n'),
-  );
-  await writer.close();
-  const result = await output.output();
-  assert.equal(result.code, 0, new TextDecoder().decode(result.stderr));
-  assert.match(new TextDecoder().decode(result.stdout), /"sessionId"/);
+  // stdin stays open until initialize is answered: at EOF unanswered requests are dropped (§1.1).
+  const server = await startInitialized({ permissions, args: ["--sandbox", "danger-full-access"] });
+  const status = await server.stop();
+  assert.equal(status.code, 0, await server.stderr);
 });
 
 Deno.test("--sandbox rejects an unknown mode and --writable-root without workspace-write", async () => {

@@ -10,6 +10,14 @@
 
 import assert from "node:assert/strict";
 import { MAX_CONSOLE_LOGINS } from "../lib/server/observe/console_access.ts";
+import {
+  CONSOLE_MAX_MESSAGE_BYTES,
+  MAX_LISTED_PROCESSES,
+  MAX_WATCHES_PER_FEED,
+  sessionsMessage,
+} from "../lib/server/observe/console_feed.ts";
+import { signedBearerAuth } from "../lib/server/listen/signed_bearer.ts";
+import { MATRIX_SECRET, mint } from "./helpers/jwt_matrix.ts";
 import { tokenAuth } from "./helpers/observe.ts";
 import { InProcessServer } from "./helpers/in_process_server.ts";
 import { RawWebSocket } from "./helpers/reliability_server.ts";
@@ -189,4 +197,81 @@ Deno.test({
     const xterm = await fetch(`${http}/console/xterm.js`);
     assert.equal(await xterm.text(), XTERM_JS);
   },
+});
+
+Deno.test("console feed: watching a 17th process ends the oldest of the 16 watches, saying so", async () => {
+  await using server = await InProcessServer.websocket();
+  await using client = await server.connect();
+  const sessionId = await handshake(client);
+  const ids = Array.from({ length: MAX_WATCHES_PER_FEED + 1 }, (_, i) => `w${i}`);
+  for (const id of ids) await startProcess(client, id, sh("exec sleep 30"));
+  await using feed = await RawWebSocket.connect(portOf(server), { path: "/console/feed" });
+  for (const id of ids) {
+    await feed.sendText(JSON.stringify({ type: "watch", session: sessionId, processId: id }));
+  }
+  const unwatched = await nextMessage(feed, (m) => m.type === "unwatched");
+  assert.deepEqual([unwatched.session, unwatched.processId], [sessionId, "w0"]);
+  for (const id of ids) await call(client, "process/terminate", { processId: id });
+  // Every other watch follows its process to the end; the ended one does not.
+  const ended = new Set<unknown>();
+  while (ended.size < MAX_WATCHES_PER_FEED) {
+    ended.add((await nextMessage(feed, (m) => m.type === "ended")).processId);
+  }
+  assert.deepEqual([...ended].sort(), ids.slice(1).sort());
+});
+
+Deno.test("console feed: a message of 4 KiB is read, a longer one is dropped", async () => {
+  await using server = await InProcessServer.websocket();
+  await using client = await server.connect();
+  const sessionId = await handshake(client);
+  await startProcess(client, "long", sh("printf from-long"));
+  await startProcess(client, "short", sh("printf from-short"));
+  await using feed = await RawWebSocket.connect(portOf(server), { path: "/console/feed" });
+  const padded = (processId: string, bytes: number) => {
+    const text = JSON.stringify({ type: "watch", session: sessionId, processId });
+    return text.slice(0, -1) + " ".repeat(bytes - text.length) + "}";
+  };
+  assert.equal(padded("long", CONSOLE_MAX_MESSAGE_BYTES + 1).length, CONSOLE_MAX_MESSAGE_BYTES + 1);
+  await feed.sendText(padded("long", CONSOLE_MAX_MESSAGE_BYTES + 1));
+  await feed.sendText(padded("short", CONSOLE_MAX_MESSAGE_BYTES));
+  const first = await nextMessage(feed, (m) => m.type === "output");
+  assert.equal(first.processId, "short");
+  await feed.sendText(padded("long", CONSOLE_MAX_MESSAGE_BYTES));
+  const next = await nextMessage(feed, (m) => m.type === "output" || m.type === "ended");
+  assert.deepEqual([next.type, next.processId], ["ended", "short"]);
+  assert.equal((await nextMessage(feed, (m) => m.type === "output")).processId, "long");
+});
+
+Deno.test("console feed: the process list holds at most 1,000 processes", () => {
+  const fakeProcess = (i: number) => ({
+    id: `p${i}`,
+    state: "running",
+    exitCode: null,
+    exitSignal: null,
+    watch: undefined,
+  });
+  const session = (id: string, count: number) => ({
+    id,
+    attached: true,
+    processes: { list: () => Array.from({ length: count }, (_, i) => fakeProcess(i)) },
+  });
+  const sessions = [session("a", MAX_LISTED_PROCESSES - 1), session("b", 2), session("c", 1)];
+  const message = JSON.parse(
+    sessionsMessage({ list: () => sessions } as unknown as Parameters<typeof sessionsMessage>[0]),
+  );
+  assert.deepEqual(
+    message.sessions.map((s: Json) => (s.processes as Json[]).length),
+    [MAX_LISTED_PROCESSES - 1, 1, 0],
+  );
+});
+
+Deno.test("console login with a signed bearer token lasts no longer than the token", async () => {
+  const exp = Math.floor(Date.now() / 1000) + 600;
+  await using server = await InProcessServer.websocket({
+    authorize: signedBearerAuth({ secret: new TextEncoder().encode(MATRIX_SECRET) }),
+  });
+  const { status, cookie } = await login(server, await mint(`{"exp":${exp}}`));
+  assert.equal(status, 200);
+  const maxAge = Number(/Max-Age=(\d+)/.exec(cookie ?? "")?.[1]);
+  assert.ok(maxAge <= 600 && maxAge > 0, `Max-Age=${maxAge} for a token valid 600 s`);
 });

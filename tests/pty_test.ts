@@ -8,6 +8,7 @@ import {
   ptySupported,
   spawnPty,
 } from "../lib/server/process/pty.ts";
+import { eventually } from "./helpers/server_harness.ts";
 
 const ENV = { PATH: "/usr/bin:/bin" };
 const decoder = new TextDecoder();
@@ -395,18 +396,9 @@ Deno.test("PtyProcess.close() releases every descriptor", async () => {
   assert.equal(ptyFdCount(), before);
 });
 
-/** Polls until `condition` holds (a bounded wait, never a timing assertion); returns whether it did. */
-async function waitUntil(condition: () => boolean, timeoutMs = 10_000): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition() && Date.now() < deadline) {
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-  return condition();
-}
-
 Deno.test("spawnPty() refuses the live pty process beyond its limit with spawnFailed, and spawns again once one is released", async () => {
   // The bound itself is 1024 (MAX_PTY_PROCESSES); a lower limit through the same check keeps CI cheap.
-  assert.ok(await waitUntil(() => livePtyProcesses() === 0), "ptys of earlier tests released");
+  assert.ok(await eventually(() => livePtyProcesses() === 0), "ptys of earlier tests released");
   const limit = 3;
   const children = Array.from(
     { length: limit },
@@ -422,7 +414,7 @@ Deno.test("spawnPty() refuses the live pty process beyond its limit with spawnFa
     first.kill("SIGKILL");
     first.close();
     await first.status;
-    assert.ok(await waitUntil(() => livePtyProcesses() < limit), "the killed pty is released");
+    assert.ok(await eventually(() => livePtyProcesses() < limit), "the killed pty is released");
     children.push(start(["/bin/sleep", "1000"], { maxLive: limit }));
     assert.equal(livePtyProcesses(), limit);
   } finally {

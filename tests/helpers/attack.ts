@@ -88,3 +88,20 @@ export async function attackLayout(prefix: string): Promise<AttackLayout> {
 export function listNames(dir: string): string[] {
   return [...Deno.readDirSync(dir)].map((entry) => entry.name).sort();
 }
+
+/** A listing of a directory tree with file contents, to prove that it did not change. */
+export async function snapshot(dir: string): Promise<string> {
+  const out: string[] = [];
+  const walk = async (path: string) => {
+    for await (const entry of Deno.readDir(path)) {
+      const full = `${path}/${entry.name}`;
+      const info = await Deno.lstat(full);
+      if (info.isDirectory) {
+        out.push(`${full}/`);
+        await walk(full);
+      } else out.push(`${full} ${info.isFile ? await Deno.readTextFile(full) : "?"}`);
+    }
+  };
+  await walk(dir);
+  return out.sort().join("\n");
+}

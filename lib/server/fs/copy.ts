@@ -61,14 +61,7 @@ export async function copy(
     } else if (info.isFile) {
       if (!(await isSameFile(info, destination))) await copyFileContent(source, destination);
     } else if (info.isDirectory) {
-      if (!recursive) {
-        throw invalidRequest("fs/copy requires recursive: true when sourcePath is a directory");
-      }
-      const from = await Deno.realPath(source);
-      const to = await canonicalizeMissing(destination);
-      if (to === from || to.startsWith(from === "/" ? "/" : `${from}/`)) {
-        throw invalidRequest("fs/copy cannot copy a directory to itself or one of its descendants");
-      }
+      await checkDirectoryCopy(source, destination, recursive);
       if ((await lstatOrUndefined(destination)) !== undefined) throw osError("EEXIST");
       await Deno.mkdir(destination, { recursive: true });
       await copyTree(source, destination);
@@ -108,14 +101,7 @@ async function copyOnDescriptors(
       }
     });
   } else if (info.isDirectory) {
-    if (!recursive) {
-      throw invalidRequest("fs/copy requires recursive: true when sourcePath is a directory");
-    }
-    const from = await Deno.realPath(source);
-    const to = await canonicalizeMissing(destination);
-    if (to === from || to.startsWith(from === "/" ? "/" : `${from}/`)) {
-      throw invalidRequest("fs/copy cannot copy a directory to itself or one of its descendants");
-    }
+    await checkDirectoryCopy(source, destination, recursive);
     // Missing parents are created, as `mkdir -p` would.
     createDirectoryAt(dirname(destination), true, scope);
     await createAt(destination, false, scope, async (dir, name, existing) => {
@@ -125,6 +111,22 @@ async function copyOnDescriptors(
     });
   } else {
     throw invalidRequest("fs/copy only supports regular files, directories, and symlinks");
+  }
+}
+
+/** Refuses a directory copy without `recursive`, or into itself or one of its descendants. */
+async function checkDirectoryCopy(
+  source: string,
+  destination: string,
+  recursive: boolean,
+): Promise<void> {
+  if (!recursive) {
+    throw invalidRequest("fs/copy requires recursive: true when sourcePath is a directory");
+  }
+  const from = await Deno.realPath(source);
+  const to = await canonicalizeMissing(destination);
+  if (to === from || to.startsWith(from === "/" ? "/" : `${from}/`)) {
+    throw invalidRequest("fs/copy cannot copy a directory to itself or one of its descendants");
   }
 }
 

@@ -37,6 +37,7 @@ const SYMBOLS = {
   fstatat: { parameters: ["i32", "buffer", "buffer", "i32"], result: "i32" },
   fchmod: { parameters: ["i32", "u32"], result: "i32" },
   fchown: { parameters: ["i32", "u32", "u32"], result: "i32" },
+  fdatasync: { parameters: ["i32"], result: "i32" },
   fdatasyncAsync: { name: "fdatasync", parameters: ["i32"], result: "i32", nonblocking: true },
   dup: { parameters: ["i32"], result: "i32" },
   memfd_create: { parameters: ["buffer", "u32"], result: "i32" },
@@ -286,23 +287,31 @@ export function fchownQuiet(fd: number, uid: number, gid: number): void {
   lib().fchown(fd, uid, gid);
 }
 
-/** Writes all of `data` to `fd` (on the blocking thread pool). */
+/**
+ * Writes all of `data` to `fd` (on the blocking thread pool). A nonblocking
+ * call sets `errno` on the pool's thread, not this one, so a write that
+ * fails there is repeated here: its error (e.g. `ENOSPC`) is then its own.
+ */
 export async function writeAll(fd: number, data: Uint8Array): Promise<void> {
   let written = 0;
   while (written < data.length) {
     const chunk = data.subarray(written, Math.min(data.length, written + (1 << 24)));
-    written += Number(
-      check(
-        await lib().writeAsync(fd, chunk as Uint8Array<ArrayBuffer>, BigInt(chunk.length)),
-        "write",
-      ),
-    );
+    const buffer = chunk as Uint8Array<ArrayBuffer>;
+    let n = await lib().writeAsync(fd, buffer, BigInt(chunk.length));
+    if (n < 0) n = check(lib().write(fd, buffer, BigInt(chunk.length)), "write");
+    written += Number(n);
   }
 }
 
-/** `fdatasync` (on the blocking thread pool). */
+/**
+ * `fdatasync` (on the blocking thread pool). A failure there is asked again
+ * here for its `errno` (see {@linkcode writeAll}); the kernel reports a
+ * writeback error once, so a repeat that succeeds means `EIO`.
+ */
 export async function fdatasync(fd: number): Promise<void> {
-  check(await lib().fdatasyncAsync(fd), "fdatasync");
+  if (await lib().fdatasyncAsync(fd) >= 0) return;
+  check(lib().fdatasync(fd), "fdatasync");
+  throw new SyscallError(5, "fdatasync");
 }
 
 /** The names in the directory open on `dirfd` (the descriptor stays open), without `.` and `..`. */

@@ -90,7 +90,8 @@ export class ConsoleLogins {
   }
 
   /**
-   * Starts a login and returns its `Set-Cookie` value.
+   * Starts a login and returns its `Set-Cookie` value. It lasts
+   * {@linkcode CONSOLE_LOGIN_TTL_MS}, or until `until` when that is sooner.
    *
    * @example
    * ```ts
@@ -100,16 +101,19 @@ export class ConsoleLogins {
    * const request = new Request("http://x/", { headers: { cookie: cookie.split(";")[0]! } });
    * console.log(logins.has(request)); // true
    * ```
+   *
+   * @param until When the credential of the login expires (ms since the epoch), if it does.
    */
-  start(): string {
+  start(until?: number): string {
     const now = Date.now();
     for (const [id, expiry] of this.#expiry) if (expiry <= now) this.#expiry.delete(id);
     while (this.#expiry.size >= MAX_CONSOLE_LOGINS) {
       this.#expiry.delete(this.#expiry.keys().next().value!);
     }
     const id = crypto.getRandomValues(new Uint8Array(32)).toHex();
-    this.#expiry.set(id, now + CONSOLE_LOGIN_TTL_MS);
-    return this.#cookie(id, CONSOLE_LOGIN_TTL_MS / 1000);
+    const expiry = Math.min(now + CONSOLE_LOGIN_TTL_MS, until ?? Infinity);
+    this.#expiry.set(id, expiry);
+    return this.#cookie(id, Math.max(0, Math.floor((expiry - now) / 1000)));
   }
 
   /**
@@ -138,5 +142,33 @@ export class ConsoleLogins {
     return `${CONSOLE_COOKIE}=${value}; Path=/; Max-Age=${maxAgeSeconds}; HttpOnly; SameSite=Strict${
       this.#secure ? "; Secure" : ""
     }`;
+  }
+}
+
+/**
+ * When a token shaped like a JWT expires (its `exp` claim, in ms since the
+ * epoch), or `undefined` for any other token. Read only from a token the
+ * server has accepted, so a console login never outlives its token.
+ *
+ * @example
+ * ```ts
+ * import { tokenExpiry } from "./console_access.ts";
+ * const part = (json: string) => btoa(json).replaceAll("=", "");
+ * console.log(tokenExpiry(`${part('{"alg":"HS256"}')}.${part('{"exp":1}')}.sig`)); // 1000
+ * console.log(tokenExpiry("a-capability-token")); // undefined
+ * ```
+ *
+ * @param token The accepted token.
+ */
+export function tokenExpiry(token: string): number | undefined {
+  const payload = token.split(".")[1];
+  if (token.split(".").length !== 3 || payload === undefined) return undefined;
+  try {
+    const claims = JSON.parse(
+      new TextDecoder().decode(Uint8Array.fromBase64(payload, { alphabet: "base64url" })),
+    );
+    return typeof claims?.exp === "number" ? claims.exp * 1000 : undefined;
+  } catch {
+    return undefined;
   }
 }

@@ -8,7 +8,9 @@
  *   of a watched process (`data` is base64), from the oldest retained chunk
  *   on, then live;
  * - `{"type":"ended","session","processId"}`: a watched process closed and
- *   all its output was sent.
+ *   all its output was sent;
+ * - `{"type":"unwatched","session","processId"}`: a watch ended because a
+ *   newer one went over {@linkcode MAX_WATCHES_PER_FEED}.
  *
  * The console sends `{"type":"watch"|"unwatch"|"terminate","session","processId"}`.
  * Watching reads the process's output ring without moving the owner's
@@ -66,7 +68,7 @@ function describe(proc: ManagedProcess) {
  * @param sessions The server's sessions.
  * @returns The message's text.
  */
-export function sessionsMessage(sessions: SessionRegistry): string {
+export function sessionsMessage(sessions: Pick<SessionRegistry, "list">): string {
   let budget = MAX_LISTED_PROCESSES;
   const listed = sessions.list().map((session) => {
     const processes = session.processes.list().slice(0, Math.max(0, budget));
@@ -179,7 +181,12 @@ export function serveConsoleFeed(
     if (!found) return;
     if (message.type === "watch") {
       unwatch(key);
-      if (watches.size >= MAX_WATCHES_PER_FEED) unwatch(watches.keys().next().value!);
+      if (watches.size >= MAX_WATCHES_PER_FEED) {
+        const oldest = watches.keys().next().value!;
+        unwatch(oldest);
+        const [session, processId] = JSON.parse(oldest);
+        transport.send(JSON.stringify({ type: "unwatched", session, processId })).catch(() => {});
+      }
       const stop = new AbortController();
       watches.set(key, stop);
       follow(transport, found.session, found.proc, stop.signal).catch(() => transport.close());

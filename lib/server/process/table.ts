@@ -8,6 +8,7 @@
  * @module
  */
 
+import { becomeSubreaper, killTree, reapSoon, trackLeader } from "../host/proc.ts";
 import {
   ErrorCode,
   internalError,
@@ -43,6 +44,16 @@ export interface ProcessTableOptions {
   sessionId?: string;
 }
 
+/**
+ * SIGKILLs a process's whole tree (descendants and orphans of its group, see
+ * {@linkcode killTree}) and its process group.
+ */
+function killProcessTree(proc: ManagedProcess): void {
+  killTree(proc.backend.pid);
+  proc.backend.kill("SIGKILL");
+}
+
+/** The processes of one session: `process/*` requests, their output and their end. */
 export class ProcessTable {
   #processes = new Map<string, ManagedProcess>();
   #sink: NotificationSink | undefined;
@@ -105,6 +116,9 @@ export class ProcessTable {
   async start(params: ParamsOf<"process/start">): Promise<ResultOf<"process/start">> {
     // Before any check: nothing below awaits, so the id check and the insert stay atomic.
     if (!params.tty) await loadChildProcess();
+    // Orphans of every tree come back to the server, so that killTree finds them.
+    becomeSubreaper();
+    let untrack = () => {};
     const plan = planStart(params, this.#extensions, () => {
       if (this.#processes.has(params.processId)) {
         throw kindError("processExists", `process ${params.processId} already exists`);
@@ -115,7 +129,11 @@ export class ProcessTable {
       extensions: () => this.#extensions,
       block: plan.block,
       tail: plan.sandbox === undefined ? undefined : new OutputTail(),
-      release: plan.sandbox?.release,
+      release: () => {
+        plan.sandbox?.release();
+        untrack();
+        reapSoon();
+      },
       onClosed: () => {
         const timer = setTimeout(() => {
           if (this.#processes.get(proc.id) === proc) this.#processes.delete(proc.id);
@@ -140,6 +158,7 @@ export class ProcessTable {
         });
       // A failed pipe spawn learns its errno asynchronously and rejects.
       proc.backend = started instanceof Promise ? await started : started;
+      untrack = trackLeader(proc.backend.pid);
     } catch (err) {
       plan.sandbox?.release();
       throw err;
@@ -235,12 +254,12 @@ export class ProcessTable {
     if (!proc) return { running: false };
     if (proc.exited) {
       // The leader is gone, but background jobs of its group may still hold its output open.
-      if (!proc.closed) proc.backend.kill("SIGKILL");
+      if (!proc.closed) killProcessTree(proc);
       return { running: false };
     }
     const graceMs = this.#extensions.has("processSignals") ? params.graceMs : undefined;
     if (graceMs === undefined) {
-      proc.backend.kill("SIGKILL");
+      killProcessTree(proc);
       return { running: true };
     }
     const deadline = Date.now() + graceMs;
@@ -252,7 +271,7 @@ export class ProcessTable {
     const timer = setTimeout(() => {
       proc.killTimer = undefined;
       try {
-        if (!proc.closed) proc.backend.kill("SIGKILL");
+        if (!proc.closed) killProcessTree(proc);
       } catch {
         // The group is beyond reach; nothing more to do.
       }
@@ -283,7 +302,7 @@ export class ProcessTable {
   killAll(): void {
     for (const proc of this.#processes.values()) {
       // Also after the leader exited: its background jobs may live on in the group.
-      if (!proc.closed) proc.backend.kill("SIGKILL");
+      if (!proc.closed) killProcessTree(proc);
       clearTimeout(proc.removalTimer);
       clearTimeout(proc.killTimer?.timer);
       proc.unblock();

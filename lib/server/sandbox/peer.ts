@@ -28,6 +28,7 @@ import {
   readlinkat,
   readSmallFile,
 } from "../host/fs_syscalls.ts";
+import { descendantsOf } from "../host/proc.ts";
 
 let liveNetworkSandboxes = 0;
 
@@ -125,33 +126,6 @@ function socketInode(peer: Endpoint, server: Endpoint): string | undefined {
   return undefined;
 }
 
-/** Pids of this process's descendants (from the parent links in `/proc/<pid>/stat`). */
-function descendants(): number[] {
-  const children = new Map<number, number[]>();
-  for (const name of list("/proc")) {
-    if (!/^\d+$/.test(name)) continue;
-    let stat: string;
-    try {
-      stat = readText(`/proc/${name}/stat`);
-    } catch {
-      continue; // Exited meanwhile.
-    }
-    const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-    const siblings = children.get(ppid) ?? [];
-    siblings.push(Number(name));
-    children.set(ppid, siblings);
-  }
-  const out: number[] = [];
-  const queue = [Deno.pid];
-  for (let pid = queue.shift(); pid !== undefined; pid = queue.shift()) {
-    for (const child of children.get(pid) ?? []) {
-      out.push(child);
-      queue.push(child);
-    }
-  }
-  return out;
-}
-
 function readLinkOrUndefined(path: string): string | undefined {
   try {
     return readLink(path);
@@ -176,7 +150,7 @@ export function isSandboxedPeer(peer: Endpoint, server: Endpoint): boolean {
     if (inode === undefined || inode === "0") return false;
     const wanted = `socket:[${inode}]`;
     const ownNamespace = readLink("/proc/self/ns/user");
-    for (const pid of descendants()) {
+    for (const pid of descendantsOf(Deno.pid)) {
       const namespace = readLinkOrUndefined(`/proc/${pid}/ns/user`);
       if (namespace === undefined || namespace === ownNamespace) continue;
       let fds: string[];

@@ -5,6 +5,7 @@
  * @module
  */
 
+import { killOrphans } from "../host/proc.ts";
 import { ErrorCode, kindError, RpcError } from "../../protocol/errors.ts";
 import type { NotificationSink } from "../process/managed_process.ts";
 import { ProcessTable } from "../process/table.ts";
@@ -150,5 +151,7 @@ export class SessionRegistry {
   /** Ends every session (server shutdown). */
   endAll(): void {
     for (const session of [...this.#sessions.values()]) this.end(session);
+    // Orphans no process group claims any more (a `setsid` daemon of a double fork).
+    killOrphans();
   }
 }
