@@ -259,6 +259,24 @@ Deno.test("http/request keeps at most POOL_MAX_IDLE_PER_ORIGIN idle connections 
   assert.equal(http.idleConnections, 0);
 });
 
+Deno.test("http/request closes a connection once it was idle for the idle timeout", async () => {
+  const closed = Promise.withResolvers<void>();
+  await using server = listen(() => OK);
+  const http = new HttpRequestTable(() => {}, {
+    proxies: proxySettings(() => undefined),
+    idleTimeoutMs: 20,
+  });
+  await get(http, `http://127.0.0.1:${server.port}/`);
+  assert.equal(http.idleConnections, 1);
+  // The pool's sweep closes it; waiting on the event keeps the test free of timing assumptions.
+  const poll = setInterval(() => http.idleConnections === 0 && closed.resolve(), 5);
+  await closed.promise;
+  clearInterval(poll);
+  await get(http, `http://127.0.0.1:${server.port}/`);
+  assert.equal(server.connections.length, 2);
+  http.closeAll();
+});
+
 Deno.test("http/request closeAll closes the idle connections", async () => {
   await using server = origin();
   const http = table();

@@ -29,12 +29,27 @@ export interface PooledConn {
 
 interface Idle extends PooledConn {
   key: string;
-  timer: ReturnType<typeof setTimeout>;
+  since: number;
 }
 
-/** The idle connections of one client connection. */
+/**
+ * The idle connections of one client connection, oldest first. One timer
+ * retires the expired ones (a timer per connection would cost more than the
+ * exchange it saves).
+ */
 export class ConnectionPool {
   #idle: Idle[] = [];
+  #sweep: ReturnType<typeof setTimeout> | undefined;
+  #timeoutMs: number;
+
+  /**
+   * Creates an empty pool.
+   *
+   * @param idleTimeoutMs How long a connection may stay idle.
+   */
+  constructor(idleTimeoutMs: number = POOL_IDLE_TIMEOUT_MS) {
+    this.#timeoutMs = idleTimeoutMs;
+  }
 
   /** Number of idle connections. */
   get size(): number {
@@ -51,7 +66,6 @@ export class ConnectionPool {
       const idle = this.#idle[i]!;
       if (idle.key !== key) continue;
       this.#idle.splice(i, 1);
-      clearTimeout(idle.timer);
       return { conn: idle.conn, firstRead: idle.firstRead };
     }
     return null;
@@ -66,12 +80,7 @@ export class ConnectionPool {
   put(key: string, conn: Deno.Conn): void {
     const buffer = new Uint8Array(PROBE_BYTES);
     const firstRead = conn.read(buffer).then((n) => n === null ? null : buffer.subarray(0, n));
-    const idle: Idle = {
-      key,
-      conn,
-      firstRead,
-      timer: setTimeout(() => this.#drop(idle), POOL_IDLE_TIMEOUT_MS),
-    };
+    const idle: Idle = { key, conn, firstRead, since: performance.now() };
     // While idle, anything the read returns (end of stream, stray bytes, an error) retires it.
     firstRead.then(() => this.#drop(idle), () => this.#drop(idle));
     if (this.#idle.filter((other) => other.key === key).length >= POOL_MAX_IDLE_PER_ORIGIN) {
@@ -79,6 +88,20 @@ export class ConnectionPool {
     }
     if (this.#idle.length >= POOL_MAX_IDLE) this.#drop(this.#idle[0]!);
     this.#idle.push(idle);
+    this.#sweep ??= setTimeout(() => this.#expire(), this.#timeoutMs);
+  }
+
+  /** Closes the connections idle for the idle timeout; waits for the next to expire. */
+  #expire(): void {
+    this.#sweep = undefined;
+    const now = performance.now();
+    while (this.#idle[0] !== undefined && now - this.#idle[0].since >= this.#timeoutMs) {
+      this.#drop(this.#idle[0]);
+    }
+    const oldest = this.#idle[0];
+    if (oldest !== undefined) {
+      this.#sweep = setTimeout(() => this.#expire(), oldest.since + this.#timeoutMs - now);
+    }
   }
 
   /** Closes every idle connection. */
@@ -91,7 +114,10 @@ export class ConnectionPool {
     const at = this.#idle.indexOf(idle);
     if (at < 0) return;
     this.#idle.splice(at, 1);
-    clearTimeout(idle.timer);
+    if (this.#idle.length === 0) {
+      clearTimeout(this.#sweep);
+      this.#sweep = undefined;
+    }
     try {
       idle.conn.close();
     } catch {

@@ -18,7 +18,7 @@ import type { ParamsOf, ResultOf } from "../../protocol/methods.ts";
 import { collect, decodedBody } from "./decoding.ts";
 import { BODY_DECODE_ERROR, failed } from "./errors.ts";
 import { Exchange } from "./exchange.ts";
-import { ConnectionPool } from "./pool.ts";
+import { ConnectionPool, POOL_IDLE_TIMEOUT_MS } from "./pool.ts";
 import { prepareRequest } from "./prepare.ts";
 import { environmentProxySettings, type ProxySettings } from "./proxy.ts";
 import { type ReceivedResponse, send } from "./redirects.ts";
@@ -30,6 +30,8 @@ export const MAX_DELTA_BYTES: number = 1024 * 1024;
 export interface HttpRequestTableOptions {
   /** The proxies to use; by default read once from the server's environment (`proxy.ts`). */
   proxies?: ProxySettings;
+  /** How long an idle connection is kept (default {@linkcode POOL_IDLE_TIMEOUT_MS}). */
+  idleTimeoutMs?: number;
 }
 
 /**
@@ -54,7 +56,7 @@ export class HttpRequestTable {
   #sendDelta: (delta: ParamsOf<"http/request/bodyDelta">) => Promise<void> | void;
   #active = new Map<string, Exchange>();
   #inflight = new Set<Exchange>();
-  #pool = new ConnectionPool();
+  #pool: ConnectionPool;
   #proxies: ProxySettings | undefined;
   #closed = false;
 
@@ -70,6 +72,7 @@ export class HttpRequestTable {
   ) {
     this.#sendDelta = sendDelta;
     this.#proxies = options.proxies;
+    this.#pool = new ConnectionPool(options.idleTimeoutMs);
   }
 
   /** Number of idle HTTP connections kept for reuse. */
