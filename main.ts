@@ -9,8 +9,13 @@ import { type AuthResult, capabilityTokenAuth, tokenFileDigest } from "./lib/ser
 import { readSharedSecret, signedBearerAuth } from "./lib/server/listen/signed_bearer.ts";
 import { VERSION } from "./lib/server/session/environment.ts";
 import { FlagError } from "./lib/cli/flags.ts";
-import { parseServerFlags, type ServerFlags, serverHelp } from "./lib/cli/server_flags.ts";
-import { setLogLevel } from "./lib/server/host/log.ts";
+import {
+  parseServerFlags,
+  secretFiles,
+  type ServerFlags,
+  serverHelp,
+} from "./lib/cli/server_flags.ts";
+import { setLogFormat, setLogLevel } from "./lib/server/host/log.ts";
 import { type RunningServer, serveStdio, serveWebSocket } from "./lib/server/listen/listen.ts";
 import { sandboxAvailable } from "./lib/server/sandbox/availability.ts";
 import {
@@ -90,9 +95,6 @@ async function authFromFlags(
   }
 }
 
-/** The flags that name the server's secret files: denied inside every sandbox. */
-const SECRET_FILE_FLAGS = ["ws-token-file", "ws-shared-secret-file", "tls-key"] as const;
-
 /**
  * The server's own sandbox from its flags. A confining mode that cannot be
  * enforced here (no bubblewrap, no user namespaces) stops the server: it
@@ -106,7 +108,7 @@ function sandboxFromFlags(flags: ServerFlags): ServerSandbox {
       writableRoots: flags["writable-root"],
       denyRead: flags["deny-read"],
       networkAccess: flags["network-access"],
-      secretFiles: SECRET_FILE_FLAGS.flatMap((name) => flags[name] ?? []),
+      secretFiles: secretFiles(flags),
     });
   } catch (err) {
     fail((err as Error).message);
@@ -155,6 +157,7 @@ async function main(args: string[]): Promise<void> {
   }
   const listen = flags.listen;
   setLogLevel(flags["log-level"]);
+  setLogFormat(flags["log-format"]);
   setServerSandbox(sandboxFromFlags(flags));
   const authorize = await authFromFlags(flags);
   if (

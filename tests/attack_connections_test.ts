@@ -20,6 +20,7 @@
 
 import assert from "node:assert/strict";
 import { serveWebSocket } from "../lib/server/listen/listen.ts";
+import { MAX_HEAD_BYTES } from "../lib/server/listen/http_head.ts";
 import {
   handshake,
   MAIN_TS,
@@ -145,6 +146,47 @@ Deno.test("a connection that does not finish its request head is closed after th
   }
 });
 
+/** Sends `bytes` on `conn`, reads the answer to its end; returns the answer's status line. */
+async function statusLineAfter(conn: Deno.Conn, bytes: string): Promise<string> {
+  await conn.write(new TextEncoder().encode(bytes));
+  let answer = "";
+  const buffer = new Uint8Array(4096);
+  for (let n = await conn.read(buffer); n !== null; n = await conn.read(buffer)) {
+    answer += new TextDecoder().decode(buffer.subarray(0, n));
+  }
+  return answer.split("\r\n")[0]!;
+}
+
+/** Sends `bytes` on a new connection; returns the status line of the answer. */
+async function statusLineFor(port: number, bytes: string): Promise<string> {
+  const conn = await Deno.connect({ hostname: "127.0.0.1", port });
+  try {
+    return await statusLineAfter(conn, bytes);
+  } finally {
+    closeAll([conn]);
+  }
+}
+
+Deno.test("a request head of 64 KiB is answered; one byte more gets 431", async () => {
+  const server = await serveWebSocket({});
+  const port = Number(new URL(server.url).port);
+  try {
+    assert.equal(MAX_HEAD_BYTES, 64 * 1024);
+    const start = "GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: ";
+    const atLimit = start + "a".repeat(MAX_HEAD_BYTES - start.length);
+    assert.equal(atLimit.length, MAX_HEAD_BYTES);
+    assert.equal(await statusLineFor(port, `${atLimit}\r\n\r\n`), "HTTP/1.1 200 OK");
+    // One byte more and all but the last byte of the blank line: exactly what the server reads
+    // before it gives up, so nothing is left unread to turn its close into a reset.
+    assert.equal(
+      await statusLineFor(port, `${atLimit}a\r\n\r`),
+      "HTTP/1.1 431 Request Header Fields Too Large",
+    );
+  } finally {
+    await server.shutdown();
+  }
+});
+
 Deno.test("at most maxPendingConnections wait for their upgrade: a newer one closes the oldest", async () => {
   const server = await serveWebSocket({ maxPendingConnections: 4 });
   const port = Number(new URL(server.url).port);
@@ -152,6 +194,10 @@ Deno.test("at most maxPendingConnections wait for their upgrade: a newer one clo
   try {
     assert.ok(await closedByServer(conns[0]!), "the oldest was closed");
     assert.ok(await closedByServer(conns[1]!), "the second oldest was closed");
+    // The four newest still wait: finishing their heads gets each one an answer.
+    for (const conn of conns.slice(2)) {
+      assert.equal(await statusLineAfter(conn, "\r\n"), "HTTP/1.1 400 Bad Request");
+    }
     const client = await WsClient.connect(server.url);
     await handshake(client);
     await client.close();

@@ -11,6 +11,7 @@
  */
 
 import assert from "node:assert/strict";
+import { startParams } from "./helpers/rpc.ts";
 import { handshake, ServerProcess } from "./helpers/server_harness.ts";
 import { RawWebSocket } from "./helpers/reliability_server.ts";
 
@@ -40,13 +41,7 @@ function foreignOrigins(port: number): string[] {
 async function stillServes(server: ServerProcess): Promise<void> {
   await using client = await server.connect();
   await handshake(client);
-  const started = await client.request(2, "process/start", {
-    processId: "after",
-    argv: ["true"],
-    cwd: "file:///tmp",
-    env: {},
-    tty: false,
-  });
+  const started = await client.request(2, "process/start", startParams("after", ["true"]));
   assert.ok(started.result, `process/start failed: ${JSON.stringify(started)}`);
 }
 

@@ -212,3 +212,15 @@ Deno.test("client.fs.realPath and copy", async () => {
     assert.equal(await Deno.readTextFile(`${dir}/copy/inner/f`), "f");
   });
 });
+
+Deno.test("client.fs reads and writes a file beyond one reply's 32 MiB, in blocks", async () => {
+  await withFs(async (client, dir) => {
+    const size = 32 * 1024 * 1024 + 1;
+    const data = new Uint8Array(size).map((_, i) => (i * 31) & 0xff);
+    await client.fs.writeFile(`${dir}/big`, data);
+    assert.deepEqual(await Deno.readFile(`${dir}/big`), data);
+    const read = await client.fs.readFile(`${dir}/big`);
+    assert.equal(read.length, size);
+    assert.deepEqual(read, data);
+  });
+});

@@ -12,6 +12,7 @@ import { capabilityTokenAuth, tokenFileDigest } from "../lib/server/listen/auth.
 import type { ProcessEvent } from "../lib/client/process_handle.ts";
 import { METHODS } from "../lib/protocol/methods.ts";
 import { serveWebSocket } from "../lib/server/listen/listen.ts";
+import { selfSignedCertificate } from "./helpers/tls.ts";
 import { AtCapacityError, ClosedError, RemoteError, TimedOutError } from "../lib/rpc/connection.ts";
 
 const SH = "/bin/sh";
@@ -467,29 +468,10 @@ Deno.test("client startProcess retried after a lost answer takes data.kind proce
   });
 });
 
-/** Makes a self-signed certificate for 127.0.0.1 in `dir`; returns its PEM files' text. */
-async function selfSignedCertificate(dir: string): Promise<{ cert: string; key: string }> {
-  const openssl = await new Deno.Command("openssl", {
-    args: [
-      ...["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"],
-      ...["-days", "1", "-subj", "/CN=localhost"],
-      ...["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
-      ...["-addext", "basicConstraints=critical,CA:FALSE"],
-      ...["-keyout", `${dir}/key.pem`, "-out", `${dir}/cert.pem`],
-    ],
-    stdout: "null",
-    stderr: "null",
-  }).output();
-  assert.equal(openssl.code, 0, "openssl could not make a certificate");
-  return {
-    cert: await Deno.readTextFile(`${dir}/cert.pem`),
-    key: await Deno.readTextFile(`${dir}/key.pem`),
-  };
-}
-
 Deno.test("client connect over wss:// trusts the caCerts it is given, and no others", async () => {
   const dir = await Deno.makeTempDir();
-  const tls = await selfSignedCertificate(dir);
+  const { cert, key } = await selfSignedCertificate(dir);
+  const tls = { cert, key };
   const server = await serveWebSocket({ tls });
   try {
     assert.match(server.url, /^wss:/);
@@ -516,4 +498,30 @@ Deno.test("client token source is asked again before every dial", async () => {
   await assertRejects(() => client.methods["environment/status"](), ClosedError);
   await client.methods["environment/status"]();
   assert.equal(asked, 2);
+});
+
+Deno.test("client methods take a Uint8Array or base64 text for every byte member (type-checked)", async () => {
+  const dir = await Deno.makeTempDir();
+  const server = await serveWebSocket();
+  try {
+    await using client = await connect(server.url);
+    await client.methods["fs/writeFile"]({
+      path: `file://${dir}/a`,
+      dataBase64: new TextEncoder().encode("bytes"),
+    });
+    assert.equal(await Deno.readTextFile(`${dir}/a`), "bytes");
+    await client.methods["fs/writeFile"]({ path: `file://${dir}/b`, dataBase64: "dGV4dA==" });
+    assert.equal(await Deno.readTextFile(`${dir}/b`), "text");
+    const proc = await client.startProcess({ argv: ["/bin/cat"], pipeStdin: true });
+    await client.methods["process/write"]({
+      processId: proc.processId,
+      chunk: "aGkK", // base64 text where the table decodes bytes
+      writeId: "w1",
+    });
+    await proc.closeStdin();
+    assert.equal(await collectText(proc), "hi\n");
+  } finally {
+    await server.shutdown();
+    await Deno.remove(dir, { recursive: true });
+  }
 });

@@ -11,8 +11,10 @@ import { bwrapArgs } from "../lib/server/sandbox/bubblewrap.ts";
 import { accessAt, intersectPlans, type SandboxPlan } from "../lib/server/sandbox/policy.ts";
 import { PRIVATE_TMP_BYTES } from "../lib/server/sandbox/server_policy.ts";
 import { uriFromPath } from "../lib/server/host/path_uri.ts";
+import { parseServerFlags, secretFiles } from "../lib/cli/server_flags.ts";
 import {
   eventually,
+  handshake,
   type Json,
   MAIN_TS,
   pidsMatching,
@@ -46,6 +48,20 @@ function makeLayout():
       Deno.removeSync(base, { recursive: true });
     },
   };
+}
+
+/** Starts a stdio server with these options and completes the handshake. */
+async function startInitialized(
+  options: Parameters<typeof startStdio>[0] = {},
+): Promise<Awaited<ReturnType<typeof startStdio>>> {
+  const server = await startStdio(options);
+  try {
+    await handshake(server.stdio);
+  } catch (err) {
+    await server.stop();
+    throw new Error(`${(err as Error).message}; stderr: ${await server.stderr}`);
+  }
+  return server;
 }
 
 /** A TCP listener on the host's loopback that counts the connections it accepts. */
@@ -126,6 +142,31 @@ async function runProbe(
   };
 }
 
+/** Runs `/bin/sh -c script` in `cwd` (pipe) and returns its output once it has closed. */
+async function runShell(
+  client: Awaited<ReturnType<typeof startStdio>>["stdio"],
+  processId: string,
+  script: string,
+  cwd: string,
+  sandbox?: Json,
+): Promise<string> {
+  const start = await client.request(`start-${processId}`, "process/start", {
+    processId,
+    argv: ["/bin/sh", "-c", script],
+    cwd: uriFromPath(cwd),
+    env: { PATH: "/usr/bin:/bin" },
+    tty: false,
+    ...(sandbox ? { sandbox } : {}),
+  });
+  assert.equal(
+    (start.result as Json | undefined)?.sandboxType,
+    "linuxSeccomp",
+    JSON.stringify(start),
+  );
+  await client.log.processClosed(processId);
+  return client.log.outputText(processId);
+}
+
 const CEILING_ARGS = (layout: ReturnType<typeof makeLayout>) => [
   "--sandbox",
   "workspace-write",
@@ -137,6 +178,18 @@ const CEILING_ARGS = (layout: ReturnType<typeof makeLayout>) => [
 
 const ROOT = { type: "special", value: { kind: "root" } };
 
+/** A `managed` client sandbox with these file system entries. */
+function managed(network: "restricted" | "enabled", entries: Json[]): Json {
+  return {
+    permissions: {
+      type: "managed",
+      network,
+      file_system: { type: "restricted", entries },
+    },
+    windowsSandboxLevel: "disabled",
+  };
+}
+
 /** Client sandboxes wider than the ceiling. */
 const WIDER: Record<string, Json> = {
   "no sandbox of its own": {},
@@ -144,14 +197,7 @@ const WIDER: Record<string, Json> = {
     sandbox: { permissions: { type: "disabled" }, windowsSandboxLevel: "disabled" },
   },
   "a full-write, network-enabled sandbox": {
-    sandbox: {
-      permissions: {
-        type: "managed",
-        network: "enabled",
-        file_system: { type: "restricted", entries: [{ path: ROOT, access: "write" }] },
-      },
-      windowsSandboxLevel: "disabled",
-    },
+    sandbox: managed("enabled", [{ path: ROOT, access: "write" }]),
   },
 };
 
@@ -187,14 +233,8 @@ for (const [label, extra] of Object.entries(WIDER)) {
       async fn() {
         using layout = makeLayout();
         await using listener = loopbackListener();
-        await using server = await startStdio({ args: CEILING_ARGS(layout) });
+        await using server = await startInitialized({ args: CEILING_ARGS(layout) });
         const client = server.stdio;
-        const init = await client.request(0, "initialize", { clientName: "confine-test" });
-        assert.ok(
-          init.result,
-          `initialize failed: ${JSON.stringify(init)}; stderr: ${await stderrOf(server, init)}`,
-        );
-        await client.send({ method: "initialized", params: {} });
         const result = await runProbe(client, layout, listener.port, {
           tty,
           sandbox: extra.sandbox as Json | undefined,
@@ -205,16 +245,6 @@ for (const [label, extra] of Object.entries(WIDER)) {
   }
 }
 
-/** The server's stderr when initialize failed (the server exited), for the failure message. */
-async function stderrOf(
-  server: Awaited<ReturnType<typeof startStdio>>,
-  init: Json,
-): Promise<string> {
-  if (init.result) return "";
-  server.kill("SIGKILL");
-  return await server.stderr;
-}
-
 Deno.test({
   name:
     `without --sandbox the same probe writes outside, reads the secret and reaches the loopback${SKIP}`,
@@ -222,10 +252,8 @@ Deno.test({
   async fn() {
     using layout = makeLayout();
     await using listener = loopbackListener();
-    await using server = await startStdio();
+    await using server = await startInitialized();
     const client = server.stdio;
-    await client.request(0, "initialize", { clientName: "confine-test" });
-    await client.send({ method: "initialized", params: {} });
     const result = await runProbe(client, layout, listener.port, { tty: false });
     try {
       assert.equal(result.lines.WRITE_IN, "ok", result.output);
@@ -246,18 +274,9 @@ Deno.test({
   async fn() {
     using layout = makeLayout();
     await using listener = loopbackListener();
-    await using server = await startStdio({ args: CEILING_ARGS(layout) });
+    await using server = await startInitialized({ args: CEILING_ARGS(layout) });
     const client = server.stdio;
-    await client.request(0, "initialize", { clientName: "confine-test" });
-    await client.send({ method: "initialized", params: {} });
-    const readOnly = {
-      permissions: {
-        type: "managed",
-        network: "restricted",
-        file_system: { type: "restricted", entries: [{ path: ROOT, access: "read" }] },
-      },
-      windowsSandboxLevel: "disabled",
-    };
+    const readOnly = managed("restricted", [{ path: ROOT, access: "read" }]);
     const result = await runProbe(client, layout, listener.port, { tty: false, sandbox: readOnly });
     assert.equal(result.lines.WRITE_IN, "no", result.output);
     assert.throws(() => Deno.lstatSync(`${layout.w}/inside.txt`), Deno.errors.NotFound);
@@ -275,10 +294,10 @@ Deno.test({
   async fn() {
     using layout = makeLayout();
     await using listener = loopbackListener();
-    await using server = await startStdio({ args: [...CEILING_ARGS(layout), "--network-access"] });
+    await using server = await startInitialized({
+      args: [...CEILING_ARGS(layout), "--network-access"],
+    });
     const client = server.stdio;
-    await client.request(0, "initialize", { clientName: "confine-test" });
-    await client.send({ method: "initialized", params: {} });
     const result = await runProbe(client, layout, listener.port, { tty: false });
     assert.equal(result.lines.NET, "ok", result.output);
     assert.equal(result.lines.WRITE_OUT, "no", result.output);
@@ -312,11 +331,14 @@ Deno.test({
   async fn() {
     using layout = makeLayout();
     Deno.writeTextFileSync(`${layout.o}/existing.txt`, "old\n");
-    await using server = await startStdio({ args: CEILING_ARGS(layout) });
+    await using server = await startInitialized({ args: CEILING_ARGS(layout) });
     const client = server.stdio;
-    await client.request(0, "initialize", { clientName: "confine-test" });
-    await client.send({ method: "initialized", params: {} });
     const uri = (path: string) => uriFromPath(path);
+    const copy = (from: string, to: string) => ({
+      sourcePath: uri(from),
+      destinationPath: uri(to),
+      recursive: false,
+    });
     for (const sandbox of [undefined, WIDER["a disabled sandbox"]!.sandbox]) {
       const extra = sandbox ? { sandbox } : {};
       // Inside the writable root: allowed.
@@ -327,85 +349,57 @@ Deno.test({
       });
       assert.deepEqual(inside.result, {}, JSON.stringify(inside));
       assert.equal(Deno.readTextFileSync(`${layout.w}/a.txt`), "data\n");
-      // Writes outside.
-      assertPermissionDenied(
-        await call(client, "fs/writeFile", {
-          path: uri(`${layout.o}/new.txt`),
-          dataBase64: DATA,
-          ...extra,
-        }),
-        "write",
-        "fs/writeFile outside",
-      );
-      assertPermissionDenied(
-        await call(client, "fs/createDirectory", { path: uri(`${layout.o}/dir`), ...extra }),
-        "write",
-        "fs/createDirectory outside",
-      );
-      assertPermissionDenied(
-        await call(client, "fs/remove", { path: uri(`${layout.o}/existing.txt`), ...extra }),
-        "write",
-        "fs/remove outside",
-      );
-      assertPermissionDenied(
-        await call(client, "fs/copy", {
-          sourcePath: uri(`${layout.w}/a.txt`),
-          destinationPath: uri(`${layout.o}/copy.txt`),
-          recursive: false,
-          ...extra,
-        }),
-        "write",
-        "fs/copy to outside",
-      );
-      assertPermissionDenied(
-        await call(client, "fs/open", {
-          handleId: `h-${++processCounter}`,
-          path: uri(`${layout.o}/opened.txt`),
-          mode: "replace",
-          ...extra,
-        }),
-        "write",
-        "fs/open replace outside",
-      );
-      assertPermissionDenied(
-        await call(client, "fs/writeFile", {
-          path: uri(`/tmp/confine-${crypto.randomUUID()}`),
-          dataBase64: DATA,
-          ...extra,
-        }),
-        "write",
-        "fs/writeFile to the host's /tmp",
-      );
-      // Reads of the denied path.
-      assertPermissionDenied(
-        await call(client, "fs/readFile", { path: uri(`${layout.s}/secret.txt`), ...extra }),
-        "read",
-        "fs/readFile of the denied file",
-      );
-      assertPermissionDenied(
-        await call(client, "fs/readDirectory", { path: uri(layout.s), ...extra }),
-        "read",
-        "fs/readDirectory of the denied directory",
-      );
-      assertPermissionDenied(
-        await call(client, "fs/copy", {
-          sourcePath: uri(`${layout.s}/secret.txt`),
-          destinationPath: uri(`${layout.w}/stolen.txt`),
-          recursive: false,
-          ...extra,
-        }),
-        "read",
-        "fs/copy of the denied file",
-      );
-      assertPermissionDenied(
-        await call(client, "fs/open", {
-          handleId: `h-${++processCounter}`,
-          path: uri(`${layout.s}/secret.txt`),
-          ...extra,
-        }),
-        "read",
-        "fs/open of the denied file",
-      );
+      // Writes outside the writable root, reads of the denied path: [method, params, permission, what].
+      const refused: [string, Json, "read" | "write", string][] = [
+        [
+          "fs/writeFile",
+          { path: uri(`${layout.o}/new.txt`), dataBase64: DATA },
+          "write",
+          "outside",
+        ],
+        ["fs/createDirectory", { path: uri(`${layout.o}/dir`) }, "write", "outside"],
+        ["fs/remove", { path: uri(`${layout.o}/existing.txt`) }, "write", "outside"],
+        ["fs/copy", copy(`${layout.w}/a.txt`, `${layout.o}/copy.txt`), "write", "to outside"],
+        [
+          "fs/open",
+          { handleId: "w", path: uri(`${layout.o}/opened.txt`), mode: "replace" },
+          "write",
+          "replace outside",
+        ],
+        [
+          "fs/writeFile",
+          { path: uri(`/tmp/confine-${crypto.randomUUID()}`), dataBase64: DATA },
+          "write",
+          "to the host's /tmp",
+        ],
+        ["fs/readFile", { path: uri(`${layout.s}/secret.txt`) }, "read", "of the denied file"],
+        ["fs/readDirectory", { path: uri(layout.s) }, "read", "of the denied directory"],
+        ["fs/copy", copy(`${layout.s}/secret.txt`, `${layout.w}/stolen.txt`), "read", "of secret"],
+        [
+          "fs/open",
+          { handleId: "r", path: uri(`${layout.s}/secret.txt`) },
+          "read",
+          "of the denied file",
+        ],
+      ];
+      for (const [method, params, permission, what] of refused) {
+        const response = await call(client, method, { ...params, ...extra });
+        assertPermissionDenied(response, permission, `${method} ${what}`);
+      }
+      // A walk above the denied directory leaves out what it holds.
+      const walked = await call(client, "fs/walk", {
+        path: uri(layout.base),
+        options: {
+          maxDepth: 5,
+          maxDirectories: 100,
+          maxEntries: 1000,
+          followDirectorySymlinks: false,
+        },
+        ...extra,
+      });
+      const listed = ((walked.result as Json).entries as { path: string }[]).map((e) => e.path);
+      assert.ok(listed.includes(uri(layout.s)), JSON.stringify(walked));
+      assert.ok(!listed.includes(uri(`${layout.s}/secret.txt`)), JSON.stringify(walked));
       // Reads elsewhere: allowed.
       const read = await call(client, "fs/readFile", {
         path: uri(`${layout.o}/existing.txt`),
@@ -426,7 +420,7 @@ Deno.test({
     const tokenFile = `${layout.base}/token`;
     const token = `token-${crypto.randomUUID()}`;
     Deno.writeTextFileSync(tokenFile, token);
-    await using server = await startStdio({
+    await using server = await startInitialized({
       args: [
         ...CEILING_ARGS(layout),
         "--ws-auth",
@@ -436,18 +430,7 @@ Deno.test({
       ],
     });
     const client = server.stdio;
-    await client.request(0, "initialize", { clientName: "confine-test" });
-    await client.send({ method: "initialized", params: {} });
-    const start = await client.request(1, "process/start", {
-      processId: "token",
-      argv: ["/bin/sh", "-c", `cat '${tokenFile}'; echo DONE`],
-      cwd: uriFromPath(layout.w),
-      env: { PATH: "/usr/bin:/bin" },
-      tty: false,
-    });
-    assert.ok(start.result, JSON.stringify(start));
-    await client.log.processClosed("token");
-    const output = client.log.outputText("token");
+    const output = await runShell(client, "token", `cat '${tokenFile}'; echo DONE`, layout.w);
     assert.match(output, /DONE/);
     assert.ok(!output.includes(token), `the token file was readable: ${output}`);
     assertPermissionDenied(
@@ -464,14 +447,11 @@ Deno.test({
   ignore: !availability.ok,
   async fn() {
     using layout = makeLayout();
-    await using server = await startStdio({ args: CEILING_ARGS(layout) });
+    await using server = await startInitialized({ args: CEILING_ARGS(layout) });
     const client = server.stdio;
-    const init = await client.request(0, "initialize", { clientName: "confine-test" });
-    await client.send({ method: "initialized", params: {} });
     const info = await client.request(1, "environment/info", {});
     const caps = (info.result as Json).capabilities as Json;
     assert.equal(caps.serverSandbox, true);
-    assert.ok(init.result);
     const described = await client.request(2, "protocol/describe", {});
     const sandbox = (described.result as Json).sandbox as Json;
     assert.equal(sandbox.mode, "workspace-write");
@@ -483,10 +463,8 @@ Deno.test({
 });
 
 Deno.test("without --sandbox, environmentInfo.capabilities.serverSandbox is false and protocol/describe says danger-full-access", async () => {
-  await using server = await startStdio();
+  await using server = await startInitialized();
   const client = server.stdio;
-  await client.request(0, "initialize", { clientName: "confine-test" });
-  await client.send({ method: "initialized", params: {} });
   const info = await client.request(1, "environment/info", {});
   assert.equal(((info.result as Json).capabilities as Json).serverSandbox, false);
   const described = await client.request(2, "protocol/describe", {});
@@ -555,20 +533,10 @@ Deno.test("--sandbox danger-full-access starts without bubblewrap", async () => 
   const permissions = SERVER_PERMISSIONS.map((flag) =>
     flag === "--allow-run" ? "--allow-run=/bin/sh" : flag
   );
-  const output = await new Deno.Command(Deno.execPath(), {
-    args: ["run", ...permissions, MAIN_TS, "--listen", "stdio", "--sandbox", "danger-full-access"],
-    stdin: "piped",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  const writer = output.stdin.getWriter();
-  await writer.write(
-    new TextEncoder().encode('{"id":1,"method":"initialize","params":{"clientName":"t"}}\n'),
-  );
-  await writer.close();
-  const result = await output.output();
-  assert.equal(result.code, 0, new TextDecoder().decode(result.stderr));
-  assert.match(new TextDecoder().decode(result.stdout), /"sessionId"/);
+  // stdin stays open until initialize is answered: at EOF unanswered requests are dropped (§1.1).
+  const server = await startInitialized({ permissions, args: ["--sandbox", "danger-full-access"] });
+  const status = await server.stop();
+  assert.equal(status.code, 0, await server.stderr);
 });
 
 Deno.test("--sandbox rejects an unknown mode and --writable-root without workspace-write", async () => {
@@ -586,46 +554,49 @@ Deno.test("--sandbox rejects an unknown mode and --writable-root without workspa
   assert.match(relative.stderr, /absolute/);
 });
 
-Deno.test({
-  name:
-    `a confined process has no capabilities, its own PID namespace, and dies when the server is killed${SKIP}`,
-  ignore: !availability.ok,
-  async fn() {
-    using layout = makeLayout();
-    const marker = `confine-survivor-${crypto.randomUUID()}`;
-    await using server = await startStdio({ args: CEILING_ARGS(layout) });
-    const client = server.stdio;
-    await client.request(0, "initialize", { clientName: "confine-test" });
-    await client.send({ method: "initialized", params: {} });
-    const start = await client.request(1, "process/start", {
-      processId: "inside",
-      argv: [
-        "/bin/bash",
-        "-c",
-        `grep CapEff /proc/self/status; echo "PROCS=$(ls /proc | grep -c '^[0-9]')"; ` +
-        `echo READY; exec -a ${marker} sleep 300`,
-      ],
-      cwd: uriFromPath(layout.w),
-      env: { PATH: "/usr/bin:/bin" },
-      tty: false,
-    });
-    assert.ok(start.result, JSON.stringify(start));
-    await client.log.waitUntil(() => client.log.outputText("inside").includes("READY"), "READY");
-    const output = client.log.outputText("inside");
-    assert.match(output, /CapEff:\s+0+\n/, output);
-    const procs = Number(/PROCS=(\d+)/.exec(output)?.[1]);
-    assert.ok(procs > 0 && procs < 10, `the process sees ${procs} processes: ${output}`);
-    // The sleep's own command line is "<marker> 300" (the sandbox's holds "<marker> sleep 300").
-    const survivor = `${marker} 300`;
-    assert.ok(await eventually(() => pidsMatching(survivor).length === 1), "no sleep is running");
-    server.kill("SIGKILL");
-    await server.status;
-    assert.ok(
-      await eventually(() => pidsMatching(survivor).length === 0),
-      "the confined process survived the server",
-    );
-  },
-});
+for (const tty of [false, true]) {
+  Deno.test({
+    name: `a confined ${
+      tty ? "tty" : "pipe"
+    } process has no capabilities, its own PID namespace, and dies when the server is killed${SKIP}`,
+    ignore: !availability.ok,
+    async fn() {
+      using layout = makeLayout();
+      const marker = `confine-survivor-${crypto.randomUUID()}`;
+      await using server = await startInitialized({ args: CEILING_ARGS(layout) });
+      const client = server.stdio;
+      const start = await client.request(1, "process/start", {
+        processId: "inside",
+        argv: [
+          "/bin/bash",
+          "-c",
+          `grep CapEff /proc/self/status; echo "PROCS=$(ls /proc | grep -c '^[0-9]')"; ` +
+          `echo READY; exec -a ${marker} sleep 300`,
+        ],
+        cwd: uriFromPath(layout.w),
+        env: { PATH: "/usr/bin:/bin" },
+        tty,
+      });
+      assert.ok(start.result, JSON.stringify(start));
+      const stream = tty ? "pty" : "stdout";
+      const text = () => client.log.outputText("inside", stream);
+      await client.log.waitUntil(() => /READY\r?\n/.test(text()), "READY");
+      const output = text();
+      assert.match(output, /CapEff:\s+0+\r?\n/, output);
+      const procs = Number(/PROCS=(\d+)/.exec(output)?.[1]);
+      assert.ok(procs > 0 && procs < 10, `the process sees ${procs} processes: ${output}`);
+      // The sleep's own command line is "<marker> 300" (the sandbox's holds "<marker> sleep 300").
+      const survivor = `${marker} 300`;
+      assert.ok(await eventually(() => pidsMatching(survivor).length === 1), "no sleep is running");
+      server.kill("SIGKILL");
+      await server.status;
+      assert.ok(
+        await eventually(() => pidsMatching(survivor).length === 0),
+        "the confined process survived the server",
+      );
+    },
+  });
+}
 
 Deno.test({
   name:
@@ -636,38 +607,22 @@ Deno.test({
     const tokenFile = `${layout.w}/token`;
     const token = `token-${crypto.randomUUID()}`;
     Deno.writeTextFileSync(tokenFile, token);
-    await using server = await startStdio({
+    await using server = await startInitialized({
       args: ["--ws-auth", "capability-token", "--ws-token-file", tokenFile],
     });
     const client = server.stdio;
-    await client.request(0, "initialize", { clientName: "confine-test" });
-    await client.send({ method: "initialized", params: {} });
     // A workspace-write sandbox with the network, the token file inside the workspace: no token.
-    const sandbox = {
-      permissions: {
-        type: "managed",
-        network: "enabled",
-        file_system: {
-          type: "restricted",
-          entries: [
-            { path: ROOT, access: "read" },
-            { path: { type: "path", path: uriFromPath(layout.w) }, access: "write" },
-          ],
-        },
-      },
-      windowsSandboxLevel: "disabled",
-    };
-    const start = await client.request(1, "process/start", {
-      processId: "token",
-      argv: ["/bin/sh", "-c", `cat '${tokenFile}'; echo DONE`],
-      cwd: uriFromPath(layout.w),
-      env: { PATH: "/usr/bin:/bin" },
-      tty: false,
+    const sandbox = managed("enabled", [
+      { path: ROOT, access: "read" },
+      { path: { type: "path", path: uriFromPath(layout.w) }, access: "write" },
+    ]);
+    const output = await runShell(
+      client,
+      "token",
+      `cat '${tokenFile}'; echo DONE`,
+      layout.w,
       sandbox,
-    });
-    assert.ok(start.result, JSON.stringify(start));
-    await client.log.processClosed("token");
-    const output = client.log.outputText("token");
+    );
     assert.match(output, /DONE/);
     assert.ok(!output.includes(token), `the token file was readable: ${output}`);
     const read = await call(client, "fs/readFile", { path: uriFromPath(tokenFile), sandbox });
@@ -724,24 +679,41 @@ Deno.test("intersectPlans gives every path the lesser access of the two plans", 
   assert.equal(accessAt(readOnlyTmp, "/w/file"), "read");
 });
 
-Deno.test("intersectPlans drops what a denied directory holds and covers only creatable missing paths", () => {
+Deno.test("intersectPlans re-exposes below a denied directory only what both plans allow, and covers only creatable missing paths", () => {
+  // The ceiling denies /d but re-exposes its writable root /d/w (the directory becomes traversable).
   const ceiling = plan({
     rootAccess: "read",
-    mounts: [{ path: "/w", access: "write", node: "directory" }],
+    mounts: [
+      { path: "/d", access: "deny", node: "directory", traversable: true },
+      { path: "/d/w", access: "write", node: "directory" },
+      { path: "/w", access: "write", node: "directory" },
+    ],
   });
   const client = plan({
     mounts: [
-      { path: "/d", access: "deny", node: "directory" },
-      { path: "/d/inner", access: "write", node: "directory" },
+      { path: "/d/other", access: "write", node: "directory" },
       { path: "/w/.git", access: "read", node: "missing" },
       { path: "/elsewhere/.git", access: "read", node: "missing" },
     ],
   });
   const both = intersectPlans(ceiling, client);
   assert.deepEqual(
-    both.mounts.map((m) => [m.path, m.access, m.node]),
-    [["/d", "deny", "directory"], ["/w", "write", "directory"], ["/w/.git", "read", "missing"]],
+    both.mounts.map((m) => [m.path, m.access, m.node, m.traversable ?? false]),
+    [
+      ["/d", "deny", "directory", true],
+      ["/w", "write", "directory", false],
+      ["/d/w", "write", "directory", false],
+      ["/w/.git", "read", "missing", false],
+    ],
   );
+  assert.equal(accessAt(both, "/d/other/x"), "deny");
+  // A client that denies /d keeps all of it denied.
+  const denying = intersectPlans(
+    ceiling,
+    plan({ mounts: [{ path: "/d", access: "deny", node: "directory" }] }),
+  );
+  assert.equal(accessAt(denying, "/d/w/x"), "deny");
+  assert.deepEqual(denying.mounts.map((m) => m.path), ["/d", "/w"]);
 });
 
 Deno.test("bwrapArgs mounts a private /tmp of PRIVATE_TMP_BYTES before the mounts below it", () => {
@@ -772,4 +744,135 @@ Deno.test("--deny-read of a path outside the server's --allow-read refuses to st
     result.stderr,
     new RegExp(`--deny-read ${layout.s} must be inside the server's --allow-read`),
   );
+});
+
+Deno.test({
+  name:
+    `a confined process refused a write outside the writable roots reports sandboxDenied${SKIP}`,
+  ignore: !availability.ok,
+  async fn() {
+    using layout = makeLayout();
+    await using server = await startInitialized({ args: CEILING_ARGS(layout) });
+    const client = server.stdio;
+    for (const [processId, target] of [["out", layout.o], ["in", layout.w]] as const) {
+      const start = await client.request(`start-${processId}`, "process/start", {
+        processId,
+        argv: ["/bin/sh", "-c", `echo x > '${target}/file'`],
+        cwd: uriFromPath(layout.w),
+        env: { PATH: "/usr/bin:/bin" },
+        tty: false,
+      });
+      assert.equal((start.result as Json).sandboxType, "linuxSeccomp");
+    }
+    const exited = async (processId: string) => {
+      const events = await client.log.processClosed(processId);
+      return events.find((m) => m.method === "process/exited")!.params as Json;
+    };
+    const outside = await exited("out");
+    assert.notEqual(outside.exitCode, 0);
+    assert.equal(outside.sandboxDenied, true);
+    const inside = await exited("in");
+    assert.equal(inside.exitCode, 0);
+    assert.equal(inside.sandboxDenied, false);
+  },
+});
+
+Deno.test({
+  name: `a confined process gets an empty private /tmp of PRIVATE_TMP_BYTES${SKIP}`,
+  ignore: !availability.ok,
+  async fn() {
+    using layout = makeLayout();
+    await using server = await startInitialized({ args: CEILING_ARGS(layout) });
+    const client = server.stdio;
+    const script =
+      'echo "SIZE=$(df -B1 --output=size /tmp | tail -1)"; echo "ENTRIES=$(ls -A /tmp | wc -l)"';
+    const output = await runShell(client, "tmp", script, layout.w);
+    assert.equal(Number(/SIZE=\s*(\d+)/.exec(output)?.[1]), PRIVATE_TMP_BYTES, output);
+    assert.match(output, /ENTRIES=0\n/, output);
+  },
+});
+
+Deno.test({
+  name:
+    `a --writable-root inside a --deny-read directory stays writable, and the rest of it denied${SKIP}`,
+  ignore: !availability.ok,
+  async fn() {
+    using layout = makeLayout();
+    // Deny the whole base (w, o, s live in it), re-expose w.
+    const args = [
+      "--sandbox",
+      "workspace-write",
+      "--writable-root",
+      layout.w,
+      "--deny-read",
+      layout.base,
+    ];
+    await using listener = loopbackListener();
+    await using server = await startInitialized({ args });
+    const client = server.stdio;
+    const result = await runProbe(client, layout, listener.port, { tty: false });
+    assertConfined(result, layout, listener.accepted());
+    Deno.writeTextFileSync(`${layout.o}/existing.txt`, "old\n");
+    const uri = (path: string) => uriFromPath(path);
+    const inside = await call(client, "fs/writeFile", {
+      path: uri(`${layout.w}/b.txt`),
+      dataBase64: DATA,
+    });
+    assert.deepEqual(inside.result, {}, JSON.stringify(inside));
+    const back = await call(client, "fs/readFile", { path: uri(`${layout.w}/b.txt`) });
+    assert.ok(back.result, JSON.stringify(back));
+    assertPermissionDenied(
+      await call(client, "fs/readFile", { path: uri(`${layout.o}/existing.txt`) }),
+      "read",
+      "fs/readFile beside the re-exposed root",
+    );
+    assertPermissionDenied(
+      await call(client, "fs/readDirectory", { path: uri(layout.base) }),
+      "read",
+      "fs/readDirectory of the denied directory",
+    );
+  },
+});
+
+Deno.test("the token, shared-secret and TLS key files are the server's secret files", () => {
+  const flags = parseServerFlags([
+    "--ws-token-file",
+    "/a/token",
+    "--ws-shared-secret-file",
+    "/a/secret",
+    "--tls-cert",
+    "/a/cert.pem",
+    "--tls-key",
+    "/a/key.pem",
+  ]);
+  assert.deepEqual(secretFiles(flags), ["/a/token", "/a/secret", "/a/key.pem"]);
+});
+
+Deno.test({
+  name:
+    `--sandbox read-only refuses every write of processes and fs calls, with a private /tmp still writable${SKIP}`,
+  ignore: !availability.ok,
+  async fn() {
+    using layout = makeLayout();
+    await using server = await startInitialized({ args: ["--sandbox", "read-only"] });
+    const client = server.stdio;
+    const output = await runShell(
+      client,
+      "ro",
+      `echo x > '${layout.w}/f' || echo REFUSED; echo y > /tmp/f && echo TMP=ok; cat '${layout.s}/secret.txt'`,
+      layout.w,
+    );
+    assert.match(output, /REFUSED/, output);
+    assert.match(output, /TMP=ok/, output);
+    assert.ok(
+      output.includes(layout.secret),
+      `reads are not restricted without --deny-read: ${output}`,
+    );
+    assert.throws(() => Deno.lstatSync(`${layout.w}/f`), Deno.errors.NotFound);
+    assertPermissionDenied(
+      await call(client, "fs/writeFile", { path: uriFromPath(`${layout.w}/g`), dataBase64: DATA }),
+      "write",
+      "fs/writeFile under read-only",
+    );
+  },
 });

@@ -3,10 +3,12 @@ import {
   connect,
   type ExecClient,
   ExecOutputLimitError,
+  ExecOutputLostError,
   ExecTimeoutError,
   RemoteError,
 } from "../mod.ts";
 import { serveWebSocket } from "../lib/server/listen/listen.ts";
+import { FAKE_ENVIRONMENT_INFO, startScriptedServer } from "./fixtures/scripted_server.ts";
 
 /** Runs `fn` with a client of a server in this process; both are stopped afterwards. */
 async function withClient(fn: (client: ExecClient) => Promise<void>): Promise<void> {
@@ -123,6 +125,16 @@ Deno.test("client.exec aborted by its signal rejects with the signal's reason", 
   });
 });
 
+Deno.test("client.exec aborted while its process is starting terminates it and rejects with the reason", async () => {
+  await withClient(async (client) => {
+    const controller = new AbortController();
+    const reason = new Error("stop");
+    const running = client.exec(["sleep", "30"], { signal: controller.signal });
+    controller.abort(reason); // Before process/start has replied.
+    await assert.rejects(running, (err) => err === reason);
+  });
+});
+
 Deno.test("client.exec collects maxOutputBytes per stream and rejects one byte beyond", async () => {
   await withClient(async (client) => {
     const atLimit = await client.exec(["printf", "1234567890"], { maxOutputBytes: 10 });
@@ -202,4 +214,97 @@ Deno.test("a process handle's stdout keeps flowing when its stderr is cancelled"
     assert.equal(await new Response(proc.stdout).text(), "end\n");
     assert.equal(await proc.exited, 0);
   });
+});
+
+Deno.test("a script importing mod.ts by URL, with no config or import map, runs a command and uses files in one call each", async () => {
+  const dir = await Deno.makeTempDir();
+  const server = await serveWebSocket();
+  try {
+    const mod = new URL("../mod.ts", import.meta.url).href;
+    const script = `${dir}/script.ts`;
+    await Deno.writeTextFile(
+      script,
+      `import { connect } from ${JSON.stringify(mod)};
+await using client = await connect(${JSON.stringify(server.url)});
+const { exitCode, stdout } = await client.exec(["sh", "-c", "cat; pwd; exit 4"], {
+  stdin: "in\\n", cwd: ${JSON.stringify(dir)}, timeoutMs: 30_000,
+});
+await client.fs.writeTextFile(${JSON.stringify(`${dir}/f.txt`)}, "file");
+const names = [];
+for await (const entry of client.fs.readDir(${JSON.stringify(dir)})) names.push(entry.name);
+const { size } = await client.fs.stat(${JSON.stringify(`${dir}/f.txt`)});
+const text = await client.fs.readTextFile(${JSON.stringify(`${dir}/f.txt`)});
+await client.fs.remove(${JSON.stringify(`${dir}/f.txt`)});
+console.log(JSON.stringify({ exitCode, stdout, names: names.sort(), size, text }));
+`,
+    );
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "--no-config",
+        "--allow-net=127.0.0.1",
+        `--allow-read=${mod.replace("file://", "").replace(/mod\.ts$/, "")}`,
+        script,
+      ],
+      cwd: dir,
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+    assert.deepEqual(JSON.parse(new TextDecoder().decode(out.stdout)), {
+      exitCode: 4,
+      stdout: `in\n${dir}\n`,
+      names: ["f.txt", "script.ts"],
+      size: 4,
+      text: "file",
+    });
+    await assert.rejects(() => Deno.stat(`${dir}/f.txt`), Deno.errors.NotFound);
+  } finally {
+    await server.shutdown();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("client.exec reports the signal that ended the process", async () => {
+  await withClient(async (client) => {
+    const result = await client.exec(["sh", "-c", "echo before; kill -TERM $$"]);
+    assert.equal(result.signal, "SIGTERM");
+    assert.equal(result.stdout, "before\n");
+  });
+});
+
+Deno.test("client.exec rejects with ExecOutputLostError when the server evicted output before it was read", async () => {
+  await using server = startScriptedServer((_connection, request) => {
+    switch (request.method) {
+      case "initialize":
+        return { result: { sessionId: "s", environmentInfo: FAKE_ENVIRONMENT_INFO } };
+      case "process/start": {
+        const processId = request.params.processId;
+        return {
+          result: { processId, sandboxType: "none" },
+          // Seqs 1 and 2 were evicted: the first notification the client sees is seq 3.
+          then: [{
+            method: "process/output",
+            params: { processId, seq: 3, stream: "stdout", chunk: "aGkK" },
+          }],
+        };
+      }
+      case "process/read":
+        return {
+          result: {
+            chunks: [{ seq: 3, stream: "stdout", chunk: "aGkK" }],
+            nextSeq: 6,
+            exited: true,
+            exitCode: 0,
+            closed: true,
+            failure: null,
+            sandboxDenied: false,
+          },
+        };
+      default:
+        return "ignore";
+    }
+  });
+  await using client = await connect(server.url);
+  await assert.rejects(() => client.exec(["x"]), ExecOutputLostError);
 });

@@ -128,14 +128,19 @@ Deno.test("fs/readFile reports missing paths, non-files and file components", as
   });
 });
 
-Deno.test("fs/readFile refuses files over 512 MiB before reading them", async () => {
+Deno.test("fs/readFile refuses files over 32 MiB before reading them, naming fs/open and fs/readBlock", async () => {
   await using fx = await fixture();
   await Deno.writeFile(`${fx.dir}/big`, new Uint8Array());
-  await Deno.truncate(`${fx.dir}/big`, 536_870_913); // sparse
-  assertEquals(await failure(readFile({ path: fx.at("big") })), {
-    code: -32600,
-    message: "file is too large to read: limit is 536870912 bytes",
-  });
+  await Deno.truncate(`${fx.dir}/big`, 33_554_433); // sparse
+  const refused = await readFile({ path: fx.at("big") }).catch((err) => err);
+  assertEquals([refused.code, refused.message, refused.data], [
+    -32600,
+    "file is too large to read: limit is 33554432 bytes; read it in blocks with fs/open and fs/readBlock",
+    { kind: "replyTooLarge" },
+  ]);
+  await Deno.truncate(`${fx.dir}/big`, 33_554_432);
+  const { dataBase64 } = await readFile({ path: fx.at("big") });
+  assertEquals(dataBase64.length, 44_739_244);
 });
 
 Deno.test("fs/writeFile round-trips every byte value", async () => {

@@ -543,25 +543,34 @@ Deno.test("http/request decodes zstd bodies", async () => {
   assert.ok(!result.headers.some((h) => h.name === "content-encoding"));
 });
 
-Deno.test("http/request refuses a buffered body over MAX_BUFFERED_BODY_BYTES", async () => {
+Deno.test("http/request buffers a body of MAX_BUFFERED_BODY_BYTES and refuses one byte more", async () => {
   const piece = new Uint8Array(1024 * 1024);
-  await using server = serve(() => {
-    let sent = 0;
+  // Answers with a body of `?size=` bytes, in 1 MiB pieces.
+  await using server = serve((req) => {
+    let left = Number(new URL(req.url).searchParams.get("size"));
     return new Response(
       new ReadableStream<Uint8Array>({
         pull(controller): void {
-          if (sent > MAX_BUFFERED_BODY_BYTES) return controller.close();
-          controller.enqueue(piece);
-          sent += piece.length;
+          if (left === 0) return controller.close();
+          const chunk = piece.subarray(0, Math.min(left, piece.length));
+          controller.enqueue(chunk);
+          left -= chunk.length;
         },
       }),
     );
   });
   const { request } = recordingTable();
+  const url = (size: number) => `${server.origin}/?size=${size}`;
+  const atLimit = await request({
+    method: "GET",
+    url: url(MAX_BUFFERED_BODY_BYTES),
+    requestId: "",
+  });
+  assertEquals(Uint8Array.fromBase64(atLimit.bodyBase64).length, MAX_BUFFERED_BODY_BYTES);
   await assertRpcError(
-    request({ method: "GET", url: server.origin, requestId: "" }),
+    request({ method: "GET", url: url(MAX_BUFFERED_BODY_BYTES + 1), requestId: "" }),
     ErrorCode.InternalError,
-    "failed to read http/request response body: response body exceeds the 67108864 byte " +
+    "failed to read http/request response body: response body exceeds the 33554432 byte " +
       "limit of buffered requests; use streamResponse",
   );
 });

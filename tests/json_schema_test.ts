@@ -17,30 +17,28 @@ Deno.test("schema/protocol.json is up to date (run `deno task schema` when this 
   assert.equal(committed, protocolJsonSchemaText());
 });
 
-Deno.test("protocolJsonSchema() lists every METHODS entry with its kind and direction", () => {
-  const schema = protocolJsonSchema();
-  const methods = schema.methods as Record<string, Record<string, unknown>>;
-  assert.deepEqual(Object.keys(methods), Object.keys(METHODS));
+const DEFS = protocolJsonSchema().$defs as Record<string, Record<string, unknown>>;
+
+Deno.test("protocolJsonSchema() has one definition per METHODS entry, by kind and direction", () => {
   for (const [name, spec] of Object.entries(METHODS)) {
-    const entry = methods[name]!;
-    assert.equal(entry.kind, spec.kind, name);
-    assert.equal(entry.direction, spec.direction, name);
-    assert.equal(typeof entry.description, "string", name);
-    assert.ok(entry.params !== undefined, `${name} has params`);
+    const def = DEFS[spec.kind === "request" ? `request:${name}` : `notification:${name}`]!;
+    assert.ok(def, name);
+    const description = def.description as string;
+    assert.ok(description.startsWith(spec.doc), name);
     if (spec.kind === "request") {
-      assert.ok(entry.result !== undefined, `${name} has a result`);
-      if (spec.family) assert.equal(entry.family, spec.family, name);
+      assert.ok(DEFS[`result:${name}`], `${name} has a result`);
+      if (spec.family) assert.ok(description.includes(`"${spec.family}"`), name);
     } else {
-      assert.equal(entry.result, undefined, `${name} is a notification without result`);
+      assert.equal(DEFS[`result:${name}`], undefined, `${name} is a notification without result`);
+      const direction = spec.direction === "serverToClient" ? "server → client" : "client → server";
+      assert.ok(description.includes(direction), name);
     }
   }
 });
 
 Deno.test("protocolJsonSchema() covers the whole method catalogue of the spec", () => {
-  const methods = protocolJsonSchema().methods as Record<string, unknown>;
   const expected = [
     "initialize",
-    "initialized",
     "environment/info",
     "environment/status",
     "process/start",
@@ -66,28 +64,33 @@ Deno.test("protocolJsonSchema() covers the whole method catalogue of the spec", 
     "capabilityRoots/discoverV1",
     "capabilities/discoverV2",
     "environmentConfig/read",
+  ];
+  for (const name of expected) assert.ok(`request:${name}` in DEFS, `${name} is in the schema`);
+  const notifications = [
+    "initialized",
     "process/output",
     "process/exited",
     "process/closed",
     "http/request/bodyDelta",
     "fs/missingChanged",
   ];
-  for (const name of expected) assert.ok(name in methods, `${name} is in the schema`);
+  for (const name of notifications) assert.ok(`notification:${name}` in DEFS, name);
 });
 
 Deno.test("protocolJsonSchema() describes params with required members in declaration order", () => {
-  const methods = protocolJsonSchema().methods as Record<
-    string,
-    { params: Record<string, unknown> }
-  >;
-  const start = methods["process/start"]!.params;
+  const params = (name: string) =>
+    (DEFS[`request:${name}`]!.properties as Record<string, Record<string, unknown>>).params!;
+  assert.deepEqual(params("process/start"), { $ref: "#/$defs/WireExecParams" });
+  const start = DEFS.WireExecParams!;
   assert.equal(start.type, "object");
   assert.deepEqual(start.required, ["processId", "argv", "cwd", "env", "tty"]);
-  assert.equal(start.title, "WireExecParams");
-  const write = methods["process/write"]!.params as { properties: Record<string, unknown> };
-  assert.deepEqual(write.properties.chunk, { type: "string", contentEncoding: "base64" });
-  assert.deepEqual(methods["environment/status"]!.params, { type: "null" });
+  const write = DEFS.WriteParams as { properties: Record<string, unknown> };
+  assert.deepEqual(write.properties.chunk, { $ref: "#/$defs/Base64" });
+  assert.deepEqual(params("environment/status"), {
+    anyOf: [{ type: "null" }, { type: "object", maxProperties: 0 }],
+  });
+  assert.deepEqual(DEFS["request:environment/status"]!.required, ["id", "method"]);
   const text = protocolJsonSchemaText();
   assert.ok(text.endsWith("}\n"));
-  assert.deepEqual(JSON.parse(text), protocolJsonSchema());
+  assert.deepEqual(JSON.parse(text).$defs.WireExecParams, JSON.parse(JSON.stringify(start)));
 });

@@ -314,7 +314,9 @@ async function startOrphanedJob(client: ProtocolClient, processId: string): Prom
   );
   await client.log.waitUntil(() => client.log.outputText(processId).includes("\n"), "the job pid");
   const pid = Number(client.log.outputText(processId).trim());
-  const job = procStat(pid);
+  // `$!` is known as soon as sh has forked; the child is still `sh` until it has exec'd sleep.
+  let job: ProcStat | undefined;
+  await waitUntil(() => (job = procStat(pid))?.comm === "sleep");
   assert.ok(job && job.comm === "sleep", `the background job ${pid} is not running`);
   return job;
 }

@@ -1,12 +1,14 @@
 import assert from "node:assert/strict";
 import { ErrorCode, RpcError } from "../lib/protocol/errors.ts";
 import {
+  livePtyProcesses,
   MAX_PTY_PROCESSES,
   type PtyProcess,
   type PtySpawnOptions,
   ptySupported,
   spawnPty,
 } from "../lib/server/process/pty.ts";
+import { eventually } from "./helpers/server_harness.ts";
 
 const ENV = { PATH: "/usr/bin:/bin" };
 const decoder = new TextDecoder();
@@ -392,4 +394,34 @@ Deno.test("PtyProcess.close() releases every descriptor", async () => {
   // Closing the master hangs up the terminal: the kernel sends SIGHUP to the session leader.
   assert.deepEqual(await child.status, { code: 1, signal: 1 });
   assert.equal(ptyFdCount(), before);
+});
+
+Deno.test("spawnPty() refuses the live pty process beyond its limit with spawnFailed, and spawns again once one is released", async () => {
+  // The bound itself is 1024 (MAX_PTY_PROCESSES); a lower limit through the same check keeps CI cheap.
+  assert.ok(await eventually(() => livePtyProcesses() === 0), "ptys of earlier tests released");
+  const limit = 3;
+  const children = Array.from(
+    { length: limit },
+    () => start(["/bin/sleep", "1000"], { maxLive: limit }),
+  );
+  try {
+    assert.equal(livePtyProcesses(), limit);
+    assert.deepEqual(spawnErrorOf(() => start(["/bin/true"], { maxLive: limit })), {
+      message: `Cannot spawn a pty process: the limit of ${limit} live pty processes is reached`,
+      kind: "spawnFailed",
+    });
+    const first = children.shift()!;
+    first.kill("SIGKILL");
+    first.close();
+    await first.status;
+    assert.ok(await eventually(() => livePtyProcesses() < limit), "the killed pty is released");
+    children.push(start(["/bin/sleep", "1000"], { maxLive: limit }));
+    assert.equal(livePtyProcesses(), limit);
+  } finally {
+    for (const child of children) {
+      child.kill("SIGKILL");
+      child.close();
+      await child.status;
+    }
+  }
 });

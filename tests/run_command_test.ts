@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { InProcessServer } from "./helpers/in_process_server.ts";
+import { selfSignedCertificate } from "./helpers/tls.ts";
 import { MAIN_TS as MAIN } from "./helpers/server_harness.ts";
 import { capabilityTokenAuth, tokenFileDigest } from "../lib/server/listen/auth.ts";
 
@@ -238,27 +239,13 @@ Deno.test("exec-server run takes the server from EXEC_SERVER_URL and the token f
 Deno.test("exec-server run --cacert trusts a wss:// server's own certificate", async () => {
   const dir = await Deno.makeTempDir();
   try {
-    const openssl = await new Deno.Command("openssl", {
-      args: [
-        ...["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"],
-        ...["-days", "1", "-subj", "/CN=localhost"],
-        ...["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
-        ...["-addext", "basicConstraints=critical,CA:FALSE"],
-        ...["-keyout", `${dir}/key.pem`, "-out", `${dir}/cert.pem`],
-      ],
-      stdout: "null",
-      stderr: "null",
-    }).output();
-    assert.equal(openssl.code, 0, "openssl could not make a certificate");
+    const { cert, key, certFile } = await selfSignedCertificate(dir);
     await using server = await InProcessServer.websocket({
-      tls: {
-        cert: await Deno.readTextFile(`${dir}/cert.pem`),
-        key: await Deno.readTextFile(`${dir}/key.pem`),
-      },
+      tls: { cert, key },
     });
     const untrusted = await run(["--url", server.url, "--", "/bin/true"]);
     assert.equal(untrusted.code, 255);
-    const trusted = await run(remoteSh(server.url, "echo secure", "--cacert", `${dir}/cert.pem`));
+    const trusted = await run(remoteSh(server.url, "echo secure", "--cacert", certFile));
     assert.equal(trusted.code, 0, trusted.stderr);
     assert.equal(text(trusted.stdout), "secure\n");
   } finally {
@@ -433,5 +420,25 @@ terminalTest(
     await child.status;
     assert.match(seen, /33 99/);
     assert.equal((await Deno.readTextFile(`${dir}/rc`)).trim(), "RC=0");
+  },
+);
+
+terminalTest(
+  "exec-server run -it -- bash is an interactive shell on the remote terminal",
+  async (url, dir) => {
+    const { child, output } = spawnInTerminal([
+      `'${Deno.execPath()}' run -A '${MAIN}' run --url ${url} -it -e 'PS1=remote> ' -- bash --norc --noprofile -i`,
+      `echo "RC=$?" > ${dir}/rc`,
+    ]);
+    await output.until("remote> ");
+    const writer = child.stdin.getWriter();
+    await writer.write(new TextEncoder().encode("echo $((6 * 7)); tty\r"));
+    await output.until("/dev/pts/");
+    await writer.write(new TextEncoder().encode("exit 3\r"));
+    const seen = await output.end();
+    await writer.close();
+    await child.status;
+    assert.match(seen, /remote> echo \$\(\(6 \* 7\)\); tty\r\n.*42\r\n\/dev\/pts\/\d+\r\n/s);
+    assert.equal((await Deno.readTextFile(`${dir}/rc`)).trim(), "RC=3");
   },
 );

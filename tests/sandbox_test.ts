@@ -149,7 +149,8 @@ Deno.test("seccompProgram() restricted mode denies network sockets and allows AF
   assert.equal(runFilter(program, CONNECT), SECCOMP_RET_EPERM);
   assert.equal(runFilter(program, PTRACE), SECCOMP_RET_EPERM);
   assert.equal(runFilter(program, READ), SECCOMP_RET_ALLOW);
-  assert.equal(runFilter(program, SENDMSG), SECCOMP_RET_ALLOW);
+  assert.equal(runFilter(program, SENDMSG), SECCOMP_RET_EPERM, "sendmsg can name a destination");
+  assert.equal(runFilter(program, 438 /* pidfd_getfd */), SECCOMP_RET_EPERM);
   assert.equal(runFilter(program, 0x40000000 | SOCKET, 2), SECCOMP_RET_EPERM, "x32 ABI");
   assert.equal(runFilter(program, SOCKET, 2, 0x40000003 /* i386 */), SECCOMP_RET_KILL_PROCESS);
 });

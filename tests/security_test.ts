@@ -18,6 +18,7 @@
  */
 
 import assert from "node:assert/strict";
+import { snapshot } from "./helpers/attack.ts";
 import {
   handshake,
   type Json,
@@ -228,23 +229,6 @@ async function layout(): Promise<Layout> {
   await Deno.symlink("..", `${scope}/parent-link`);
   await Deno.symlink(`${outside}/planted.txt`, `${scope}/dangling`);
   return { root, scope, outside, secret: `${outside}/secret.txt` };
-}
-
-/** A listing of `outside` with contents, to prove it did not change. */
-async function snapshot(dir: string): Promise<string> {
-  const out: string[] = [];
-  const walk = async (path: string) => {
-    for await (const entry of Deno.readDir(path)) {
-      const full = `${path}/${entry.name}`;
-      const info = await Deno.lstat(full);
-      if (info.isDirectory) {
-        out.push(`${full}/`);
-        await walk(full);
-      } else out.push(`${full} ${info.isFile ? await Deno.readTextFile(full) : "?"}`);
-    }
-  };
-  await walk(dir);
-  return out.sort().join("\n");
 }
 
 const uri = (path: string) => `file://${path}`;

@@ -33,6 +33,11 @@ export interface StringFlag extends FlagCommon {
   readonly default?: string;
   /** Checks and converts a value; throws {@linkcode FlagError} to refuse it. */
   readonly parse?: (value: string, flag: string) => unknown;
+  /**
+   * The value names a file of secrets (a token, a key): the server denies
+   * it inside every sandbox.
+   */
+  readonly secretFile?: true;
 }
 
 /** `--name N`: a positive integer, at most `max`. */

@@ -7,9 +7,17 @@
  */
 
 import { VERSION } from "../server/session/environment.ts";
+import { LOG_FORMATS } from "../server/host/log.ts";
 import { DEFAULT_MAX_CONNECTIONS } from "../server/listen/listen.ts";
 import { SANDBOX_MODES } from "../server/sandbox/server_policy.ts";
-import { defineFlags, FlagError, type FlagValues, parseFlags, renderFlagHelp } from "./flags.ts";
+import {
+  defineFlags,
+  FlagError,
+  type FlagTable,
+  type FlagValues,
+  parseFlags,
+  renderFlagHelp,
+} from "./flags.ts";
 
 /** Where the server listens: its stdin/stdout, or a WebSocket address. */
 export type ListenAddress = { kind: "stdio" } | { kind: "ws"; host: string; port: number };
@@ -109,6 +117,7 @@ export const SERVER_FLAGS = defineFlags({
     kind: "string",
     value: "FILE",
     help: "the token (file content, trimmed)",
+    secretFile: true,
   },
   "ws-token-sha256": {
     kind: "string",
@@ -119,6 +128,7 @@ export const SERVER_FLAGS = defineFlags({
     kind: "string",
     value: "FILE",
     help: "signed-bearer-token: the HMAC secret (file content, trimmed, at least 32 bytes)",
+    secretFile: true,
   },
   "ws-issuer": {
     kind: "string",
@@ -143,7 +153,7 @@ export const SERVER_FLAGS = defineFlags({
   "allow-origin": {
     kind: "list",
     value: "ORIGIN",
-    help: "serve requests whose Origin header is exactly ORIGIN (repeatable); any\n" +
+    help: "serve requests whose Origin header is exactly ORIGIN; any\n" +
       "other request carrying an Origin (a web page) gets 403",
   },
   "max-connections": {
@@ -161,6 +171,7 @@ export const SERVER_FLAGS = defineFlags({
     kind: "string",
     value: "FILE",
     help: "the PEM private key of --tls-cert",
+    secretFile: true,
   },
   sandbox: {
     kind: "enum",
@@ -191,11 +202,40 @@ export const SERVER_FLAGS = defineFlags({
     value: "LEVEL",
     choices: ["error", "warn", "info", "debug"],
     default: "warn",
-    help: "what to log, to stderr",
+    help: "what to log, to stderr (info and debug add the audit events)",
+  },
+  "log-format": {
+    kind: "enum",
+    value: "FORMAT",
+    choices: LOG_FORMATS,
+    default: "text",
+    help: "text, or json: one JSON object per line (ts, level, event and its fields)",
   },
   help: { kind: "boolean", short: "h", help: "print this help" },
   version: { kind: "boolean", short: "V", help: "print the version" },
 });
+
+/**
+ * The files named by the flags marked `secretFile` (token, shared secret,
+ * TLS key) that this command line gives: the server's sandboxes deny them.
+ *
+ * @example
+ * ```ts
+ * import { parseServerFlags, secretFiles } from "./server_flags.ts";
+ * const flags = parseServerFlags(["--tls-cert", "c.pem", "--tls-key", "k.pem"]);
+ * console.log(secretFiles(flags)); // ["k.pem"]
+ * ```
+ *
+ * @param flags The parsed flags.
+ * @returns The paths, as given.
+ */
+export function secretFiles(flags: ServerFlags): string[] {
+  return Object.entries(SERVER_FLAGS as FlagTable).flatMap(([name, spec]) => {
+    if (spec.kind !== "string" || spec.secretFile !== true) return [];
+    const value = (flags as Record<string, unknown>)[name];
+    return typeof value === "string" ? [value] : [];
+  });
+}
 
 /** The parsed values of {@linkcode SERVER_FLAGS}. */
 export type ServerFlags = FlagValues<typeof SERVER_FLAGS>;

@@ -75,7 +75,7 @@ export type RequestMethods = {
 
 /**
  * Server → client notifications: every notification of the method table
- * except `initialized`, the only one a client sends (spec §6).
+ * except `initialized`, the only one a client sends (docs/protocol.md §6).
  */
 export type NotificationName = Exclude<
   { [K in MethodName]: Methods[K] extends NotificationSpec<unknown> ? K : never }[MethodName],

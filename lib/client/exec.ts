@@ -18,8 +18,9 @@ export interface ExecOptions extends EnvironmentOptions {
   /** Working directory: an absolute path or a `file:` URL; the server's cwd by default. */
   cwd?: RemotePath;
   /**
-   * The process's input, then end of input. Without it the process's stdin
-   * is closed from the start (`/dev/null`).
+   * The process's input, then end of input (the end needs the server's
+   * `processStdinClose` extension; without it stdin stays open). Without
+   * `stdin` the process's stdin is `/dev/null` from the start.
    */
   stdin?: string | Uint8Array | ReadableStream<Uint8Array>;
   /**
@@ -180,6 +181,8 @@ export async function exec(
   }
   const onAbort = () => terminate(() => options.signal!.reason);
   options.signal?.addEventListener("abort", onAbort, { once: true });
+  // Aborted while the process was starting: the listener came too late to hear it.
+  if (options.signal?.aborted) onAbort();
   try {
     const feeding = options.stdin === undefined ? undefined : feed(proc, options.stdin);
     feeding?.catch(() => {}); // A process that exits without reading its input is fine.

@@ -10,6 +10,8 @@
 
 import type { RequestArgs, RequestOptions, SessionRequestName } from "./client.ts";
 import type { ResultOf } from "../protocol/methods.ts";
+import { errorKind } from "../protocol/errors.ts";
+import { RemoteError } from "../rpc/connection.ts";
 import { fsErrorOf } from "./fs_errors.ts";
 import { fromPathUri, type RemotePath, toPathUri } from "./paths.ts";
 
@@ -85,6 +87,8 @@ export interface FsHost {
 
 /** Largest block of one `fs/readBlock` or `fs/writeBlock` (the server's limit): 1 MiB. */
 const MAX_BLOCK = 1024 * 1024;
+/** Largest `writeFile` sent as one `fs/writeFile` (larger ones go in blocks): 32 MiB. */
+const MAX_WHOLE_WRITE_BYTES = 32 * 1024 * 1024;
 /** Entries whose metadata `readDir` asks for at once. */
 const READ_DIR_CONCURRENCY = 32;
 const RETRY: RequestOptions = { retry: true };
@@ -124,13 +128,41 @@ export class RemoteFs {
   }
 
   /**
-   * Reads a whole file (at most 512 MiB, the server's limit).
+   * Reads a whole file. One beyond what one reply may carry (32 MiB on this
+   * server, `data.kind` `replyTooLarge`) is read in 1 MiB blocks instead.
    *
    * @param path The file.
    */
   async readFile(path: RemotePath): Promise<Uint8Array> {
-    const { dataBase64 } = await this.#call(path, "fs/readFile", { path: toPathUri(path) }, RETRY);
-    return Uint8Array.fromBase64(dataBase64);
+    try {
+      const { dataBase64 } = await this.#host.request(
+        "fs/readFile",
+        { path: toPathUri(path) },
+        RETRY,
+      );
+      return Uint8Array.fromBase64(dataBase64);
+    } catch (err) {
+      if (!(err instanceof RemoteError && errorKind(err.data) === "replyTooLarge")) {
+        throw fsErrorOf(err, labelOf(path));
+      }
+    }
+    // Larger than one reply may carry: read it in blocks.
+    await using file = await this.open(path);
+    const chunks: Uint8Array[] = [];
+    let size = 0;
+    for (let block = new Uint8Array(MAX_BLOCK);; block = new Uint8Array(MAX_BLOCK)) {
+      const n = await file.read(block);
+      if (n === null) break;
+      chunks.push(block.subarray(0, n));
+      size += n;
+    }
+    const data = new Uint8Array(size);
+    let offset = 0;
+    for (const chunk of chunks) {
+      data.set(chunk, offset);
+      offset += chunk.length;
+    }
+    return data;
   }
 
   /**
@@ -143,18 +175,19 @@ export class RemoteFs {
   }
 
   /**
-   * Creates or replaces a file. Bytes are written atomically (a temporary
-   * file renamed over the path); a stream is written block by block through
-   * a handle, so it may be larger than one message.
+   * Creates or replaces a file. Bytes up to 32 MiB are written atomically
+   * (a temporary file renamed over the path); more bytes, or a stream, are
+   * written block by block through a handle (not atomically).
    *
    * @param path The file.
    * @param data The content.
    */
   async writeFile(path: RemotePath, data: Uint8Array | ReadableStream<Uint8Array>): Promise<void> {
-    if (data instanceof Uint8Array) {
+    if (data instanceof Uint8Array && data.length <= MAX_WHOLE_WRITE_BYTES) {
       await this.#call(path, "fs/writeFile", { path: toPathUri(path), dataBase64: data }, RETRY);
       return;
     }
+    if (data instanceof Uint8Array) data = ReadableStream.from([data]);
     await using file = await this.open(path, { write: true });
     for await (const chunk of data) await file.write(chunk);
   }
@@ -293,7 +326,7 @@ export class RemoteFs {
       path: toPathUri(path),
       mode: options.write ? "replace" : "read",
     });
-    const label = typeof path === "string" ? path : path.href;
+    const label = labelOf(path);
     let position = 0;
     let closed: Promise<void> | undefined;
     const close = (): Promise<void> =>
@@ -333,7 +366,11 @@ export class RemoteFs {
     try {
       return await this.#host.request(method, ...args);
     } catch (err) {
-      throw fsErrorOf(err, typeof path === "string" ? path : path.href);
+      throw fsErrorOf(err, labelOf(path));
     }
   }
+}
+
+function labelOf(path: RemotePath): string {
+  return typeof path === "string" ? path : path.href;
 }

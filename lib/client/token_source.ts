@@ -17,7 +17,7 @@ import type { TokenSource } from "./dial.ts";
  *
  * @example
  * ```ts
- * import { tokenFromFile } from "./token_source.ts";
+ * import { tokenFromFile } from "@exec-server/exec-server";
  * const path = await Deno.makeTempFile();
  * await Deno.writeTextFile(path, "eyJhbGciOiJIUzI1NiJ9.e30.sig\n");
  * const token = await tokenFromFile(path);
@@ -51,7 +51,7 @@ export async function tokenFromFile(path: string): Promise<TokenSource> {
  *
  * @example
  * ```ts
- * import { tokenFromEnv } from "./token_source.ts";
+ * import { tokenFromEnv } from "@exec-server/exec-server";
  * Deno.env.set("EXAMPLE_EXEC_SERVER_TOKEN", "a-capability-token");
  * const token = tokenFromEnv("EXAMPLE_EXEC_SERVER_TOKEN");
  * console.log(await token()); // "a-capability-token"

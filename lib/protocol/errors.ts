@@ -59,6 +59,11 @@ export const ERROR_KINDS = {
     description:
       "A filesystem operation failed in the OS; `data.errno` is the POSIX name (`ENOENT`, `EEXIST`, `EACCES`, `ENOTDIR`, …). The code is -32004 for ENOENT, -32600 for EINVAL/EACCES/EPERM, else -32603.",
   },
+  replyTooLarge: {
+    codes: [ErrorCode.InvalidRequest],
+    description:
+      "The reply would exceed a documented limit (e.g. `fs/readFile` over 32 MiB); the message names the way to get the data in parts (`fs/open` + `fs/readBlock`).",
+  },
   processExists: {
     codes: [ErrorCode.InvalidRequest],
     description: "process/start: the session already has a process with this `processId`.",

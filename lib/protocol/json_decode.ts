@@ -1,5 +1,5 @@
 /**
- * Bounded, strict JSON decoder for inbound JSON-RPC messages (SPEC.md §2.3–§2.5).
+ * Bounded, strict JSON decoder for inbound JSON-RPC messages (docs/protocol.md §2.3–§2.5).
  *
  * `JSON.parse` cannot be used on untrusted JSON-RPC input because it silently
  * keeps the last of two duplicate keys, has no value budget or depth limit, and
@@ -49,16 +49,16 @@
  * @module
  */
 
-/** Default value budget per message: 256 × 1024 JSON values (SPEC.md §2.4). */
+/** Default value budget per message: 256 × 1024 JSON values (docs/protocol.md §2.4). */
 export const MAX_JSON_VALUES = 262_144;
 
-/** Default nesting limit; the top-level container counts as depth 1 (SPEC.md §2.4). */
+/** Default nesting limit; the top-level container counts as depth 1 (docs/protocol.md §2.4). */
 export const MAX_JSON_DEPTH = 127;
 
 /**
  * A number written with a fraction or an exponent (`1.5`, `1e3`, `1.0`), kept
  * distinct from integers so that callers can reject it where the protocol wants
- * an integer (a request id of `1.0` is invalid, SPEC.md §2.3).
+ * an integer (a request id of `1.0` is invalid, docs/protocol.md §2.3).
  *
  * @example
  * ```ts
@@ -152,7 +152,7 @@ export interface DecodeJsonOptions {
 
 /**
  * Decodes one strict JSON document with the value budget, depth limit and
- * duplicate-key rejection of SPEC.md §2.4.
+ * duplicate-key rejection of docs/protocol.md §2.4.
  *
  * Objects are plain objects whose members are own data properties, including a
  * member named `"__proto__"` (it never changes the prototype). See the module

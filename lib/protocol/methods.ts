@@ -9,9 +9,11 @@
 import {
   any,
   array,
+  base64,
   boolean,
   bytes,
   defaulted,
+  described,
   type Infer,
   literal,
   nullable,
@@ -24,6 +26,7 @@ import {
   string,
   unit,
   unsigned,
+  withJsonSchema,
 } from "./schema.ts";
 
 /** Who sends a message. */
@@ -47,7 +50,7 @@ export interface RequestSpec<P, R> {
   readonly direction: Direction;
   /** Gating family; `undefined` only for `initialize`. */
   readonly family?: Family;
-  /** Concurrency lane with `--concurrent-requests > 1` (spec §12). */
+  /** Concurrency lane with `--concurrent-requests > 1` (docs/protocol.md §12). */
   readonly lane: "control" | "ordinary";
   /** One-line description. */
   readonly doc: string;
@@ -116,17 +119,165 @@ function uuid(): Schema<string> {
       }
       return text;
     },
-    jsonSchema: () => ({ type: "string", format: "uuid" }),
+    jsonSchema: () => ({
+      type: "string",
+      pattern: "^(urn:uuid:)?[0-9a-fA-F-]*$",
+      description: "A UUID (32 hex digits, dashes anywhere), optionally prefixed by urn:uuid:.",
+    }),
   };
 }
 
-/** An absolute `file:` URI naming a path on the server (spec §10.1). */
-export const PathUri: Schema<string> = string();
+/** An absolute `file:` URI naming a path on the server (docs/protocol.md §10.1). */
+export const PathUri: Schema<string> = withJsonSchema(string(), {
+  type: "string",
+  title: "PathUri",
+  pattern: "^file:",
+  description:
+    "A path on the server as an absolute file: URI (file:///dir/name, percent-encoded; no query or fragment; host empty or localhost).",
+});
 
+const SANDBOX_NETWORK = {
+  type: "string",
+  enum: ["restricted", "enabled"],
+  description: "Whether the sandboxed process may use the network.",
+};
+
+/** The `kind`s of a sandbox entry's special path (`{"type": "special", "value": {kind}}`). */
+export const SANDBOX_SPECIAL_PATH_KINDS = [
+  "root",
+  "minimal",
+  "current_working_directory",
+  "project_roots",
+  "tmpdir",
+  "slash_tmp",
+  "unknown",
+] as const;
+
+const SANDBOX_FILE_SYSTEM_PATH = {
+  title: "FileSystemPath",
+  description: "A path of a sandbox entry: a literal path, a glob, or a special location.",
+  oneOf: [
+    {
+      type: "object",
+      properties: { type: { const: "path" }, path: PathUri.jsonSchema() },
+      required: ["type", "path"],
+    },
+    {
+      type: "object",
+      properties: {
+        type: { const: "glob_pattern" },
+        pattern: { type: "string", description: "A glob (refused by this server: -32602)." },
+      },
+      required: ["type", "pattern"],
+    },
+    {
+      type: "object",
+      properties: {
+        type: { const: "special" },
+        value: {
+          type: "object",
+          properties: {
+            kind: { type: "string", enum: SANDBOX_SPECIAL_PATH_KINDS },
+            subpath: { anyOf: [{ type: "string" }, { type: "null" }] },
+            path: { type: "string", description: "Only with kind unknown." },
+          },
+          required: ["kind"],
+        },
+      },
+      required: ["type", "value"],
+    },
+  ],
+};
+
+/**
+ * `sandbox` of `process/start` and the `fs/*` methods: Codex's
+ * `FileSystemSandboxContext`. The handlers validate and enforce it (with the
+ * reference's errors), so it parses as any value; its JSON Schema shows the
+ * shape.
+ */
 // deno-lint-ignore no-slow-types
-const sandbox = optional(any());
+const sandbox = optional(withJsonSchema(any(), {
+  type: "object",
+  title: "FileSystemSandboxContext",
+  description:
+    "Codex's sandbox for this request: the file-system and network permissions it runs under, enforced by the server (bubblewrap and seccomp for processes, in-process checks for fs methods). Absent or null: no sandbox.",
+  properties: {
+    permissions: {
+      title: "SandboxPermissions",
+      oneOf: [
+        {
+          type: "object",
+          properties: { type: { const: "disabled" } },
+          required: ["type"],
+          description: "No sandbox.",
+        },
+        {
+          type: "object",
+          properties: { type: { const: "external" }, network: SANDBOX_NETWORK },
+          required: ["type", "network"],
+          description: "Sandboxed by the caller's own means; only the network policy applies.",
+        },
+        {
+          type: "object",
+          properties: {
+            type: { const: "managed" },
+            network: SANDBOX_NETWORK,
+            file_system: {
+              oneOf: [
+                {
+                  type: "object",
+                  properties: { type: { const: "unrestricted" } },
+                  required: ["type"],
+                },
+                {
+                  type: "object",
+                  properties: {
+                    type: { const: "restricted" },
+                    entries: {
+                      type: "array",
+                      items: {
+                        type: "object",
+                        title: "FileSystemSandboxEntry",
+                        properties: {
+                          path: SANDBOX_FILE_SYSTEM_PATH,
+                          access: { type: "string", enum: ["read", "write", "deny", "none"] },
+                          missing_path_behavior: {
+                            anyOf: [{ const: "skip" }, { type: "null" }],
+                          },
+                        },
+                        required: ["path", "access"],
+                      },
+                    },
+                  },
+                  required: ["type"],
+                },
+              ],
+            },
+          },
+          required: ["type", "network", "file_system"],
+          description: "The server enforces the file-system entries and the network policy.",
+        },
+      ],
+    },
+    workspaceRoots: { type: "array", items: PathUri.jsonSchema() },
+    cwd: { anyOf: [PathUri.jsonSchema(), { type: "null" }] },
+    temporaryDirectories: {
+      anyOf: [{ type: "array", items: PathUri.jsonSchema() }, { type: "null" }],
+    },
+    windowsSandboxLevel: {
+      type: "string",
+      enum: ["disabled", "restricted-token", "elevated", "mxc"],
+    },
+    windowsSandboxPrivateDesktop: { anyOf: [{ type: "boolean" }, { type: "null" }] },
+    useLegacyLandlock: {
+      anyOf: [{ type: "boolean" }, { type: "null" }],
+      description: "Refused by this server (-32602) when true.",
+    },
+  },
+  required: ["permissions", "windowsSandboxLevel"],
+}));
 
-/** The `environmentInfo` object (spec §9). */
+/** The `environmentInfo` object (docs/protocol.md §9). */
 export interface EnvironmentInfo {
   /** The user's login shell. */
   shell: { name: string; path: string };
@@ -180,23 +331,29 @@ const OutputStream = literal("stdout", "stderr", "pty");
 const ProcessChunk = object({
   seq: unsigned(),
   stream: OutputStream,
-  chunk: string(),
+  chunk: base64(),
 }, { name: "ProcessOutputChunk" });
 
 // deno-lint-ignore no-slow-types
 const WalkOptions = object({
-  maxDepth: unsigned(),
-  maxDirectories: unsigned(),
-  maxEntries: unsigned(),
-  followDirectorySymlinks: boolean(),
-  pruneHiddenDirectories: optional(boolean()),
+  maxDepth: described(unsigned(), "Levels below the root to descend."),
+  maxDirectories: described(unsigned(), "Directories to read at most; beyond it truncated."),
+  maxEntries: described(unsigned(), "Entries to return at most; beyond it truncated."),
+  followDirectorySymlinks: described(boolean(), "Descend into symlinked directories."),
+  pruneHiddenDirectories: described(
+    optional(boolean()),
+    "Skip directories whose name starts with a dot.",
+  ),
 }, { name: "WalkOptions" });
 
 // deno-lint-ignore no-slow-types
 const HttpHeader = object({
   name: string(),
   value: string(),
-  valueEnvVar: optional(string()),
+  valueEnvVar: described(
+    optional(string()),
+    "Take the value from this environment variable of the server instead.",
+  ),
 }, { name: "HttpHeader" });
 
 // deno-lint-ignore no-slow-types
@@ -293,7 +450,7 @@ const TerminalSize = object({ rows: U16, cols: U16 }, { name: "TerminalSize" });
  *
  * @example List the client requests
  * ```ts
- * import { METHODS } from "./methods.ts";
+ * import { METHODS } from "@exec-server/exec-server";
  * const requests = Object.entries(METHODS).filter(([, spec]) => spec.kind === "request");
  * console.log(requests.map(([name]) => name));
  * ```
@@ -364,14 +521,23 @@ export const METHODS = {
     "exec",
     "Starts a process in the session under a client-chosen id.",
     object({
-      processId: string(),
-      argv: array(string()),
-      cwd: PathUri,
-      envPolicy: optional(EnvPolicy),
-      env: record(string()),
-      tty: boolean(),
-      pipeStdin: optional(boolean()),
-      arg0: optional(string()),
+      processId: described(string(), "Chosen by the client; unique among the session's processes."),
+      argv: described(
+        array(string()),
+        "The program and its arguments; a program without / is looked up in the PATH of the child's environment.",
+      ),
+      cwd: described(PathUri, "The working directory."),
+      envPolicy: described(
+        optional(EnvPolicy),
+        "Start from (part of) the server's environment; without it the child gets exactly env.",
+      ),
+      env: described(record(string()), "Variables set last, over envPolicy."),
+      tty: described(boolean(), "Run on a pseudo-terminal (output stream pty)."),
+      pipeStdin: described(
+        optional(boolean()),
+        "Give a pipe process a stdin pipe for process/write (default false: /dev/null).",
+      ),
+      arg0: described(optional(string()), "argv[0] as the program sees it."),
       sandbox,
       enforceManagedNetwork: optional(boolean()),
       managedNetwork: optional(any()),
@@ -394,9 +560,15 @@ export const METHODS = {
     "Returns retained output after a seq, optionally long-polling for more.",
     object({
       processId: string(),
-      afterSeq: optional(unsigned()),
-      maxBytes: optional(unsigned("usize")),
-      waitMs: optional(unsigned()),
+      afterSeq: described(optional(unsigned()), "Return events with a larger seq (default 0)."),
+      maxBytes: described(
+        optional(unsigned("usize")),
+        "Stop adding chunks beyond this many bytes.",
+      ),
+      waitMs: described(
+        optional(unsigned()),
+        "Wait up to this many ms for something new before answering.",
+      ),
     }, { name: "ReadParams" }),
     object({
       chunks: array(ProcessChunk),
@@ -416,8 +588,11 @@ export const METHODS = {
     object({
       processId: string(),
       chunk: bytes(),
-      writeId: string(),
-      closeStdin: optional(boolean()),
+      writeId: described(string(), "Chosen by the client; a repeated writeId is written once."),
+      closeStdin: described(
+        optional(boolean()),
+        "Extension processStdinClose: close stdin after this chunk.",
+      ),
     }, { name: "WriteParams" }),
     object({
       status: literal("accepted", "unknownProcess", "stdinClosed", "starting"),
@@ -452,20 +627,22 @@ export const METHODS = {
     "filesystem",
     "Reads a whole regular file (at most 512 MiB).",
     object({ path: PathUri, sandbox }, { name: "WireFsReadFileParams" }),
-    object({ dataBase64: string() }, { name: "FsReadFileResponse" }),
+    object({ dataBase64: base64() }, { name: "FsReadFileResponse" }),
   ),
   "fs/writeFile": request(
     "filesystem",
     "Creates or replaces a file with the given bytes (atomically, through a rename).",
-    object({ path: PathUri, dataBase64: string(), sandbox }, { name: "WireFsWriteFileParams" }),
+    object({ path: PathUri, dataBase64: base64(), sandbox }, { name: "WireFsWriteFileParams" }),
     Empty,
   ),
   "fs/createDirectory": request(
     "filesystem",
     "Creates a directory, with parents unless recursive is false.",
-    object({ path: PathUri, recursive: optional(boolean()), sandbox }, {
-      name: "WireFsCreateDirectoryParams",
-    }),
+    object({
+      path: PathUri,
+      recursive: described(optional(boolean()), "Create missing parents too (default true)."),
+      sandbox,
+    }, { name: "WireFsCreateDirectoryParams" }),
     Empty,
   ),
   "fs/getMetadata": request(
@@ -514,8 +691,11 @@ export const METHODS = {
     "Removes a file, symlink or directory.",
     object({
       path: PathUri,
-      recursive: optional(boolean()),
-      force: optional(boolean()),
+      recursive: described(
+        optional(boolean()),
+        "Remove a directory's contents too (default true).",
+      ),
+      force: described(optional(boolean()), "A missing path is no error (default true)."),
       sandbox,
     }, { name: "WireFsRemoveParams" }),
     Empty,
@@ -535,9 +715,15 @@ export const METHODS = {
     "filesystem",
     "Opens a connection-scoped file handle for block reads or writes.",
     object({
-      handleId: string(),
+      handleId: described(
+        string(),
+        "Chosen by the client (at most 32 bytes); scoped to the connection.",
+      ),
       path: PathUri,
-      mode: defaulted(literal("read", "replace")),
+      mode: described(
+        defaulted(literal("read", "replace")),
+        "read (default), or replace: create or truncate for fs/writeBlock.",
+      ),
       sandbox,
     }, { name: "WireFsOpenParams" }),
     object({ handleId: string() }, { name: "FsOpenResponse" }),
@@ -545,10 +731,12 @@ export const METHODS = {
   "fs/readBlock": request(
     "filesystem",
     "Reads up to len bytes at an offset of an open handle.",
-    object({ handleId: string(), offset: unsigned(), len: unsigned("usize") }, {
-      name: "FsReadBlockParams",
-    }),
-    object({ chunk: string(), eof: boolean() }, { name: "FsReadBlockResponse" }),
+    object({
+      handleId: string(),
+      offset: described(unsigned(), "Byte offset in the file."),
+      len: described(unsigned("usize"), "Bytes to read, 1 to 1048576."),
+    }, { name: "FsReadBlockParams" }),
+    object({ chunk: base64(), eof: boolean() }, { name: "FsReadBlockResponse" }),
   ),
   "fs/writeBlock": request(
     "filesystem",
@@ -568,9 +756,13 @@ export const METHODS = {
   "fs/watchMissing": request(
     "filesystem",
     "Notifies once when one of the given missing paths (or an ancestor) appears.",
-    object({ watchId: unsigned("u64", { exact: true }), missing: array(PathUri) }, {
-      name: "FsWatchMissingParams",
-    }),
+    object({
+      watchId: described(
+        unsigned("u64", { exact: true }),
+        "Chosen by the client; echoed in fs/missingChanged.",
+      ),
+      missing: described(array(PathUri), "Paths that do not exist yet."),
+    }, { name: "FsWatchMissingParams" }),
     object({ watching: boolean() }, { name: "FsWatchMissingResponse" }),
   ),
 
@@ -578,20 +770,32 @@ export const METHODS = {
     "http",
     "Performs an HTTP request from the server, buffered or streamed.",
     object({
-      method: string(),
-      url: string(),
-      headers: defaulted(array(HttpHeader)),
-      bodyBase64: optional(bytes()),
-      timeoutMs: optional(unsigned()),
-      redirectPolicy: optional(literal("follow", "stop")),
-      requestId: string(),
-      streamResponse: optional(boolean()),
+      method: described(string(), "The HTTP method, sent as given."),
+      url: described(string(), "An absolute http: or https: URL."),
+      headers: described(defaulted(array(HttpHeader)), "Request headers, in order."),
+      bodyBase64: described(optional(bytes()), "The request body."),
+      timeoutMs: described(
+        optional(unsigned()),
+        "Give up after this many ms (default: no timeout).",
+      ),
+      redirectPolicy: described(
+        optional(literal("follow", "stop")),
+        "Follow redirects (default) or not.",
+      ),
+      requestId: described(
+        string(),
+        "Chosen by the client; names the http/request/bodyDelta stream.",
+      ),
+      streamResponse: described(
+        optional(boolean()),
+        "Send the body as http/request/bodyDelta notifications instead of in the result.",
+      ),
     }, { name: "HttpRequestParams" }),
     object(
       {
         status: U16,
         headers: array(ResponseHeader),
-        bodyBase64: string(),
+        bodyBase64: base64(),
       },
       {
         name: "HttpRequestResponse",
@@ -635,7 +839,7 @@ export const METHODS = {
   "process/output": notification(
     "serverToClient",
     "A chunk of process output.",
-    object({ processId: string(), seq: unsigned(), stream: OutputStream, chunk: string() }, {
+    object({ processId: string(), seq: unsigned(), stream: OutputStream, chunk: base64() }, {
       name: "ProcessOutputNotification",
     }),
   ),
@@ -661,7 +865,7 @@ export const METHODS = {
     object({
       requestId: string(),
       seq: unsigned(),
-      deltaBase64: string(),
+      deltaBase64: base64(),
       done: boolean(),
       error: nullable(string()),
     }, { name: "HttpRequestBodyDelta" }),

@@ -134,7 +134,10 @@ export function unsigned(name = "u64", options: UnsignedOptions = {}): Schema<nu
   const max = options.max ?? U64_MAX;
   const outOfRange = (value: unknown) =>
     new SchemaError(`invalid value: integer \`${value}\`, expected ${name}`);
-  return leaf(name, { type: "integer", minimum: 0, maximum: Number(max) }, (value) => {
+  const safe = BigInt(Number.MAX_SAFE_INTEGER);
+  // The JSON Schema states the exact bound: 2^64 - 1 has more digits than a double holds.
+  const maximum = options.exact && max > safe ? Number.MAX_SAFE_INTEGER : exactInteger(max);
+  return leaf(name, { type: "integer", minimum: 0, maximum }, (value) => {
     if (typeof value === "number") {
       if (value < 0) throw new SchemaError("invalid number");
       if (BigInt(value) > max) throw outOfRange(value);
@@ -161,7 +164,9 @@ export function unsigned(name = "u64", options: UnsignedOptions = {}): Schema<nu
  * @param name The Rust type name used in messages.
  */
 export function signed(name = "i64"): Schema<number> {
-  return leaf(name, { type: "integer" }, (value) => {
+  const bound = name === "i32" ? 2 ** 31 : Number.MAX_SAFE_INTEGER;
+  const json = { type: "integer", minimum: -bound, maximum: name === "i32" ? bound - 1 : bound };
+  return leaf(name, json, (value) => {
     if (typeof value === "number") return value;
     if (typeof value === "bigint") {
       throw new SchemaError(`invalid value: integer \`${value}\`, expected ${name}`);
@@ -178,7 +183,9 @@ export function any(): Schema<unknown> {
 
 /** Methods without parameters: `params` must be absent or `null` (serde's unit). */
 export function unit(): Schema<null> {
-  return leaf("unit", { type: "null" }, (value) => {
+  // An empty object is accepted too (see parseParams), as the reference does.
+  const json = { anyOf: [{ type: "null" }, { type: "object", maxProperties: 0 }] };
+  return leaf("unit", json, (value) => {
     if (value !== null && value !== undefined) throw typeError(value, "unit");
     return null;
   });
@@ -210,9 +217,16 @@ export function literal<const V extends string>(...variants: V[]): Schema<V> {
   });
 }
 
+/**
+ * Marks (in a JSON Schema fragment, never serialized) a base64 member that
+ * params decoding itself decodes, so its decoding errors are params errors;
+ * {@linkcode base64} members stay strings for their handler.
+ */
+export const DECODED_BASE64: unique symbol = Symbol("decoded base64");
+
 /** A base64 string on the wire, decoded to bytes on parse (the reference's `ByteChunk`). */
 export function bytes(): Schema<Uint8Array> {
-  return leaf("a string", { type: "string", contentEncoding: "base64" }, (value) => {
+  return leaf("a string", { ...BASE64_JSON, [DECODED_BASE64]: true }, (value) => {
     if (typeof value !== "string") throw typeError(value, "a string");
     try {
       return decodeBase64(value);
@@ -220,6 +234,74 @@ export function bytes(): Schema<Uint8Array> {
       throw new SchemaError((err as Error).message);
     }
   });
+}
+
+/**
+ * A base64 string that stays a string on parse (results, and params whose
+ * decoding errors the handler reports itself); its JSON Schema marks it as
+ * base64 like {@linkcode bytes}.
+ */
+export function base64(): Schema<string> {
+  return leaf("a string", BASE64_JSON, (value) => {
+    if (typeof value !== "string") throw typeError(value, "a string");
+    return value;
+  });
+}
+
+const BASE64_JSON: JsonSchema = {
+  type: "string",
+  contentEncoding: "base64",
+  title: "Base64",
+  description: "Bytes, base64-encoded (RFC 4648, with padding).",
+};
+
+/**
+ * The same schema with another JSON Schema (the parse is unchanged): for
+ * members whose validation lives elsewhere but whose shape a client author
+ * should see.
+ *
+ * @param inner The schema that parses.
+ * @param json The JSON Schema to publish instead.
+ */
+export function withJsonSchema<T>(inner: Schema<T>, json: JsonSchema): Schema<T> {
+  return { ...inner, jsonSchema: () => json };
+}
+
+/** Key under which {@linkcode described} keeps a member's description (never serialized). */
+export const MEMBER_DESCRIPTION: unique symbol = Symbol("member description");
+
+/**
+ * The same schema with a description of the member it is used for; the
+ * JSON Schema shows it next to the member (also when the type itself is a
+ * shared definition).
+ *
+ * @param inner The member's schema.
+ * @param description What the member means.
+ */
+export function described<T>(inner: Schema<T>, description: string): Schema<T> {
+  return {
+    ...inner,
+    jsonSchema: () => ({ ...inner.jsonSchema(), [MEMBER_DESCRIPTION]: description }),
+  };
+}
+
+/**
+ * An integer for a JSON Schema document, written exactly by `JSON.stringify`
+ * also beyond 2^53 (as a raw JSON number; read back it is the nearest double).
+ *
+ * @example
+ * ```ts
+ * import { exactInteger } from "./schema.ts";
+ * console.log(JSON.stringify({ maximum: exactInteger(2n ** 64n - 1n) })); // {"maximum":18446744073709551615}
+ * ```
+ *
+ * @param value The integer.
+ */
+export function exactInteger(value: bigint): number {
+  const safe = BigInt(Number.MAX_SAFE_INTEGER);
+  if (value <= safe && value >= -safe) return Number(value);
+  // `JSON.stringify` writes the digits as given.
+  return (JSON as unknown as { rawJSON(text: string): number }).rawJSON(value.toString());
 }
 
 /**

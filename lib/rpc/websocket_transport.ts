@@ -1,5 +1,5 @@
 /**
- * One JSON message per WebSocket message (spec §1.2), over any standard
+ * One JSON message per WebSocket message (docs/protocol.md §1.2), over any standard
  * `WebSocket` (a server-side socket from `Deno.upgradeWebSocket`, or a client
  * socket).
  *

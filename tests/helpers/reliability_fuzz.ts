@@ -19,7 +19,7 @@
  */
 
 import { METHODS } from "../../lib/protocol/methods.ts";
-import type { JsonSchema } from "../../lib/protocol/schema.ts";
+import { DECODED_BASE64, type JsonSchema } from "../../lib/protocol/schema.ts";
 import { toJson } from "./server_harness.ts";
 
 // ---------------------------------------------------------------------------
@@ -146,9 +146,36 @@ export function clientRequests(): RequestMethod[] {
   const out: RequestMethod[] = [];
   for (const [name, spec] of Object.entries(METHODS)) {
     if (spec.kind !== "request" || spec.direction !== "clientToServer") continue;
-    out.push({ name, schema: spec.params.jsonSchema() });
+    out.push({ name, schema: decodingView(spec.params.jsonSchema()) });
   }
   return out;
+}
+
+/**
+ * The published JSON Schema as params decoding sees it: no params is
+ * `{type: "null"}`, a UUID is `format: "uuid"`, and `sandbox` is opaque (its
+ * handler validates it, with its own errors, not the params decoder).
+ */
+function decodingView(schema: JsonSchema): JsonSchema {
+  if (schema.title === "FileSystemSandboxContext") return {};
+  const anyOf = schema.anyOf as JsonSchema[] | undefined;
+  if (anyOf?.[0]?.type === "null" && anyOf[1]?.maxProperties === 0) return { type: "null" };
+  const out: JsonSchema = {};
+  for (const [key, value] of Object.entries(schema)) {
+    if (Array.isArray(value)) out[key] = value.map((v) => isSchema(v) ? decodingView(v) : v);
+    else if (isSchema(value)) out[key] = decodingView(value);
+    else out[key] = value;
+  }
+  if (String(out.pattern).startsWith("^(urn:uuid:)?")) out.format = "uuid";
+  // A base64 string its handler decodes (fs/writeFile's dataBase64) is a plain string here.
+  if (out.contentEncoding === "base64" && !(schema as Record<symbol, unknown>)[DECODED_BASE64]) {
+    delete out.contentEncoding;
+  }
+  return out;
+}
+
+function isSchema(value: unknown): value is JsonSchema {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 /** Unwraps `optional(X)` (`anyOf: [X, null]`); tells whether null is accepted. */
@@ -735,7 +762,7 @@ export class FuzzGenerator {
     const base = this.rng.chance(0.5)
       ? this.#request(
         "process/start",
-        this.#typedValue(METHODS["process/start"].params.jsonSchema()),
+        this.#typedValue(decodingView(METHODS["process/start"].params.jsonSchema())),
       ).text
       : this.#request(this.rng.pick(this.#methods).name, this.#randomJson0(3)).text;
     const cut = this.rng.range(1, base.length - 1);

@@ -521,9 +521,9 @@ export class WsClient extends BaseClient {
     });
   }
 
-  /** Opens a connection to `url`. */
-  static async connect(url: string): Promise<WsClient> {
-    const socket = new WebSocket(url);
+  /** Opens a connection to `url`, offering `protocols` (e.g. the bearer-token subprotocol). */
+  static async connect(url: string, protocols?: string[]): Promise<WsClient> {
+    const socket = new WebSocket(url, protocols);
     const client = new WsClient(socket);
     await new Promise<void>((resolve, reject) => {
       socket.addEventListener("open", () => resolve(), { once: true });

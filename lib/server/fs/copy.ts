@@ -1,5 +1,5 @@
 /**
- * `fs/copy` (SPEC §10.11).
+ * `fs/copy` (docs/protocol.md §10.11).
  *
  * @module
  */
@@ -10,6 +10,16 @@ import type { ResultOf } from "../../protocol/methods.ts";
 import { fsError, osError, osErrorCode } from "../host/os_errors.ts";
 import { joinPath } from "../host/path_uri.ts";
 import { mayRead } from "../host/permissions.ts";
+import { close, F, fchmod, mkdirat, openat, symlinkat, writeAll } from "../host/fs_syscalls.ts";
+import type { SandboxPlan } from "../sandbox/policy.ts";
+import {
+  copyTreeAt,
+  createAt,
+  createDirectoryAt,
+  raceFreeWrites,
+  type WriteScope,
+  writeScope,
+} from "./resolve.ts";
 import { lstatOrUndefined } from "./stat.ts";
 
 /**
@@ -21,6 +31,9 @@ import { lstatOrUndefined } from "./stat.ts";
  * @param source Native absolute path, its read access already checked.
  * @param destination Native absolute path, its write access already checked.
  * @param recursive Must be `true` to copy a directory.
+ * @param plans The sandbox plans the copy must stay inside. With `--allow-ffi` every entry of
+ * the copy is created on a directory descriptor below the destination's scope root
+ * (see `resolve.ts`): no symlink, dangling or swapped in, leads it elsewhere.
  *
  * @example
  * ```ts
@@ -36,22 +49,19 @@ export async function copy(
   source: string,
   destination: string,
   recursive: boolean,
+  plans: readonly SandboxPlan[] = [],
 ): Promise<ResultOf<"fs/copy">> {
   try {
     const info = await Deno.lstat(source);
-    if (info.isSymlink) {
+    const scope = raceFreeWrites() ? writeScope(destination, plans) : undefined;
+    if (scope !== undefined) {
+      await copyOnDescriptors(source, info, destination, recursive, scope);
+    } else if (info.isSymlink) {
       await Deno.symlink(await Deno.readLink(source), destination);
     } else if (info.isFile) {
-      if (!(await isSameFile(info, destination))) await Deno.copyFile(source, destination);
+      if (!(await isSameFile(info, destination))) await copyFileContent(source, destination);
     } else if (info.isDirectory) {
-      if (!recursive) {
-        throw invalidRequest("fs/copy requires recursive: true when sourcePath is a directory");
-      }
-      const from = await Deno.realPath(source);
-      const to = await canonicalizeMissing(destination);
-      if (to === from || to.startsWith(from === "/" ? "/" : `${from}/`)) {
-        throw invalidRequest("fs/copy cannot copy a directory to itself or one of its descendants");
-      }
+      await checkDirectoryCopy(source, destination, recursive);
       if ((await lstatOrUndefined(destination)) !== undefined) throw osError("EEXIST");
       await Deno.mkdir(destination, { recursive: true });
       await copyTree(source, destination);
@@ -62,6 +72,90 @@ export async function copy(
   } catch (err) {
     throw fsError(err);
   }
+}
+
+/** {@linkcode copy} with every destination entry created below its scope root. */
+async function copyOnDescriptors(
+  source: string,
+  info: Deno.FileInfo,
+  destination: string,
+  recursive: boolean,
+  scope: WriteScope,
+): Promise<void> {
+  if (info.isSymlink) {
+    const target = await Deno.readLink(source);
+    await createAt(destination, false, scope, (dir, name) => symlinkat(target, dir, name));
+  } else if (info.isFile) {
+    if (await isSameFile(info, destination)) return;
+    await createAt(destination, true, scope, async (dir, name, existing) => {
+      if (existing !== undefined && (existing.mode & F.S_IFMT) === F.S_IFIFO) {
+        throw osError("ENXIO");
+      }
+      const flags = F.O_WRONLY | F.O_CREAT | F.O_TRUNC | F.O_NOFOLLOW | F.O_NONBLOCK;
+      const fd = openat(dir, name, flags, (info.mode ?? 0o644) & 0o777);
+      try {
+        await copyContent(source, fd);
+        fchmod(fd, (info.mode ?? 0o644) & 0o7777);
+      } finally {
+        close(fd);
+      }
+    });
+  } else if (info.isDirectory) {
+    await checkDirectoryCopy(source, destination, recursive);
+    // Missing parents are created, as `mkdir -p` would.
+    createDirectoryAt(dirname(destination), true, scope);
+    await createAt(destination, false, scope, async (dir, name, existing) => {
+      if (existing !== undefined) throw osError("EEXIST");
+      mkdirat(dir, name);
+      await copyTreeAt(source, dir, name, copyContent);
+    });
+  } else {
+    throw invalidRequest("fs/copy only supports regular files, directories, and symlinks");
+  }
+}
+
+/** Refuses a directory copy without `recursive`, or into itself or one of its descendants. */
+async function checkDirectoryCopy(
+  source: string,
+  destination: string,
+  recursive: boolean,
+): Promise<void> {
+  if (!recursive) {
+    throw invalidRequest("fs/copy requires recursive: true when sourcePath is a directory");
+  }
+  const from = await Deno.realPath(source);
+  const to = await canonicalizeMissing(destination);
+  if (to === from || to.startsWith(from === "/" ? "/" : `${from}/`)) {
+    throw invalidRequest("fs/copy cannot copy a directory to itself or one of its descendants");
+  }
+}
+
+/** Streams a file's content into an open descriptor. */
+async function copyContent(from: string, fd: number): Promise<void> {
+  using file = await Deno.open(from, { read: true });
+  const buffer = new Uint8Array(1 << 20);
+  for (;;) {
+    const n = await file.read(buffer);
+    if (n === null) return;
+    await writeAll(fd, buffer.subarray(0, n));
+  }
+}
+
+/**
+ * Copies a regular file's content. Opening a FIFO without a reader for
+ * writing blocks (and holds one of the runtime's blocking threads until a
+ * reader comes), so a FIFO destination is refused with ENXIO first, as the
+ * reference's non-blocking open reports it.
+ */
+async function copyFileContent(from: string, to: string): Promise<void> {
+  let existing: Deno.FileInfo | undefined;
+  try {
+    existing = await Deno.stat(to);
+  } catch {
+    existing = undefined;
+  }
+  if (existing?.isFifo) throw osError("ENXIO");
+  await Deno.copyFile(from, to);
 }
 
 async function isSameFile(source: Deno.FileInfo, destination: string): Promise<boolean> {
@@ -103,7 +197,7 @@ async function copyTree(source: string, destination: string): Promise<void> {
       await Deno.mkdir(to);
       await copyTree(from, to);
     } else if (info.isFile) {
-      await Deno.copyFile(from, to);
+      await copyFileContent(from, to);
     }
   }
 }

@@ -1,5 +1,5 @@
 /**
- * `fs/createDirectory` and `fs/readDirectory` (SPEC §10.4, §10.7).
+ * `fs/createDirectory` and `fs/readDirectory` (docs/protocol.md §10.5, §10.8).
  *
  * @module
  */
@@ -7,6 +7,9 @@
 import type { ResultOf } from "../../protocol/methods.ts";
 import { fsError } from "../host/os_errors.ts";
 import { joinPath } from "../host/path_uri.ts";
+import type { SandboxPlan } from "../sandbox/policy.ts";
+import { createDirectoryAt, raceFreeWrites, writeScope } from "./resolve.ts";
+import { linkTargetInScope } from "./stat.ts";
 
 /** One entry of `fs/readDirectory`. */
 type DirectoryEntry = ResultOf<"fs/readDirectory">["entries"][number];
@@ -16,6 +19,8 @@ type DirectoryEntry = ResultOf<"fs/readDirectory">["entries"][number];
  *
  * @param path Native absolute path, its write access already checked.
  * @param recursive Create missing parents and accept an existing directory (`mkdir -p`).
+ * @param plans The sandbox plans the directories must stay inside (with `--allow-ffi` each
+ * one is created in the directory descriptor that was checked).
  *
  * @example
  * ```ts
@@ -29,9 +34,11 @@ type DirectoryEntry = ResultOf<"fs/readDirectory">["entries"][number];
 export async function createDirectory(
   path: string,
   recursive: boolean,
+  plans: readonly SandboxPlan[] = [],
 ): Promise<ResultOf<"fs/createDirectory">> {
   try {
-    await Deno.mkdir(path, { recursive });
+    if (raceFreeWrites()) createDirectoryAt(path, recursive, writeScope(path, plans));
+    else await Deno.mkdir(path, { recursive });
     return {};
   } catch (err) {
     throw fsError(err);
@@ -40,7 +47,9 @@ export async function createDirectory(
 
 /**
  * `fs/readDirectory`: the directory's entries in OS order; entries whose
- * `stat` fails (such as broken symlinks) are left out.
+ * `stat` fails (such as broken symlinks) are left out, and so are symlinks
+ * whose target is outside the server's read scope (the answer does not
+ * depend on what is there).
  *
  * @param path Native absolute path, its read access already checked.
  *
@@ -57,12 +66,15 @@ export async function readDirectory(path: string): Promise<ResultOf<"fs/readDire
   const entries: DirectoryEntry[] = [];
   try {
     for await (const entry of Deno.readDir(path)) {
-      let info: Deno.FileInfo;
+      let info: Deno.FileInfo | undefined;
       try {
-        info = await Deno.stat(joinPath(path, entry.name));
+        const full = joinPath(path, entry.name);
+        // A link answers for its target only where the server may read the target.
+        info = entry.isSymlink ? await linkTargetInScope(full) : await Deno.stat(full);
       } catch {
         continue;
       }
+      if (info === undefined) continue;
       entries.push({ fileName: entry.name, isDirectory: info.isDirectory, isFile: info.isFile });
     }
   } catch (err) {

@@ -1,5 +1,5 @@
 /**
- * File handles: `fs/open`, `fs/readBlock`, `fs/writeBlock`, `fs/close` (SPEC §10.12).
+ * File handles: `fs/open`, `fs/readBlock`, `fs/writeBlock`, `fs/close` (docs/protocol.md §10.12).
  *
  * @module
  */

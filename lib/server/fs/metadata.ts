@@ -1,5 +1,5 @@
 /**
- * `fs/getMetadata` and `fs/canonicalize` (SPEC §10.5, §10.6): what a path is.
+ * `fs/getMetadata` and `fs/canonicalize` (docs/protocol.md §10.6, §10.7): what a path is.
  *
  * Both are synchronous on purpose: a metadata syscall takes microseconds,
  * while an async Deno fs op costs a round trip through the blocking thread

@@ -20,7 +20,10 @@ import type { ClientRequestName, ParamsOf, ResultOf } from "../../protocol/metho
 import { requireRead, requireReadOrMissing, requireWrite } from "../host/permissions.ts";
 import { checkFsAccess, fsSandboxChecks, restrictListing } from "../sandbox/fs_guard.ts";
 import { copiesTo, type PathAccess, reads, removes, writes } from "./access.ts";
+import { fsError } from "../host/os_errors.ts";
+import type { SandboxPlan } from "../sandbox/policy.ts";
 import { copy } from "./copy.ts";
+import { checkWriteTarget, raceFreeWrites, writeScope } from "./resolve.ts";
 import { createDirectory, readDirectory } from "./directory.ts";
 import type { FileHandleTable } from "./handles.ts";
 import { canonicalize, getMetadata } from "./metadata.ts";
@@ -58,8 +61,16 @@ export interface FsOperation<M extends FsMethod, A extends AccessList<M> = Acces
    * Throws for a URI that names no local path.
    */
   access(params: ParamsOf<M>): A;
-  /** Performs the request on the paths of {@linkcode FsOperation.access}, once they are checked. */
-  run(params: ParamsOf<M>, paths: A, context: FsContext): ResultOf<M> | Promise<ResultOf<M>>;
+  /**
+   * Performs the request on the paths of {@linkcode FsOperation.access}, once they are checked;
+   * writes stay inside the request's and the server's sandbox `plans` (see `resolve.ts`).
+   */
+  run(
+    params: ParamsOf<M>,
+    paths: A,
+    context: FsContext,
+    plans: readonly SandboxPlan[],
+  ): ResultOf<M> | Promise<ResultOf<M>>;
 }
 
 /** Builds a table entry, typing `run`'s paths after what `access` returns. */
@@ -78,11 +89,12 @@ export const FS_OPERATIONS: { readonly [M in FsMethod]: FsOperation<M> } = {
   }),
   "fs/writeFile": operation("fs/writeFile", {
     access: (params) => [writes(params.path, "file")],
-    run: (params, [file]) => writeFile(file.path, params.dataBase64),
+    run: (params, [file], _context, plans) => writeFile(file.path, params.dataBase64, plans),
   }),
   "fs/createDirectory": operation("fs/createDirectory", {
     access: (params) => [writes(params.path, params.recursive ?? true ? "directories" : "entry")],
-    run: (params, [directory]) => createDirectory(directory.path, params.recursive ?? true),
+    run: (params, [directory], _context, plans) =>
+      createDirectory(directory.path, params.recursive ?? true, plans),
   }),
   "fs/getMetadata": operation("fs/getMetadata", {
     access: (params) => [reads(params.path, "metadata")],
@@ -102,21 +114,32 @@ export const FS_OPERATIONS: { readonly [M in FsMethod]: FsOperation<M> } = {
   }),
   "fs/remove": operation("fs/remove", {
     access: (params) => [removes(params.path, params.recursive ?? true)],
-    run: (params, [entry]) => remove(entry.path, entry.recursive, params.force ?? true),
+    run: (params, [entry], _context, plans) =>
+      remove(entry.path, entry.recursive, params.force ?? true, plans),
   }),
   "fs/copy": operation("fs/copy", {
     access: (params) => {
       const source = reads(params.sourcePath, "tree");
       return [source, copiesTo(params.destinationPath, source)];
     },
-    run: (params, [source, destination]) => copy(source.path, destination.path, params.recursive),
+    run: (params, [source, destination], _context, plans) =>
+      copy(source.path, destination.path, params.recursive, plans),
   }),
   "fs/open": operation("fs/open", {
     access: (params) => [
       params.mode === "replace" ? writes(params.path, "file") : reads(params.path, "content"),
     ],
-    run: (params, [file], context) =>
-      context.files.open(params.handleId, file.path, params.mode ?? "read"),
+    run: (params, [file], context, plans) => {
+      // The handle is a Deno file: the target is checked, not opened, on descriptors.
+      if (params.mode === "replace" && raceFreeWrites()) {
+        try {
+          checkWriteTarget(file.path, writeScope(file.path, plans));
+        } catch (err) {
+          throw fsError(err);
+        }
+      }
+      return context.files.open(params.handleId, file.path, params.mode ?? "read");
+    },
   }),
   // Handle requests touch no path: `fs/open` checked the handle's.
   "fs/readBlock": operation("fs/readBlock", {
@@ -174,7 +197,12 @@ export function runFsOperation<M extends FsMethod>(
 ): ResultOf<M> | Promise<ResultOf<M>> {
   const entry = FS_OPERATIONS[method] as unknown as {
     access(params: ParamsOf<M>): readonly PathAccess[];
-    run(params: ParamsOf<M>, paths: readonly PathAccess[], context: FsContext): ResultOf<M>;
+    run(
+      params: ParamsOf<M>,
+      paths: readonly PathAccess[],
+      context: FsContext,
+      plans: readonly SandboxPlan[],
+    ): ResultOf<M>;
   };
   // The sandbox first: an invalid one is reported before an invalid path, as by the reference.
   const { client, server } = fsSandboxChecks((params as { sandbox?: unknown }).sandbox);
@@ -193,7 +221,7 @@ export function runFsOperation<M extends FsMethod>(
     return {} as ResultOf<M>;
   }
   const checks = [client, server].filter((check) => check !== undefined);
-  const result = entry.run(params, paths, context);
+  const result = entry.run(params, paths, context, checks.map((check) => check.plan));
   const listing = checks.length > 0 ? paths.find((path) => path.kind === "listing") : undefined;
   if (listing === undefined) return result;
   return Promise.resolve(result).then((walked) =>

@@ -1,21 +1,28 @@
 /**
- * `fs/readFile` (SPEC §10.2): a whole regular file, within a size limit.
+ * `fs/readFile` (docs/protocol.md §10.3): a whole regular file, within a size limit.
  *
  * @module
  */
 
-import { invalidRequest } from "../../protocol/errors.ts";
+import { invalidRequest, kindError, type RpcError } from "../../protocol/errors.ts";
 import type { ResultOf } from "../../protocol/methods.ts";
 import { fsError } from "../host/os_errors.ts";
+import { MAX_REPLY_DATA_BYTES } from "../host/reply_limit.ts";
 
-/** Largest file `fs/readFile` returns: 512 MiB, as the reference. */
-export const READ_FILE_LIMIT = 536_870_912;
+/**
+ * Largest file `fs/readFile` returns: 32 MiB (a 43 MiB reply). The reference
+ * allows 512 MiB, which a Deno server cannot encode as one JSON reply without
+ * running out of memory (a 200 MiB file ended the process); larger files are
+ * read with `fs/open` and `fs/readBlock`.
+ */
+export const READ_FILE_LIMIT = MAX_REPLY_DATA_BYTES;
 
 /**
  * `fs/readFile`: returns a regular file's content (symlinks followed).
  *
- * Files larger than {@linkcode READ_FILE_LIMIT} are refused with `-32600`;
- * read those with `fs/open` and `fs/readBlock` instead.
+ * Files larger than {@linkcode READ_FILE_LIMIT} are refused with `-32600`
+ * and `data.kind` `replyTooLarge`; read those with `fs/open` and
+ * `fs/readBlock` instead.
  *
  * @param path Native absolute path, its access already checked.
  *
@@ -44,9 +51,14 @@ export async function readFile(path: string): Promise<ResultOf<"fs/readFile">> {
 
 function assertReadableFile(path: string, info: Deno.FileInfo): void {
   if (!info.isFile) throw invalidRequest(`path \`${path}\` is not a file`);
-  if (info.size > READ_FILE_LIMIT) {
-    throw invalidRequest(`file is too large to read: limit is ${READ_FILE_LIMIT} bytes`);
-  }
+  if (info.size > READ_FILE_LIMIT) throw tooLarge();
+}
+
+function tooLarge(): RpcError {
+  return kindError(
+    "replyTooLarge",
+    `file is too large to read: limit is ${READ_FILE_LIMIT} bytes; read it in blocks with fs/open and fs/readBlock`,
+  );
 }
 
 /** Reads the rest of `file`, expecting about `expected` bytes and enforcing the limit. */
@@ -58,7 +70,7 @@ async function readToEnd(file: Deno.FsFile, expected: number): Promise<Uint8Arra
       // The file grew since `stat`: make room, within the limit.
       if (data.length >= READ_FILE_LIMIT) {
         if ((await file.read(new Uint8Array(1))) === null) return data;
-        throw invalidRequest(`file is too large to read: limit is ${READ_FILE_LIMIT} bytes`);
+        throw tooLarge();
       }
       const grown = new Uint8Array(Math.min(READ_FILE_LIMIT, Math.max(65_536, data.length * 2)));
       grown.set(data);

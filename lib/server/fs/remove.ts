@@ -1,11 +1,13 @@
 /**
- * `fs/remove` (SPEC §10.10).
+ * `fs/remove` (docs/protocol.md §10.10).
  *
  * @module
  */
 
 import type { ResultOf } from "../../protocol/methods.ts";
 import { fsError, osErrorCode } from "../host/os_errors.ts";
+import type { SandboxPlan } from "../sandbox/policy.ts";
+import { raceFreeWrites, removeAt, writeScope } from "./resolve.ts";
 
 /**
  * `fs/remove`: removes a file, a symlink (never its target) or a directory.
@@ -13,6 +15,8 @@ import { fsError, osErrorCode } from "../host/os_errors.ts";
  * @param path Native absolute path, its write access already checked.
  * @param recursive Remove a non-empty directory with its content.
  * @param force Succeed when the path does not exist.
+ * @param plans The sandbox plans the removal must stay inside (with `--allow-ffi` it is done
+ * on descriptors that were checked, never through a link).
  *
  * @example
  * ```ts
@@ -24,9 +28,11 @@ export async function remove(
   path: string,
   recursive: boolean,
   force: boolean,
+  plans: readonly SandboxPlan[] = [],
 ): Promise<ResultOf<"fs/remove">> {
   try {
-    await Deno.remove(path, { recursive });
+    if (raceFreeWrites()) removeAt(path, recursive, writeScope(path, plans));
+    else await Deno.remove(path, { recursive });
   } catch (err) {
     if (!force || osErrorCode(err) !== "ENOENT") throw fsError(err);
   }

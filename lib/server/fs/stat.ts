@@ -56,3 +56,29 @@ export function lstatOrNull(path: string): Deno.FileInfo | null {
     return null;
   }
 }
+
+/**
+ * The `stat` of what the symlink at `path` leads to, or `undefined` when it
+ * leads nowhere the server may read: dangling, looping, or out of its read
+ * scope. A listing then answers for the link alone (it is left out, as a
+ * dangling link), so it reveals nothing about a target outside the scope.
+ *
+ * @param path Native absolute path of a symlink.
+ *
+ * @example
+ * ```ts
+ * import { linkTargetInScope } from "./stat.ts";
+ * console.log(await linkTargetInScope("/no/such/link")); // undefined
+ * ```
+ */
+export async function linkTargetInScope(path: string): Promise<Deno.FileInfo | undefined> {
+  try {
+    const real = await Deno.realPath(path);
+    if (Deno.permissions.querySync({ name: "read", path: real }).state !== "granted") {
+      return undefined;
+    }
+    return await Deno.stat(real);
+  } catch {
+    return undefined;
+  }
+}

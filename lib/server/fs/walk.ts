@@ -1,5 +1,5 @@
 /**
- * `fs/walk`: a bounded breadth-first listing of a directory tree (SPEC §10.9).
+ * `fs/walk`: a bounded breadth-first listing of a directory tree (docs/protocol.md §10.9).
  *
  * @module
  */
@@ -8,6 +8,7 @@ import { invalidRequest } from "../../protocol/errors.ts";
 import { fsError } from "../host/os_errors.ts";
 import type { ParamsOf, ResultOf } from "../../protocol/methods.ts";
 import { joinPath, uriFromPath } from "../host/path_uri.ts";
+import { linkTargetInScope } from "./stat.ts";
 import { mayRead } from "../host/permissions.ts";
 
 /** Largest accepted `maxDepth`. */
@@ -16,6 +17,12 @@ const MAX_DEPTH = 64;
 const MAX_DIRECTORIES = 10_000;
 /** Largest accepted `maxEntries`. */
 const MAX_ENTRIES = 50_000;
+/**
+ * Most characters of paths and messages one walk reply carries (16 Mi);
+ * beyond it the walk stops with `truncated: true`, as at `maxEntries`, so
+ * long paths cannot make the reply unbounded.
+ */
+export const WALK_REPLY_CHARS = 16 * 1024 * 1024;
 
 /** The `options` member of `fs/walk`: limits and symlink handling. */
 export type WalkOptions = ParamsOf<"fs/walk">["options"];
@@ -77,13 +84,22 @@ export async function walk(root: string, options: WalkOptions): Promise<WalkResu
   const queue: PendingDirectory[] = [{ path: root, depth: 0 }];
   let expanded = 0;
   let counted = 0;
+  // Characters of the reply so far: every entry's path, every error's path and message.
+  let chars = 0;
+  const charged = (from: number) => {
+    for (let i = from; i < result.errors.length; i++) {
+      chars += result.errors[i]!.path.length + result.errors[i]!.message.length;
+    }
+  };
   for (let next = queue.shift(); next !== undefined; next = queue.shift()) {
-    if (expanded >= maxDirectories) {
+    if (expanded >= maxDirectories || chars > WALK_REPLY_CHARS) {
       result.truncated = true;
       break;
     }
     expanded++;
+    const errorsBefore = result.errors.length;
     const names = await listNames(next.path, result.errors);
+    charged(errorsBefore);
     for (const name of names) {
       const path = joinPath(next.path, name);
       let link: Deno.FileInfo;
@@ -91,25 +107,28 @@ export async function walk(root: string, options: WalkOptions): Promise<WalkResu
         link = await Deno.lstat(path);
       } catch (err) {
         result.errors.push({ path: uriFromPath(path), message: fsError(err).message });
+        charged(result.errors.length - 1);
         continue;
       }
       let isDirectory = link.isDirectory;
       if (link.isSymlink) {
-        try {
-          isDirectory = (await Deno.stat(path)).isDirectory && followDirectorySymlinks;
-        } catch {
-          continue; // Dangling or looping link: skipped and not counted, as the reference.
-        }
+        // Dangling, looping or out of the read scope: skipped and not counted, as the
+        // reference skips a dangling link.
+        const target = await linkTargetInScope(path);
+        if (target === undefined) continue;
+        isDirectory = target.isDirectory && followDirectorySymlinks;
       }
-      if (counted >= maxEntries) {
+      if (counted >= maxEntries || chars > WALK_REPLY_CHARS) {
         result.truncated = true;
         return result;
       }
       counted++;
       if (link.isFile) {
         result.entries.push({ path: uriFromPath(path), kind: "file" });
+        chars += result.entries.at(-1)!.path.length;
       } else if (isDirectory) {
         result.entries.push({ path: uriFromPath(path), kind: "directory" });
+        chars += result.entries.at(-1)!.path.length;
         if (next.depth >= maxDepth || (prune && name.startsWith("."))) continue;
         const real = await canonicalOf(path, name, link, canonical.get(next.path));
         if (real === undefined || visited.has(real)) continue;

@@ -1,5 +1,5 @@
 /**
- * `fs/watchMissing` and the `fs/missingChanged` notification (SPEC §10.13).
+ * `fs/watchMissing` and the `fs/missingChanged` notification (docs/protocol.md §10.13).
  *
  * @module
  */

@@ -1,5 +1,5 @@
 /**
- * `fs/writeFile` (SPEC §10.3): replaces a file's content atomically.
+ * `fs/writeFile` (docs/protocol.md §10.4): replaces a file's content atomically.
  *
  * @module
  */
@@ -16,6 +16,8 @@ import {
   requireRead,
   requireWrite,
 } from "../host/permissions.ts";
+import type { SandboxPlan } from "../sandbox/policy.ts";
+import { raceFreeWrites, writeFileAt, writeScope } from "./resolve.ts";
 import { lstatOrUndefined } from "./stat.ts";
 
 /** Maximum number of symlinks followed when resolving a write target, as Linux. */
@@ -32,8 +34,13 @@ const MAX_SYMLINK_HOPS = 40;
  * the server may not write the directory (only the file itself), the file
  * is overwritten in place.
  *
+ * With `--allow-ffi` the target is resolved and replaced on directory
+ * descriptors ({@linkcode writeFileAt}: no symlink leads out of the scope,
+ * and the temporary file is an `O_TMPFILE` a crash cannot leave behind).
+ *
  * @param requested Native absolute path, its write access already checked.
  * @param dataBase64 The new content, standard base64 with padding.
+ * @param plans The sandbox plans the write must stay inside.
  *
  * @example Write a file
  * ```ts
@@ -47,6 +54,7 @@ const MAX_SYMLINK_HOPS = 40;
 export async function writeFile(
   requested: string,
   dataBase64: string,
+  plans: readonly SandboxPlan[] = [],
 ): Promise<ResultOf<"fs/writeFile">> {
   let data: Uint8Array;
   try {
@@ -55,6 +63,14 @@ export async function writeFile(
     throw invalidRequest(
       `fs/writeFile requires valid base64 dataBase64: ${(err as Error).message}`,
     );
+  }
+  if (raceFreeWrites()) {
+    try {
+      await writeFileAt(requested, data, writeScope(requested, plans));
+      return {};
+    } catch (err) {
+      throw fsError(err);
+    }
   }
   try {
     if (!mayRead(requested)) {

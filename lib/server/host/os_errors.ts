@@ -109,6 +109,18 @@ export function osErrorMessage(code: string): string | undefined {
 }
 
 /**
+ * Returns the errno name of an error number, e.g. `osErrorName(24)` is
+ * `"EMFILE"` (for errors libc reports through FFI).
+ *
+ * @param errno The error number.
+ * @returns The name, or `undefined` for a number not listed.
+ */
+export function osErrorName(errno: number): string | undefined {
+  for (const [name, [number]] of Object.entries(OS_ERRORS)) if (number === errno) return name;
+  return undefined;
+}
+
+/**
  * Returns the errno name of an error thrown by a Deno or Node API
  * (`"ENOENT"`, ...), or `undefined` when it has none.
  *

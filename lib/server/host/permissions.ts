@@ -10,6 +10,7 @@
  */
 
 import { ErrorCode, RpcError } from "../../protocol/errors.ts";
+import { fsSyscallsAvailable } from "./fs_syscalls.ts";
 import { osError } from "./os_errors.ts";
 
 /** The Deno permissions the server checks. */
@@ -109,6 +110,20 @@ function checkPath(permission: "read" | "write", path: string): void {
   const real = resolvedPath(path);
   if (real !== undefined && real !== path) {
     check({ name: permission, path: real }, permission, real);
+  }
+  // With --allow-ffi writes are resolved on descriptors (`fs/resolve.ts`); without it a write
+  // whose symlinks cannot be followed here, or that ends in a dangling link, is refused.
+  if (permission === "write" && !fsSyscallsAvailable()) {
+    if (real === undefined) throw permissionDenied("read", path);
+    if (isSymlink(real)) throw permissionDenied("write", path);
+  }
+}
+
+function isSymlink(path: string): boolean {
+  try {
+    return Deno.lstatSync(path).isSymlink;
+  } catch {
+    return false;
   }
 }
 

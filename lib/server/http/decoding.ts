@@ -8,12 +8,16 @@
 import { RpcError } from "../../protocol/errors.ts";
 import type { ResultOf } from "../../protocol/methods.ts";
 import { concatBytes } from "../host/bytes.ts";
+import { MAX_REPLY_DATA_BYTES } from "../host/reply_limit.ts";
 import { BODY_DECODE_ERROR, bodyFailed } from "./errors.ts";
 import { headerDelete, headerGet, type HeaderMap, isVisibleAscii } from "./headers.ts";
 import type { ReceivedResponse } from "./redirects.ts";
 
-/** Largest response body returned by a buffered request (64 MiB); larger bodies fail with `-32603`. */
-export const MAX_BUFFERED_BODY_BYTES: number = 64 * 1024 * 1024;
+/**
+ * Largest response body returned by a buffered request (32 MiB, the reply
+ * data bound); larger bodies fail with `-32603` naming `streamResponse`.
+ */
+export const MAX_BUFFERED_BODY_BYTES: number = MAX_REPLY_DATA_BYTES;
 
 /**
  * The response headers for the client plus the decoded body chunks: a

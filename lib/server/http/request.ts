@@ -1,5 +1,5 @@
 /**
- * `http/request`: the executor-side HTTP client (SPEC §11), buffered and
+ * `http/request`: the executor-side HTTP client (docs/protocol.md §11), buffered and
  * streaming, one table per connection.
  *
  * The exchange itself is a small HTTP/1.1 client in `wire.ts` (see there why

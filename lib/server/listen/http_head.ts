@@ -9,7 +9,7 @@
  */
 
 /** Largest request head accepted, in bytes (request line and headers). */
-export const MAX_HEAD_BYTES = 16 * 1024;
+export const MAX_HEAD_BYTES = 64 * 1024;
 
 /** A parsed request head. */
 export interface RequestHead {

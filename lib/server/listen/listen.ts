@@ -1,6 +1,7 @@
 /**
  * The two listeners: stdio (one connection, the session ends with it) and a
- * WebSocket server on `Deno.serve` (many connections, sessions detach).
+ * WebSocket server on its own TCP (or TLS) listener (many connections,
+ * sessions detach).
  *
  * @module
  */
@@ -9,6 +10,11 @@ import type { AuthResult } from "./auth.ts";
 import { stdioTransport } from "../../rpc/stdio_transport.ts";
 import { DEFAULT_MAX_MESSAGE_BYTES } from "../../rpc/transport.ts";
 import { log } from "../host/log.ts";
+import { isSandboxedPeer } from "../sandbox/peer.ts";
+import { audit } from "../observe/audit.ts";
+import { authorizeRequest, operatorRoutes } from "../observe/routes.ts";
+import { CONSOLE_MAX_MESSAGE_BYTES, type ConsoleFeed } from "../observe/console_feed.ts";
+import { type ConsoleAnswer, consoleRoutes } from "../observe/console_routes.ts";
 import { osErrorCode } from "../host/os_errors.ts";
 import { readRequestHead, writeResponse } from "./http_head.ts";
 import { upgradeProblem, websocketConnTransport, writeUpgrade } from "./websocket_conn.ts";
@@ -137,7 +143,7 @@ export interface WebSocketListenOptions extends ListenOptions {
 }
 
 /** What to do with an upgrade request: answer it, or upgrade it with this subprotocol. */
-type Route = { response: Response } | { upgrade: true; protocol?: string };
+type Route = { response: Response } | { upgrade: true; protocol?: string } | ConsoleAnswer;
 
 function textResponse(status: number, text: string): Response {
   return new Response(text, {
@@ -151,8 +157,9 @@ function describeError(err: unknown): string {
 }
 
 /**
- * Serves the protocol over WebSocket: `GET /` upgrades, `GET /readyz` is a
- * health probe, anything else is 404 (spec §1.2). A request carrying an
+ * Serves the protocol over WebSocket: `GET /` upgrades; `GET /healthz`,
+ * `GET /readyz` and `GET /metrics` are the operator's routes; anything else
+ * is 404 (docs/protocol.md §1.2). A request carrying an
  * `Origin` header that is not allowed gets 403 first.
  *
  * The server owns its connections from `accept` on: a connection must finish
@@ -187,6 +194,24 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
   /** Upgraded connections. */
   const open = new Set<{ close(): void }>();
   const stopping = new AbortController();
+  let connections = 0;
+  /** Open web console feeds. */
+  const feeds = new Set<ConsoleFeed>();
+  const consoleAnswer = consoleRoutes({
+    sessions,
+    authorize: options.authorize,
+    tls: options.tls !== undefined,
+    allowedOrigins: options.allowedOrigins ?? [],
+  });
+  const operator = operatorRoutes({
+    authorize: options.authorize,
+    state: {
+      connections: () => open.size,
+      sessions: () => sessions.size,
+      processesRunning: () =>
+        sessions.list().reduce((sum, session) => sum + session.processes.runningPids().length, 0),
+    },
+  });
 
   function closeQuietly(conn: Deno.Conn): void {
     try {
@@ -203,19 +228,21 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
     closeQuietly(oldest);
   }
 
-  async function route(request: Request): Promise<Route> {
+  async function route(request: Request, peer: string): Promise<Route> {
+    // The web console admits its own origin; every other path refuses any Origin below.
+    const consoleAnswered = await consoleAnswer(request, peer);
+    if (consoleAnswered) return consoleAnswered;
     const refused = crossOrigin(request.headers);
     if (refused) return { response: refused };
+    const answered = await operator(request, peer);
+    if (answered) return { response: answered };
     const url = new URL(request.url);
-    if (url.pathname === "/readyz" && request.method === "GET") {
-      return { response: new Response(null) };
-    }
     if (url.pathname !== "/" || request.method !== "GET") {
       return { response: new Response(null, { status: 404 }) };
     }
     const problem = upgradeProblem(request.headers);
     if (problem) return { response: textResponse(400, problem) };
-    const auth = options.authorize ? await options.authorize(request) : { ok: true as const };
+    const auth = await authorizeRequest(options.authorize, request, peer);
     if (!auth.ok) return { response: auth.response };
     if (open.size >= maxConnections) {
       return { response: textResponse(503, `at most ${maxConnections} connections are served`) };
@@ -228,6 +255,8 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
     const peer = `${peerAddr.hostname}:${peerAddr.port}`;
     pending.add(conn);
     if (pending.size > maxPending) evictOldestPending();
+    // Replies and notifications are small writes: send them at once (as `Deno.serve` did).
+    if ("setNoDelay" in conn) (conn as Deno.TcpConn).setNoDelay(true);
     const timer = setTimeout(() => {
       if (pending.delete(conn)) closeQuietly(conn);
     }, handshakeTimeoutMs);
@@ -235,6 +264,14 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
     try {
       const head = await readRequestHead(conn);
       if (head === "closed" || !pending.has(conn)) return;
+      if (isSandboxedPeer(peerAddr, conn.localAddr as Deno.NetAddr)) {
+        log("warn", `connection refused: ${peer} is one of the server's sandboxed processes`);
+        await writeResponse(
+          conn,
+          textResponse(403, "connections from the server's own sandboxed processes are refused"),
+        );
+        return;
+      }
       if (head === "too-large") {
         await writeResponse(conn, textResponse(431, "request head too large"));
         return;
@@ -254,17 +291,31 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
         await writeResponse(conn, textResponse(400, "malformed request"));
         return;
       }
-      const decision = await route(request);
+      const decision = await route(request, peer);
       if (!pending.has(conn)) return;
       if ("response" in decision) {
         await writeResponse(conn, decision.response);
         return;
       }
-      await writeUpgrade(conn, request.headers, decision.protocol);
+      await writeUpgrade(
+        conn,
+        request.headers,
+        "protocol" in decision ? decision.protocol : undefined,
+      );
       if (!pending.delete(conn)) return;
       upgraded = true;
       clearTimeout(timer);
-      serve(conn, peer, head.rest);
+      if ("attach" in decision) {
+        const feed = decision.attach(websocketConnTransport(conn, {
+          label: `exec-server console ${peer}`,
+          maxMessageBytes: CONSOLE_MAX_MESSAGE_BYTES,
+          initial: head.rest,
+        }));
+        feeds.add(feed);
+        feed.finished.then(() => feeds.delete(feed));
+      } else {
+        serve(conn, peer, head.rest);
+      }
     } catch (err) {
       log("debug", `handshake with ${peer} failed: ${describeError(err)}`);
     } finally {
@@ -291,10 +342,17 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
     });
     const entry = { close: () => served.connection.close() };
     open.add(entry);
-    log("info", `connection opened: ${peer}`);
+    const connection = ++connections;
+    const opened = performance.now();
+    audit("connection.open", { connection, remoteAddress: peer });
     served.finished.then(() => {
       open.delete(entry);
-      log("info", `connection closed: ${peer}`);
+      audit("connection.close", {
+        connection,
+        remoteAddress: peer,
+        session: served.sessionId ?? null,
+        durationMs: Math.round(performance.now() - opened),
+      });
     });
   }
 
@@ -339,7 +397,7 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
       for (const conn of [...pending]) closeQuietly(conn);
       pending.clear();
       sessions.endAll();
-      for (const entry of [...open]) entry.close();
+      for (const entry of [...open, ...feeds]) entry.close();
       await finished;
     },
   });

@@ -14,6 +14,7 @@
  */
 
 import { type Inbound, OUTBOUND_HIGH_WATER_BYTES, type Transport } from "../../rpc/transport.ts";
+import { concatBytes } from "../host/bytes.ts";
 import { responseHead, writeAll } from "./http_head.ts";
 
 const GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
@@ -222,18 +223,6 @@ function closePayload(code: number, reason = ""): Uint8Array {
   return payload;
 }
 
-/** Concatenates byte arrays. */
-function join(parts: Uint8Array[], total: number): Uint8Array {
-  if (parts.length === 1) return parts[0]!;
-  const out = new Uint8Array(total);
-  let at = 0;
-  for (const part of parts) {
-    out.set(part, at);
-    at += part.length;
-  }
-  return out;
-}
-
 /** How long a closing connection may take to flush what was queued before it. */
 const CLOSE_LINGER_MS = 2000;
 
@@ -292,7 +281,7 @@ export function websocketConnTransport(
           take++;
         }
         const parts = queue.splice(0, take);
-        await writeAll(conn, join(parts, bytes));
+        await writeAll(conn, concatBytes(parts, bytes));
         queuedBytes -= bytes;
         if (queuedBytes <= highWater) { for (const wake of drained.splice(0)) wake(); }
       }
@@ -378,7 +367,7 @@ export function websocketConnTransport(
       }
       if (!head.fin) continue;
       if (oversized) return { fault: `message exceeds the limit of ${maxBytes} bytes` };
-      const bytes = join(parts, total);
+      const bytes = concatBytes(parts, total);
       parts = [];
       try {
         return decoder.decode(bytes);

@@ -8,6 +8,7 @@
  */
 
 import type { ExtensionName, ResultOf } from "../../protocol/methods.ts";
+import type { ProcessWatch } from "../observe/process_watch.ts";
 import { looksSandboxDenied, type OutputTail } from "../sandbox/denial.ts";
 import type { Backend, BackendEvents } from "./backend.ts";
 import { OutputRing, type OutputStream } from "./output_ring.ts";
@@ -63,6 +64,8 @@ export class ManagedProcess implements BackendEvents {
   stdinClosed = false;
   /** The spawned child; set right after the spawn. */
   backend!: Backend;
+  /** The operator's record (audit events, metrics, console); set right after the spawn. */
+  watch: ProcessWatch | undefined;
   removalTimer: ReturnType<typeof setTimeout> | undefined;
   killTimer: { timer: ReturnType<typeof setTimeout>; deadline: number } | undefined;
   #waiters = new Set<() => void>();
@@ -115,17 +118,22 @@ export class ManagedProcess implements BackendEvents {
   /**
    * Records a chunk of output. Returns a promise when the reader of the
    * child's output must wait before reading more: the connection is
-   * congested, or (`output: "block"`) the ring is full of unread output.
+   * congested, (`output: "block"`) the ring is full of unread output, or the
+   * session is detached and the ring is at its limit (nobody can read what
+   * would be evicted, so the child waits as it does for a slow client; it
+   * resumes when a connection attaches or the session ends).
    */
   output(stream: OutputStream, bytes: Uint8Array): Promise<void> | void {
     this.#options.tail?.push(bytes);
+    this.watch?.output(bytes.length);
     const chunk = bytes.toBase64();
     const seq = this.ring.push(stream, chunk, bytes.length);
     this.#wake();
     const sent = this.#emit(
       `{"method":"process/output","params":{"processId":${this.#idJson},"seq":${seq},"stream":"${stream}","chunk":"${chunk}"}}`,
     );
-    if (!this.ring.full) return sent;
+    const detachedAtLimit = this.#options.sink() === undefined && this.ring.atLimit;
+    if (!this.ring.full && !detachedAtLimit) return sent;
     const room = new Promise<void>((resolve) => this.#roomWaiters.push(resolve));
     return sent ? Promise.all([sent, room]).then(() => {}) : room;
   }
@@ -133,6 +141,11 @@ export class ManagedProcess implements BackendEvents {
   /** A `process/read` with this `afterSeq` happened: output up to it may be evicted. */
   readPast(afterSeq: number): void {
     if (this.ring.readPast(afterSeq)) this.#releaseRoom();
+  }
+
+  /** A connection attached to the session: a reader paused while detached resumes. */
+  attached(): void {
+    this.#releaseRoom();
   }
 
   /** Switches to drop-oldest (the session ends): a blocked reader resumes. */
@@ -159,6 +172,7 @@ export class ManagedProcess implements BackendEvents {
     this.exitCode = code;
     this.exitSignal = signal;
     this.#state = "exited";
+    this.watch?.exited(code, signal);
     clearTimeout(this.killTimer?.timer);
     const seq = this.ring.takeSeq();
     const extra = this.#options.extensions().has("processSignals")

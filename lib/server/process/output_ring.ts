@@ -1,5 +1,5 @@
 /**
- * The retained output of one process (spec §8.3): numbered chunks, the
+ * The retained output of one process (docs/protocol.md §8.3): numbered chunks, the
  * oldest evicted beyond the limits, and the paging of `process/read`. Pure
  * data: no I/O, no timers, no child process.
  *
@@ -166,6 +166,12 @@ export class OutputRing {
     this.#bytes += size;
     this.#evict();
     return seq;
+  }
+
+  /** The retained output is at a limit: a further chunk evicts (or, lossless, waits). */
+  get atLimit(): boolean {
+    const count = this.#ring.length - this.#head;
+    return count >= this.#maxChunks || this.#bytes >= this.#maxBytes;
   }
 
   /**

@@ -46,14 +46,17 @@ export interface PipeOptions {
  * @param program The executable's path.
  * @param argv The command line (`argv[0]` is replaced by `arg0` when given).
  * @param options Working directory, environment, `arg0`, stdin.
- * @throws {RpcError} `spawnNotFound` when the spawn failed.
+ * @returns The backend, or (when the spawn failed) a promise that rejects with
+ *   the spawn error for the errno the OS reported (`spawnNotFound` for ENOENT,
+ *   `spawnPermissionDenied` for EACCES, `spawnFailed` with the OS message for
+ *   E2BIG, EMFILE, ENOEXEC...).
  */
 export function startPipe(
   events: BackendEvents,
   program: string,
   argv: string[],
   options: PipeOptions,
-): Backend {
+): Backend | Promise<never> {
   const child = childProcess!.spawn(program, argv.slice(1), {
     cwd: options.cwd,
     env: options.env,
@@ -62,8 +65,12 @@ export function startPipe(
     stdio: [options.pipeStdin ? "pipe" : "ignore", "pipe", "pipe"],
   });
   if (child.pid === undefined) {
-    child.on("error", () => {});
-    throw spawnErrorFromErrno("ENOENT");
+    // The spawn failed; its errno (E2BIG, EMFILE, ENOEXEC, EACCES...) arrives with the error event.
+    return new Promise<never>((_, reject) => {
+      child.once("error", (err: Error & { code?: string }) => {
+        reject(spawnErrorFromErrno(err.code ?? "ENOENT"));
+      });
+    });
   }
   const pid = child.pid;
   for (const [name, stream] of [["stdout", child.stdout!], ["stderr", child.stderr!]] as const) {

@@ -1,5 +1,5 @@
 /**
- * Pseudo-terminal child processes for `tty: true` process starts (SPEC §8.2, §8.3).
+ * Pseudo-terminal child processes for `tty: true` process starts (docs/protocol.md §8.2, §8.3).
  *
  * Deno has no pty API, so this module drives libc through FFI (`libc.ts`): it opens a pty
  * master, spawns the child with `posix_spawn` in a new session whose controlling terminal is
@@ -14,6 +14,8 @@
  */
 
 import { requireRun } from "../host/permissions.ts";
+import { osErrorName } from "../host/os_errors.ts";
+import { spawnErrorFromErrno } from "./spawn_errors.ts";
 import { kindError, type RpcError } from "../../protocol/errors.ts";
 import {
   C,
@@ -43,7 +45,7 @@ import {
  */
 export const MAX_PTY_PROCESSES = 1024;
 
-/** Window size used when {@linkcode PtySpawnOptions} gives none (SPEC §8.2). */
+/** Window size used when {@linkcode PtySpawnOptions} gives none (docs/protocol.md §8.2). */
 export const DEFAULT_PTY_SIZE: { readonly rows: number; readonly cols: number } = {
   rows: 24,
   cols: 80,
@@ -75,11 +77,18 @@ export interface PtySpawnOptions {
    * @default {80}
    */
   cols?: number;
+  /**
+   * The most pty processes alive at once, this one included: the spawn fails with `spawnFailed`
+   * when that many already are. Lower than {@linkcode MAX_PTY_PROCESSES} only in tests of the bound.
+   *
+   * @default {MAX_PTY_PROCESSES}
+   */
+  maxLive?: number;
 }
 
 /** How a pty child ended. */
 export interface PtyExitStatus {
-  /** Exit code as reported on the wire: the exit status, or `1` for a signal death (SPEC §8.3). */
+  /** Exit code as reported on the wire: the exit status, or `1` for a signal death (docs/protocol.md §8.3). */
   code: number;
   /** The terminating signal number, or `null` after a normal exit. */
   signal: number | null;
@@ -140,12 +149,20 @@ export function ptySupported(options: { probe?: boolean } = {}): boolean {
 let liveCount = 0;
 
 /**
+ * How many pty processes are alive now (spawned and not yet both reaped and closed), the count
+ * {@linkcode MAX_PTY_PROCESSES} bounds.
+ */
+export function livePtyProcesses(): number {
+  return liveCount;
+}
+
+/**
  * Spawns `argv` on a new pseudo-terminal.
  *
  * A program without `/` is searched only in the `PATH` of `options.env`, as the reference does
  * for tty processes; `./x` and `../x` are taken relative to the working directory. Failures
  * throw an {@linkcode RpcError} `-32603` whose `data.kind` is `spawnNotFound`,
- * `spawnPermissionDenied` or `spawnFailed` (SPEC §8.2).
+ * `spawnPermissionDenied` or `spawnFailed` (docs/protocol.md §8.2).
  *
  * @param argv The program and its arguments; `argv[0]` must not be empty.
  * @param options Working directory, environment, `arg0` and window size.
@@ -168,10 +185,11 @@ export function spawnPty(argv: readonly string[], options: PtySpawnOptions): Pty
       "Cannot spawn a pty process: pseudo-terminals need Linux and the FFI permission",
     );
   }
-  if (liveCount >= MAX_PTY_PROCESSES) {
+  const maxLive = Math.min(options.maxLive ?? MAX_PTY_PROCESSES, MAX_PTY_PROCESSES);
+  if (liveCount >= maxLive) {
     throw kindError(
       "spawnFailed",
-      `Cannot spawn a pty process: the limit of ${MAX_PTY_PROCESSES} live pty processes is reached`,
+      `Cannot spawn a pty process: the limit of ${maxLive} live pty processes is reached`,
     );
   }
   const program = argv[0];
@@ -197,13 +215,12 @@ export function spawnPty(argv: readonly string[], options: PtySpawnOptions): Pty
   return new PtyChild(libc(), pid, master);
 }
 
+/** The spawn error for an errno libc returned, worded as the pipe spawner's (musl's texts). */
 function errnoError(code: number): RpcError {
-  const kind = code === C.ENOENT
-    ? "spawnNotFound"
-    : code === C.EACCES
-    ? "spawnPermissionDenied"
-    : "spawnFailed";
-  return kindError(kind, osErrorMessage(code));
+  const name = osErrorName(code);
+  return name === undefined
+    ? kindError("spawnFailed", osErrorMessage(code))
+    : spawnErrorFromErrno(name);
 }
 
 /** The reference runs a tty child in its home directory when `cwd` is not a directory. */
@@ -217,7 +234,7 @@ function joinPath(dir: string, name: string): string {
   return dir.endsWith("/") ? dir + name : `${dir}/${name}`;
 }
 
-/** Resolves the program the way the reference's pty spawner does (observed, SPEC §8.2). */
+/** Resolves the program the way the reference's pty spawner does (observed, docs/protocol.md §8.2). */
 function resolveProgram(program: string, cwd: string, env: Record<string, string>): string {
   if (program.startsWith("/")) return program;
   if (

@@ -1,5 +1,5 @@
 /**
- * What a `process/start` runs (spec §8.2): its params checked, the working
+ * What a `process/start` runs (docs/protocol.md §8.2): its params checked, the working
  * directory, the child environment (`envPolicy`), the program looked up like
  * execvp under the server's run permission, and the command wrapped in its
  * sandbox. Nothing here spawns or awaits.
@@ -85,7 +85,11 @@ export function planStart(
   if (!params.tty) checkCwd(cwd);
   requireSafeLoaderEnv(env);
   if (params.tty && !env.SHELL) env.SHELL = Deno.env.get("SHELL") ?? "/bin/sh";
-  const resolved = params.tty
+  // The program bubblewrap runs is looked up on the same PATH (the sandbox sees the host's
+  // files), so a sandboxed start checks --allow-run on it here, tty or not: the spawner
+  // itself only sees the shim shell. An unsandboxed tty start is checked by the pty spawner.
+  const wrapsSandbox = sandbox !== undefined && sandbox.isolation !== "none";
+  const resolved = params.tty && !wrapsSandbox
     ? program
     : resolveProgram(program, cwd, env.PATH ?? Deno.env.get("PATH"));
   // Sandboxed: the command runs under bubblewrap (launch.argv), which applies arg0.

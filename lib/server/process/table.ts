@@ -1,5 +1,5 @@
 /**
- * The process RPCs (spec §8): a session's table of processes and the
+ * The process RPCs (docs/protocol.md §8): a session's table of processes and the
  * handlers of `process/start`, `read`, `write`, `signal`, `terminate` and
  * `resize`. What a start runs is worked out in `start_plan.ts`, a process's
  * life and output live in `managed_process.ts` and `output_ring.ts`, and
@@ -8,6 +8,7 @@
  * @module
  */
 
+import { becomeSubreaper, killTree, reapSoon, trackLeader } from "../host/proc.ts";
 import {
   ErrorCode,
   internalError,
@@ -20,6 +21,7 @@ import type { ExtensionName, ParamsOf, ResultOf } from "../../protocol/methods.t
 import { OutputTail } from "../sandbox/denial.ts";
 import { ManagedProcess, type NotificationSink } from "./managed_process.ts";
 import { loadChildProcess, startPipe } from "./pipe.ts";
+import { ProcessWatch } from "../observe/process_watch.ts";
 import { planStart } from "./start_plan.ts";
 import { startTty } from "./tty.ts";
 
@@ -34,12 +36,29 @@ export interface ProcessTableOptions {
    * @default {80000}
    */
   retentionMs?: number;
+  /**
+   * The id of the session the table belongs to (for the audit events).
+   *
+   * @default {""}
+   */
+  sessionId?: string;
 }
 
+/**
+ * SIGKILLs a process's whole tree (descendants and orphans of its group, see
+ * {@linkcode killTree}) and its process group.
+ */
+function killProcessTree(proc: ManagedProcess): void {
+  killTree(proc.backend.pid);
+  proc.backend.kill("SIGKILL");
+}
+
+/** The processes of one session: `process/*` requests, their output and their end. */
 export class ProcessTable {
   #processes = new Map<string, ManagedProcess>();
   #sink: NotificationSink | undefined;
   #retentionMs: number;
+  #sessionId: string;
   #extensions: ReadonlySet<ExtensionName> = new Set();
 
   /**
@@ -49,11 +68,13 @@ export class ProcessTable {
    */
   constructor(options: ProcessTableOptions = {}) {
     this.#retentionMs = options.retentionMs ?? DEFAULT_PROCESS_RETENTION_MS;
+    this.#sessionId = options.sessionId ?? "";
   }
 
   /** Sets where notifications go (`undefined` while the session is detached: they are dropped). */
   set sink(sink: NotificationSink | undefined) {
     this.#sink = sink;
+    if (sink !== undefined) { for (const proc of this.#processes.values()) proc.attached(); }
   }
 
   /**
@@ -75,6 +96,11 @@ export class ProcessTable {
     return this.#processes.size;
   }
 
+  /** The processes of the table (running or retained), oldest first. */
+  list(): readonly ManagedProcess[] {
+    return [...this.#processes.values()];
+  }
+
   /** Pids of processes that have not exited. */
   runningPids(): number[] {
     return [...this.#processes.values()].filter((p) => !p.exited).map((p) => p.backend.pid);
@@ -90,6 +116,9 @@ export class ProcessTable {
   async start(params: ParamsOf<"process/start">): Promise<ResultOf<"process/start">> {
     // Before any check: nothing below awaits, so the id check and the insert stay atomic.
     if (!params.tty) await loadChildProcess();
+    // Orphans of every tree come back to the server, so that killTree finds them.
+    becomeSubreaper();
+    let untrack = () => {};
     const plan = planStart(params, this.#extensions, () => {
       if (this.#processes.has(params.processId)) {
         throw kindError("processExists", `process ${params.processId} already exists`);
@@ -100,7 +129,11 @@ export class ProcessTable {
       extensions: () => this.#extensions,
       block: plan.block,
       tail: plan.sandbox === undefined ? undefined : new OutputTail(),
-      release: plan.sandbox?.release,
+      release: () => {
+        plan.sandbox?.release();
+        untrack();
+        reapSoon();
+      },
       onClosed: () => {
         const timer = setTimeout(() => {
           if (this.#processes.get(proc.id) === proc) this.#processes.delete(proc.id);
@@ -110,7 +143,7 @@ export class ProcessTable {
       },
     });
     try {
-      proc.backend = plan.tty
+      const started = plan.tty
         ? startTty(proc, plan.argv, {
           cwd: plan.cwd,
           env: plan.env,
@@ -123,10 +156,22 @@ export class ProcessTable {
           arg0: plan.arg0,
           pipeStdin: plan.pipeStdin,
         });
+      // A failed pipe spawn learns its errno asynchronously and rejects.
+      proc.backend = started instanceof Promise ? await started : started;
+      untrack = trackLeader(proc.backend.pid);
     } catch (err) {
       plan.sandbox?.release();
       throw err;
     }
+    proc.watch = new ProcessWatch({
+      session: this.#sessionId,
+      processId: params.processId,
+      argv: params.argv,
+      cwd: plan.cwd,
+      tty: plan.tty,
+      sandboxType: plan.sandboxType,
+      envNames: Object.keys(params.env),
+    });
     this.#processes.set(params.processId, proc);
     return { processId: params.processId, sandboxType: plan.sandboxType };
   }
@@ -209,12 +254,12 @@ export class ProcessTable {
     if (!proc) return { running: false };
     if (proc.exited) {
       // The leader is gone, but background jobs of its group may still hold its output open.
-      if (!proc.closed) proc.backend.kill("SIGKILL");
+      if (!proc.closed) killProcessTree(proc);
       return { running: false };
     }
     const graceMs = this.#extensions.has("processSignals") ? params.graceMs : undefined;
     if (graceMs === undefined) {
-      proc.backend.kill("SIGKILL");
+      killProcessTree(proc);
       return { running: true };
     }
     const deadline = Date.now() + graceMs;
@@ -226,7 +271,7 @@ export class ProcessTable {
     const timer = setTimeout(() => {
       proc.killTimer = undefined;
       try {
-        if (!proc.closed) proc.backend.kill("SIGKILL");
+        if (!proc.closed) killProcessTree(proc);
       } catch {
         // The group is beyond reach; nothing more to do.
       }
@@ -257,7 +302,7 @@ export class ProcessTable {
   killAll(): void {
     for (const proc of this.#processes.values()) {
       // Also after the leader exited: its background jobs may live on in the group.
-      if (!proc.closed) proc.backend.kill("SIGKILL");
+      if (!proc.closed) killProcessTree(proc);
       clearTimeout(proc.removalTimer);
       clearTimeout(proc.killTimer?.timer);
       proc.unblock();

@@ -1,5 +1,5 @@
 /**
- * Sandboxed processes on Linux with bubblewrap (SPEC §13, sandboxing).
+ * Sandboxed processes on Linux with bubblewrap (docs/protocol.md §13, sandboxing).
  *
  * A `process/start` with a `sandbox` runs its command under `bwrap`, the way
  * the reference's Linux sandbox does:
@@ -36,8 +36,11 @@ import { statOrNull } from "../fs/stat.ts";
 import { accessAt, type SandboxPlan } from "./policy.ts";
 import { PRIVATE_TMP_BYTES } from "./server_policy.ts";
 
-/** The shell snippet that opens the filter (`$0`) as fd 3 and executes the rest. */
-export const SECCOMP_SHIM = 'exec "$@" 3<"$0"';
+/**
+ * The shell snippet that opens the filter (`$0`) as fd 3, `/dev/null` as fd 4 (the empty
+ * content `--ro-bind-data` puts over denied files) and executes the rest.
+ */
+export const SECCOMP_SHIM = 'exec "$@" 3<"$0" 4</dev/null';
 
 /** The shell that runs {@linkcode SECCOMP_SHIM}. */
 export const SHIM_SHELL = "/bin/sh";
@@ -59,7 +62,7 @@ export interface BwrapArgsOptions {
    * An empty file with mode `0000`, bound read-only over denied files
    * (reads fail with `EACCES`, writes with `EROFS`, as the reference).
    *
-   * @default {"/dev/null" (both fail with `EACCES`)}
+   * @default {a fresh such file from fd 4 (`--perms 0000 --ro-bind-data 4`)}
    */
   deniedFile?: string;
 }
@@ -92,10 +95,13 @@ export function bwrapArgs(plan: SandboxPlan, argv: string[], options: BwrapArgsO
       } else if (mount.access === "read") {
         args.push("--ro-bind", mount.path, mount.path);
       } else if (mount.node === "directory") {
-        args.push("--perms", "0000", "--tmpfs", mount.path);
+        args.push("--perms", mount.traversable ? "0111" : "0000", "--tmpfs", mount.path);
         remount.push(mount.path);
       } else {
-        args.push("--ro-bind", options.deniedFile ?? "/dev/null", mount.path);
+        // An empty, mode-0000, read-only file: reads fail with EACCES, writes with EROFS.
+        if (options.deniedFile !== undefined) {
+          args.push("--ro-bind", options.deniedFile, mount.path);
+        } else args.push("--perms", "0000", "--ro-bind-data", "4", mount.path);
       }
     }
   } else {

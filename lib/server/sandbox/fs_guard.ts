@@ -288,12 +288,13 @@ export function checkFsRead(
 ): void {
   if (plan.isolation !== "filesystem") return;
   const canonical = canonicalPath(path).path;
+  // The deepest mount decides: a writable root re-exposed inside a denied directory is readable.
+  const at = mountAt(plan, canonical);
+  if (at?.access === "deny" && !(at.path === canonical && metadataOnly)) {
+    refuse("deny", canonical);
+  }
   for (const mount of plan.mounts) {
     if (mount.access !== "deny") continue;
-    const exactlyIt = mount.path === canonical;
-    if (pathIsUnder(canonical, mount.path) && !(exactlyIt && metadataOnly)) {
-      refuse("deny", canonical);
-    }
     if (subtree && pathIsUnder(mount.path, canonical)) refuse("deny", mount.path);
   }
 }
@@ -374,9 +375,12 @@ export function restrictListing(
   ).map((mount) => root + mount.path.slice(canonicalRoot === "/" ? 0 : canonicalRoot.length));
   if (denied.length === 0) return result;
   const message = osError("EACCES").message;
+  // What the plan gives an entry, by its canonical path (a re-exposed root inside stays listed).
+  const accessOf = (path: string) => accessAt(plan, canonicalRoot + path.slice(root.length) || "/");
   const entries = result.entries.filter((entry) => {
     const path = pathFromUri(entry.path);
-    return !denied.some((dir) => path !== dir && pathIsUnder(path, dir));
+    const inside = denied.some((dir) => path !== dir && pathIsUnder(path, dir));
+    return !inside || accessOf(path) !== "deny";
   });
   const errors = [...result.errors];
   for (const dir of denied) {

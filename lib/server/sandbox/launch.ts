@@ -13,6 +13,7 @@ import {
   releaseSyntheticMountPoints,
   type SandboxPlan,
 } from "./policy.ts";
+import { trackNetworkSandbox } from "./peer.ts";
 import { filterDirectory, filterFile } from "./seccomp_files.ts";
 
 /** Options for {@linkcode launchSandboxed}. */
@@ -86,9 +87,11 @@ export function launchSandboxed(
   const args = bwrapArgs(plan, argv, {
     ...options,
     filterDirectory: directory,
-    deniedFile: `${directory}/denied`,
+    deniedFile: directory === undefined ? undefined : `${directory}/denied`,
   });
   acquireSyntheticMountPoints(synthetic);
+  // A sandbox with network reaches the server's port: the listener checks such peers.
+  const untrack = plan.network === "enabled" ? trackNetworkSandbox() : () => {};
   let released = false;
   return {
     wrapped: true,
@@ -96,6 +99,7 @@ export function launchSandboxed(
     release() {
       if (released) return;
       released = true;
+      untrack();
       releaseSyntheticMountPoints(synthetic);
     },
   };

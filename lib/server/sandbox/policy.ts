@@ -1,6 +1,6 @@
 /**
  * The `sandbox` member of `process/start` and the `fs/*` methods
- * (`FileSystemSandboxContext`, SPEC §13): validation of the wire value, with
+ * (`FileSystemSandboxContext`, docs/protocol.md §13): validation of the wire value, with
  * the reference's error messages, and its resolution into a
  * {@linkcode SandboxPlan}, the list of mounts that expresses it.
  *
@@ -28,6 +28,7 @@
 
 import { ErrorCode, invalidParams, RpcError } from "../../protocol/errors.ts";
 import { pathFromUri } from "../host/path_uri.ts";
+import { SANDBOX_SPECIAL_PATH_KINDS } from "../../protocol/methods.ts";
 
 /** Access of a path inside the sandbox. */
 export type SandboxAccess = "read" | "write" | "deny";
@@ -57,6 +58,12 @@ export interface SandboxMount {
    * for the process's lifetime (a *synthetic* mount point).
    */
   readonly node: "directory" | "file" | "missing";
+  /**
+   * A denied directory that holds re-exposed writable roots (the server's
+   * `--writable-root` inside its `--deny-read`): it can be traversed to
+   * reach them, never listed or read.
+   */
+  readonly traversable?: boolean;
 }
 
 /** A resolved sandbox: what a `FileSystemSandboxContext` allows. */
@@ -235,15 +242,7 @@ function uriList(value: unknown): string[] {
 }
 
 const ACCESS = ["read", "write", "deny", "none"] as const;
-const KINDS = [
-  "root",
-  "minimal",
-  "current_working_directory",
-  "project_roots",
-  "tmpdir",
-  "slash_tmp",
-  "unknown",
-] as const;
+const KINDS = SANDBOX_SPECIAL_PATH_KINDS;
 
 function parsePathSpec(value: unknown): PathSpec {
   const object = record(value, "internally tagged enum FileSystemPath");
@@ -510,18 +509,20 @@ export interface PlanPath {
  * @param rootAccess Access to the whole file system below the paths.
  * @param paths The paths with their access.
  * @param network The network policy.
- * @param options Synthetic mount points (see {@linkcode PlanSandboxOptions}).
+ * @param options Synthetic mount points (see {@linkcode PlanSandboxOptions});
+ * `reexpose`: a writable path inside a denied directory stays writable (the
+ * directory becomes traversable), instead of denied with it.
  * @throws {RpcError} `-32603` for a restriction that crosses a writable symlink.
  */
 export function planFromPaths(
   rootAccess: "read" | "write",
   paths: readonly PlanPath[],
   network: NetworkPolicy,
-  options: { synthetic?: ReadonlySet<string> } = {},
+  options: { synthetic?: ReadonlySet<string>; reexpose?: boolean } = {},
 ): SandboxPlan {
   const synthetic = options.synthetic ?? new Set(syntheticMountPoints.keys());
   const candidates = paths.map((entry) => ({ spelled: entry.path, access: entry.access }));
-  const mounts = resolveMounts(rootAccess, candidates, synthetic);
+  const mounts = resolveMounts(rootAccess, candidates, synthetic, options.reexpose);
   const isolation: SandboxIsolation = rootAccess === "read" || mounts.length > 0
     ? "filesystem"
     : network === "restricted"
@@ -551,6 +552,7 @@ function resolveMounts(
   rootAccess: "read" | "write",
   candidates: Candidate[],
   synthetic: ReadonlySet<string>,
+  reexpose = false,
 ): SandboxMount[] {
   const byPath = new Map<string, Resolved>();
   const put = (resolved: Resolved) => {
@@ -605,8 +607,12 @@ function resolveMounts(
     const parentAccess = effective(parentOf(entry.path));
     if (entry.node !== "missing") {
       // Same access as around it: nothing to mount. Inside a denied
-      // directory nothing is reachable: do not re-expose anything.
-      if (parentAccess === entry.access || parentAccess === "deny") continue;
+      // directory nothing is reachable (unless writable roots are re-exposed).
+      if (parentAccess === entry.access) continue;
+      if (parentAccess === "deny") {
+        if (!reexpose || entry.access !== "write") continue;
+        markTraversable(mounts, entry.path);
+      }
       mounts.push({ path: entry.path, access: entry.access, node: entry.node });
       continue;
     }
@@ -645,6 +651,20 @@ function requireVisible(candidate: Candidate): void {
     ErrorCode.InternalError,
     `cannot enforce sandbox ${kind} path ${candidate.spelled}: the server's --allow-read does not cover it`,
   );
+}
+
+/** Marks the deepest denied mount above `path` as traversable (it holds a re-exposed mount). */
+function markTraversable(mounts: SandboxMount[], path: string): void {
+  let deepest = -1;
+  mounts.forEach((mount, index) => {
+    if (
+      mount.access === "deny" && mount.path !== path && isUnder(path, mount.path) &&
+      (deepest < 0 || depth(mount.path) > depth(mounts[deepest]!.path))
+    ) {
+      deepest = index;
+    }
+  });
+  if (deepest >= 0) mounts[deepest] = { ...mounts[deepest]!, traversable: true };
 }
 
 function parentOf(path: string): string {
@@ -791,8 +811,13 @@ export function intersectPlans(a: SandboxPlan, b: SandboxPlan): SandboxPlan {
       }
     }
     const aroundAccess = around?.access ?? rootAccess;
-    // Inside a denied directory nothing is reachable: do not re-expose anything.
-    if (aroundAccess === "deny") continue;
+    // Inside a denied directory only what both plans re-expose is reachable.
+    if (aroundAccess === "deny") {
+      if (access === "deny" || node === "missing") continue;
+      markTraversable(mounts, path);
+      mounts.push({ path, access, node });
+      continue;
+    }
     if (node === "missing") {
       // A cover for a missing restriction is needed only where the process could create it.
       if (access !== "write" && aroundAccess === "write") mounts.push({ path, access, node });

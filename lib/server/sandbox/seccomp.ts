@@ -1,14 +1,21 @@
 /**
  * The seccomp filter of a sandboxed process, as a classic BPF program for
- * bubblewrap's `--seccomp FD` (SPEC §13, sandboxing).
+ * bubblewrap's `--seccomp FD` (docs/protocol.md §13, sandboxing).
  *
- * It mirrors the reference's Linux sandbox helper. In `"restricted"` mode
- * (network `restricted`) it fails with `EPERM` every socket call that could
- * reach a network or another process's socket: `connect`, `accept`,
- * `accept4`, `bind`, `listen`, `getpeername`, `getsockname`, `shutdown`,
- * `sendto`, `sendmmsg`, `recvmmsg`, `getsockopt`, `setsockopt`, and
+ * It follows the reference's Linux sandbox helper, and is stricter where
+ * the reference leaves a way out. In `"restricted"` mode (network
+ * `restricted`) it fails with `EPERM` every socket call that could reach a
+ * network or another process's socket: `connect`, `accept`, `accept4`,
+ * `bind`, `listen`, `getpeername`, `getsockname`, `shutdown`, `sendto`,
+ * `sendmsg`, `sendmmsg`, `recvmmsg`, `getsockopt`, `setsockopt`, and
  * `socket`/`socketpair` for any family but `AF_UNIX`; it also denies
- * `ptrace`, `process_vm_readv`/`process_vm_writev` and `io_uring_*`. In
+ * `ptrace`, `process_vm_readv`/`process_vm_writev`, `pidfd_getfd` and
+ * `io_uring_*`. The reference allows `sendmsg`, which sends a datagram to
+ * any unix socket path the sandbox can see; a filter cannot read the
+ * message header to tell whether a call names a destination, so `sendmsg`
+ * is denied outright (passing descriptors over a socketpair fails too).
+ * `pidfd_getfd` (copying a descriptor out of another process) is denied
+ * as well. In
  * `"vsock"` mode (network `enabled` with a restricted file system) it only
  * denies `AF_VSOCK` sockets and `io_uring_*`. A syscall of another ABI (x32,
  * or 32-bit code on a 64-bit kernel) kills the process (`SIGSYS`).
@@ -56,6 +63,7 @@ const ARCHES: Record<SeccompArch, ArchTable> = {
       connect: 42,
       accept: 43,
       sendto: 44,
+      sendmsg: 46,
       shutdown: 48,
       bind: 49,
       listen: 50,
@@ -73,6 +81,7 @@ const ARCHES: Record<SeccompArch, ArchTable> = {
       io_uring_setup: 425,
       io_uring_enter: 426,
       io_uring_register: 427,
+      pidfd_getfd: 438,
     },
   },
   aarch64: {
@@ -89,6 +98,7 @@ const ARCHES: Record<SeccompArch, ArchTable> = {
       getpeername: 205,
       sendto: 206,
       setsockopt: 208,
+      sendmsg: 211,
       getsockopt: 209,
       shutdown: 210,
       ptrace: 117,
@@ -100,6 +110,7 @@ const ARCHES: Record<SeccompArch, ArchTable> = {
       io_uring_setup: 425,
       io_uring_enter: 426,
       io_uring_register: 427,
+      pidfd_getfd: 438,
     },
   },
 };
@@ -109,6 +120,7 @@ const RESTRICTED_DENIED = [
   "ptrace",
   "process_vm_readv",
   "process_vm_writev",
+  "pidfd_getfd",
   ...IO_URING,
   "connect",
   "accept",
@@ -119,6 +131,7 @@ const RESTRICTED_DENIED = [
   "getsockname",
   "shutdown",
   "sendto",
+  "sendmsg",
   "sendmmsg",
   "recvmmsg",
   "getsockopt",

@@ -120,10 +120,12 @@ export function serverSandbox(options: ServerSandboxOptions = {}): ServerSandbox
       "--deny-read and --network-access need a confining --sandbox (read-only or workspace-write)",
     );
   }
+  const roots = writableRoots.map((path) => canonical("--writable-root", path));
+  const denied = denyRead.map((path) => canonical("--deny-read", path));
   return {
     mode,
-    writableRoots: writableRoots.map((path) => canonical("--writable-root", path)),
-    denyRead: denyRead.map((path) => canonical("--deny-read", path)),
+    writableRoots: roots,
+    denyRead: denied,
     secretFiles: (options.secretFiles ?? []).map((path) =>
       canonical("a secret file", path.startsWith("/") ? path : `${Deno.cwd()}/${path}`)
     ),
@@ -192,7 +194,7 @@ export function ceilingPlan(
     "read",
     [...writable, ...denied],
     sandbox.networkAccess ? "enabled" : "restricted",
-    options,
+    { ...options, reexpose: true },
   );
   return hasPrivateTmp(sandbox) ? { ...plan, privateTmp: true } : plan;
 }

@@ -1,10 +1,11 @@
 /**
- * Sessions (spec §5): a session owns processes and outlives its connection
+ * Sessions (docs/protocol.md §5): a session owns processes and outlives its connection
  * for a TTL, so a new connection can resume it.
  *
  * @module
  */
 
+import { killOrphans } from "../host/proc.ts";
 import { ErrorCode, kindError, RpcError } from "../../protocol/errors.ts";
 import type { NotificationSink } from "../process/managed_process.ts";
 import { ProcessTable } from "../process/table.ts";
@@ -105,11 +106,17 @@ export class SessionRegistry {
     return this.#sessions.size;
   }
 
+  /** The live sessions, oldest first. */
+  list(): Session[] {
+    return [...this.#sessions.values()];
+  }
+
   /** Creates a new attached session. */
   create(owner: object, sink: NotificationSink): Session {
+    const id = crypto.randomUUID();
     const session = new Session(
-      crypto.randomUUID(),
-      new ProcessTable({ retentionMs: this.#retentionMs }),
+      id,
+      new ProcessTable({ retentionMs: this.#retentionMs, sessionId: id }),
     );
     session.attach(owner, sink);
     this.#sessions.set(session.id, session);
@@ -144,5 +151,7 @@ export class SessionRegistry {
   /** Ends every session (server shutdown). */
   endAll(): void {
     for (const session of [...this.#sessions.values()]) this.end(session);
+    // Orphans no process group claims any more (a `setsid` daemon of a double fork).
+    killOrphans();
   }
 }

@@ -1,7 +1,7 @@
 /**
- * Serving one connection: the handshake and its gating (spec §4), routing
- * through the method table, concurrency lanes (spec §12) and the fatal
- * conditions that end a connection (spec §4.5).
+ * Serving one connection: the handshake and its gating (docs/protocol.md §4), routing
+ * through the method table, concurrency lanes (docs/protocol.md §12) and the fatal
+ * conditions that end a connection (docs/protocol.md §4.5).
  *
  * @module
  */
@@ -17,6 +17,7 @@ import { FileHandleTable } from "../fs/handles.ts";
 import { MissingWatchTable } from "../fs/watch.ts";
 import { type HandlerContext, HANDLERS } from "./handlers.ts";
 import { HttpRequestTable } from "../http/request.ts";
+import { observeRequest } from "../observe/requests.ts";
 import type { Session, SessionRegistry } from "./registry.ts";
 
 /** Options for {@linkcode serveConnection}. */
@@ -49,6 +50,8 @@ export interface ServeConnectionOptions {
 export interface ServedConnection {
   /** The underlying JSON-RPC connection. */
   readonly connection: Connection;
+  /** The id of the session this connection created or resumed, once it has one. */
+  readonly sessionId: string | undefined;
   /** Resolves when the connection has ended and its session was detached or ended. */
   readonly finished: Promise<void>;
 }
@@ -141,7 +144,11 @@ export function serveConnection(
   const connection: Connection = new Connection(transport, {
     maxHeldUnits: options.maxHeldUnits,
     handlers: {
-      request: handleRequest,
+      request: (method, params) =>
+        observeRequest(
+          { method, params, session: () => session?.id },
+          () => handleRequest(method, params),
+        ),
       notification(method) {
         if (method === "initialized" && session) initializedNotified = true;
         else fatal();
@@ -163,5 +170,11 @@ export function serveConnection(
     if (options.onClose === "end") registry.end(session);
     else registry.detach(session);
   });
-  return { connection, finished };
+  return {
+    connection,
+    finished,
+    get sessionId() {
+      return session?.id;
+    },
+  };
 }

@@ -1,0 +1,517 @@
+/**
+ * Race-free resolution of the paths fs requests write, and the writes
+ * themselves done on the descriptors that were checked.
+ *
+ * A write's *scope root* is the deepest directory that contains the path
+ * and is entirely writable: the topmost ancestor the server's
+ * `--allow-write` grants, and, under a sandbox, the writable root that
+ * holds it. The path's parent is opened with Linux `openat2` relative to
+ * the root with `RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS`: symlinks are
+ * followed only while they stay below the root, `..` cannot climb out, and
+ * a concurrent swap of a directory for a symlink cannot redirect it. The
+ * parent's real path (from `/proc/self/fd`) is then checked against the
+ * server's permissions and the sandbox (read-only carve-outs, denied
+ * paths), and the final create, replace, unlink or rename is done relative
+ * to that descriptor (`mkdirat`, `unlinkat`, `renameat`, `openat` with
+ * `O_NOFOLLOW`, an `O_TMPFILE` linked in with `linkat`). A symlink in the
+ * last component is followed by reading it and resolving its target the
+ * same way: a link that leaves the root (dangling or not) is refused (fail
+ * closed); a dangling link inside it names the file to create, as for the
+ * kernel.
+ *
+ * Needs `--allow-ffi` ({@linkcode raceFreeWrites}); without it the callers
+ * keep their path-based code, and `permissions.ts` refuses what it cannot
+ * verify.
+ *
+ * @module
+ */
+
+import { dirname, relative, resolve } from "node:path";
+import { osError } from "../host/os_errors.ts";
+import { joinPath } from "../host/path_uri.ts";
+import { permissionDenied } from "../host/permissions.ts";
+import {
+  close,
+  F,
+  fchmod,
+  fchownQuiet,
+  fdatasync,
+  fdPath,
+  fsSyscallsAvailable,
+  fstatat,
+  linkTmpfile,
+  listDirectory,
+  mkdirat,
+  openat,
+  openat2,
+  readlinkat,
+  renameat,
+  type Stat,
+  symlinkat,
+  SyscallError,
+  unlinkat,
+  writeAll,
+} from "../host/fs_syscalls.ts";
+import { accessAt, pathIsUnder, type SandboxPlan } from "../sandbox/policy.ts";
+
+/** Maximum number of symlinks followed in the last component, as Linux. */
+const MAX_SYMLINK_HOPS = 40;
+const BENEATH = F.RESOLVE_BENEATH | F.RESOLVE_NO_MAGICLINKS;
+
+/** Whether writes go through this module (Linux with `--allow-ffi`). */
+export function raceFreeWrites(): boolean {
+  return fsSyscallsAvailable();
+}
+
+/** Where a write may land: the root it is resolved beneath and the check of each real path. */
+export interface WriteScope {
+  /** The scope root (native absolute path as granted, not canonicalized). */
+  readonly root: string;
+  /** Whether the root came from a sandbox (refusals are `EROFS`) or the server's permissions. */
+  readonly bySandbox: boolean;
+  /** Whether a write at this real (canonical) path is allowed. */
+  allows(real: string): boolean;
+}
+
+function writeGranted(path: string): boolean {
+  return Deno.permissions.querySync({ name: "write", path }).state === "granted";
+}
+
+/** The topmost ancestor of `path` (itself included) the server may write. */
+function permissionRoot(path: string): string | undefined {
+  if (Deno.permissions.querySync({ name: "write" }).state === "granted") return "/";
+  let prefix = "";
+  for (const part of path.split("/").filter((p) => p !== "")) {
+    prefix += `/${part}`;
+    if (writeGranted(prefix)) return prefix;
+  }
+  return writeGranted("/") ? "/" : undefined;
+}
+
+/** The writable root of a sandbox plan that holds `path`, `/` when the whole root is writable. */
+function sandboxRoot(plan: SandboxPlan, path: string): string | undefined {
+  if (plan.rootAccess === "write") return "/";
+  let best: string | undefined;
+  for (const mount of plan.mounts) {
+    if (mount.access !== "write" || !pathIsUnder(path, mount.path)) continue;
+    if (best === undefined || mount.path.length > best.length) best = mount.path;
+  }
+  return best;
+}
+
+/**
+ * The scope a write of `path` is resolved in: the server's `--allow-write`
+ * and every given sandbox plan (those that isolate the file system).
+ *
+ * @param path Native absolute path of the write.
+ * @param plans The request's and the server's sandbox plans.
+ * @throws {RpcError} When no scope root holds the path.
+ */
+export function writeScope(path: string, plans: readonly SandboxPlan[] = []): WriteScope {
+  const granted = permissionRoot(path);
+  if (granted === undefined) throw permissionDenied("write", path);
+  let root = granted;
+  let bySandbox = false;
+  const confining = plans.filter((plan) => plan.isolation === "filesystem");
+  for (const plan of confining) {
+    // No writable root holds it: resolved from `/`, and every write there is refused.
+    const inPlan = sandboxRoot(plan, path) ?? "/";
+    if (inPlan === "/" && plan.rootAccess !== "write") bySandbox = true;
+    if (inPlan.length > root.length) {
+      root = inPlan;
+      bySandbox = true;
+    }
+  }
+  return {
+    root,
+    bySandbox,
+    allows: (real) =>
+      writeGranted(real) && confining.every((plan) => accessAt(plan, real) === "write"),
+  };
+}
+
+function refusal(scope: WriteScope, path: string): Error {
+  return scope.bySandbox ? osError("EROFS") : permissionDenied("write", path);
+}
+
+/** An open directory and a name in it, checked against the scope. */
+interface Resolved {
+  /** `O_PATH` descriptor of the parent directory; close it with {@linkcode done}. */
+  dirfd: number;
+  /** The last component. */
+  name: string;
+  /** Canonical path of the parent directory. */
+  realDir: string;
+  /** The entry itself (not followed), `undefined` when missing. */
+  stat: Stat | undefined;
+  /** The scope allows a write at the entry. */
+  allowed: boolean;
+}
+
+function done(resolved: Resolved): void {
+  close(resolved.dirfd);
+}
+
+/** Opens the scope root; returns its descriptor and canonical path. */
+function openRoot(scope: WriteScope): { fd: number; real: string } {
+  const fd = openat(F.AT_FDCWD, scope.root, F.O_PATH | F.O_DIRECTORY);
+  return { fd, real: fdPath(fd) };
+}
+
+/** Maps the kernel's "leaves the root" answers to the scope's refusal. */
+function rethrow(err: unknown, scope: WriteScope, path: string): never {
+  if (err instanceof SyscallError && (err.code === "EXDEV" || err.code === "ELOOP")) {
+    throw refusal(scope, path);
+  }
+  throw err;
+}
+
+/** Opens the parent of `path` (given relative to the root's canonical path `rootReal`). */
+function openParentBelow(
+  scope: WriteScope,
+  root: { fd: number; real: string },
+  path: string,
+  shown: string,
+  lenient = false,
+): Resolved {
+  const parent = dirname(path);
+  const name = path.slice(parent === "/" ? 1 : parent.length + 1);
+  let dirfd: number;
+  try {
+    if (!pathIsUnder(path, root.real) || path === root.real) {
+      // The root itself: its parent is outside the scope, only the name is touched.
+      if (path !== root.real) throw refusal(scope, shown);
+      dirfd = openat(F.AT_FDCWD, parent, F.O_PATH | F.O_DIRECTORY);
+    } else {
+      const rel = relative(root.real, parent) || ".";
+      dirfd = openat2(root.fd, rel, F.O_PATH | F.O_DIRECTORY, 0, BENEATH);
+    }
+  } catch (err) {
+    rethrow(err, scope, shown);
+  }
+  try {
+    const realDir = fdPath(dirfd);
+    const allowed = scope.allows(joinPath(realDir, name));
+    if (!allowed && !lenient) throw refusal(scope, shown);
+    return { dirfd, name, realDir, stat: fstatat(dirfd, name, false), allowed };
+  } catch (err) {
+    close(dirfd);
+    throw err;
+  }
+}
+
+/** The requested path expressed below the root's canonical path. */
+function belowRoot(scope: WriteScope, root: { real: string }, path: string): string {
+  const rel = relative(scope.root, path);
+  return rel === "" ? root.real : joinPath(root.real, rel);
+}
+
+/**
+ * Opens the parent of `path` without following its last component.
+ * Refuses a write the scope does not allow there, unless `lenient` (the
+ * caller checks {@linkcode Resolved.allowed} itself, after reporting what
+ * the kernel would report first).
+ *
+ * @param path Native absolute path (write access checked lexically).
+ * @param scope From {@linkcode writeScope}.
+ */
+export function openParent(path: string, scope: WriteScope, lenient = false): Resolved {
+  const root = openRoot(scope);
+  try {
+    return openParentBelow(scope, root, belowRoot(scope, root, path), path, lenient);
+  } finally {
+    close(root.fd);
+  }
+}
+
+/**
+ * Like {@linkcode openParent}, but follows symlinks in the last component
+ * while they stay below the root (a dangling link names the file to
+ * create); a link that leaves the root is refused.
+ */
+export function openTarget(path: string, scope: WriteScope): Resolved {
+  const root = openRoot(scope);
+  try {
+    let current = belowRoot(scope, root, path);
+    for (let hop = 0; hop <= MAX_SYMLINK_HOPS; hop++) {
+      const resolved = openParentBelow(scope, root, current, path);
+      const type = (resolved.stat?.mode ?? 0) & F.S_IFMT;
+      // A dangling link's target is created, as by the kernel, once it resolved below the root.
+      if (type !== F.S_IFLNK) return resolved;
+      const target = readlinkat(resolved.dirfd, resolved.name);
+      current = resolve(resolved.realDir, target);
+      done(resolved);
+      if (!pathIsUnder(current, root.real)) throw refusal(scope, path);
+    }
+    throw osError("ELOOP");
+  } finally {
+    close(root.fd);
+  }
+}
+
+/**
+ * Refuses a write target that {@linkcode openTarget} would refuse (a link
+ * leaving the scope), for writers that must open the path
+ * themselves (`fs/open` for `replace`: a check, not race-free).
+ *
+ * @param path Native absolute path.
+ * @param scope From {@linkcode writeScope}.
+ */
+export function checkWriteTarget(path: string, scope: WriteScope): void {
+  done(openTarget(path, scope));
+}
+
+function isType(stat: Stat | undefined, type: number): boolean {
+  return stat !== undefined && (stat.mode & F.S_IFMT) === type;
+}
+
+/**
+ * `fs/writeFile` on descriptors: follows symlinks below the scope root,
+ * writes an `O_TMPFILE` in the target's directory, flushes it and renames
+ * it over the target, so a killed server leaves no half-written file.
+ * Where the directory takes no new file (the server may write only the
+ * file itself), the file is overwritten in place, never through a link.
+ *
+ * @param path Native absolute path.
+ * @param data The content.
+ * @param scope From {@linkcode writeScope}.
+ */
+export async function writeFileAt(
+  path: string,
+  data: Uint8Array,
+  scope: WriteScope,
+): Promise<void> {
+  const target = openTarget(path, scope);
+  try {
+    const existing = target.stat;
+    if (isType(existing, F.S_IFDIR)) throw osError("EISDIR");
+    if (isType(existing, F.S_IFIFO)) throw osError("ENXIO");
+    if (existing !== undefined && !isType(existing, F.S_IFREG)) {
+      // Device or socket: renaming over it would replace the node itself.
+      await writeInPlace(target, data);
+      return;
+    }
+    const temp = `.${target.name}.${crypto.randomUUID()}.tmp`;
+    const fd = scope.allows(joinPath(target.realDir, temp)) ? openTmpfile(target) : undefined;
+    if (fd === undefined) {
+      await writeInPlace(target, data);
+      return;
+    }
+    try {
+      await writeAll(fd, data);
+      if (existing !== undefined) {
+        fchmod(fd, existing.mode & 0o7777);
+        fchownQuiet(fd, existing.uid, existing.gid);
+      }
+      await fdatasync(fd);
+      linkTmpfile(fd, target.dirfd, temp);
+    } finally {
+      close(fd);
+    }
+    try {
+      renameat(target.dirfd, temp, target.dirfd, target.name);
+    } catch (err) {
+      try {
+        unlinkat(target.dirfd, temp, false);
+      } catch {
+        // Best effort.
+      }
+      throw err;
+    }
+  } finally {
+    done(target);
+  }
+}
+
+/** An unnamed file in the target's directory, `undefined` when the directory takes none. */
+function openTmpfile(target: Resolved): number | undefined {
+  try {
+    return openat(target.dirfd, ".", F.O_TMPFILE | F.O_WRONLY, 0o666);
+  } catch (err) {
+    const code = err instanceof SyscallError ? err.code : "";
+    if (code === "ENOSPC" || code === "EDQUOT") throw err;
+    return undefined;
+  }
+}
+
+async function writeInPlace(target: Resolved, data: Uint8Array): Promise<void> {
+  // `openat` needs a real directory descriptor for O_CREAT: reopen the O_PATH one.
+  const dir = openat(target.dirfd, ".", F.O_RDONLY | F.O_DIRECTORY);
+  try {
+    const flags = F.O_WRONLY | F.O_CREAT | F.O_TRUNC | F.O_NOFOLLOW | F.O_NONBLOCK;
+    const fd = openat(dir, target.name, flags, 0o666);
+    try {
+      await writeAll(fd, data);
+    } finally {
+      close(fd);
+    }
+  } finally {
+    close(dir);
+  }
+}
+
+/** A readable (`O_RDONLY`) descriptor of the parent, for the `*at` calls that need one. */
+function directoryOf(resolved: Resolved): number {
+  return openat(resolved.dirfd, ".", F.O_RDONLY | F.O_DIRECTORY);
+}
+
+/**
+ * `fs/createDirectory` on descriptors: each missing component is created
+ * with `mkdirat` in the directory that was opened and checked.
+ *
+ * @param path Native absolute path.
+ * @param recursive `mkdir -p`: missing parents too, an existing directory is fine.
+ * @param scope From {@linkcode writeScope}.
+ */
+export function createDirectoryAt(path: string, recursive: boolean, scope: WriteScope): void {
+  if (!recursive) {
+    const parent = openParent(path, scope);
+    try {
+      mkdirat(parent.dirfd, parent.name);
+    } finally {
+      done(parent);
+    }
+    return;
+  }
+  const root = openRoot(scope);
+  try {
+    const parts = relative(scope.root, path).split("/").filter((part) => part !== "");
+    let dir = openat(root.fd, ".", F.O_RDONLY | F.O_DIRECTORY);
+    try {
+      for (let i = 0; i < parts.length; i++) {
+        try {
+          mkdirat(dir, parts[i]!);
+        } catch (err) {
+          if (!(err instanceof SyscallError && err.code === "EEXIST")) throw err;
+        }
+        let next: number;
+        try {
+          next = openat2(root.fd, parts.slice(0, i + 1).join("/"), F.O_DIRECTORY, 0, BENEATH);
+        } catch (err) {
+          const last = i === parts.length - 1;
+          if (last && err instanceof SyscallError && err.code === "ENOTDIR") {
+            throw osError("EEXIST");
+          }
+          rethrow(err, scope, path);
+        }
+        close(dir);
+        dir = next;
+        if (!scope.allows(fdPath(dir))) throw refusal(scope, path);
+      }
+    } finally {
+      close(dir);
+    }
+  } finally {
+    close(root.fd);
+  }
+}
+
+/**
+ * `fs/remove` on descriptors: a file or symlink is unlinked in its checked
+ * directory; a tree is emptied through descriptors opened with
+ * `O_NOFOLLOW`, so a link swapped in never leads the removal elsewhere.
+ *
+ * @param path Native absolute path.
+ * @param recursive Remove a non-empty directory with its content.
+ * @param scope From {@linkcode writeScope}.
+ * @throws {SyscallError} `ENOENT` when the path does not exist.
+ */
+export function removeAt(path: string, recursive: boolean, scope: WriteScope): void {
+  const parent = openParent(path, scope, true);
+  try {
+    if (parent.stat === undefined) throw new SyscallError(2, "fstatat");
+    if (!parent.allowed) throw refusal(scope, path);
+    const dir = directoryOf(parent);
+    try {
+      if (!isType(parent.stat, F.S_IFDIR)) unlinkat(dir, parent.name, false);
+      else if (recursive) removeTree(dir, parent.name);
+      else unlinkat(dir, parent.name, true);
+    } finally {
+      close(dir);
+    }
+  } finally {
+    done(parent);
+  }
+}
+
+function removeTree(dir: number, name: string): void {
+  const fd = openat(dir, name, F.O_RDONLY | F.O_DIRECTORY | F.O_NOFOLLOW);
+  try {
+    for (const child of listDirectory(fd)) {
+      if (isType(fstatat(fd, child, false), F.S_IFDIR)) removeTree(fd, child);
+      else unlinkat(fd, child, false);
+    }
+  } finally {
+    close(fd);
+  }
+  unlinkat(dir, name, true);
+}
+
+/**
+ * Creates the destination entry of a copy in its checked directory and
+ * hands a writable descriptor of its directory to `create`.
+ *
+ * @param path Native absolute path of the destination.
+ * @param follow Follow symlinks in the last component (a file copy replaces the file a link
+ * leads to, below the root).
+ * @param scope From {@linkcode writeScope}.
+ * @param create Creates the entry, given the directory descriptor, the name and what is there.
+ */
+export async function createAt<T>(
+  path: string,
+  follow: boolean,
+  scope: WriteScope,
+  create: (dir: number, name: string, existing: Stat | undefined) => T | Promise<T>,
+): Promise<T> {
+  const target = follow ? openTarget(path, scope) : openParent(path, scope);
+  try {
+    const dir = directoryOf(target);
+    try {
+      return await create(dir, target.name, target.stat);
+    } finally {
+      close(dir);
+    }
+  } finally {
+    done(target);
+  }
+}
+
+/**
+ * Copies a tree into the directory `name` (just created) of `dir`: every
+ * entry is created relative to a descriptor opened with `O_NOFOLLOW`.
+ *
+ * @param source Native path of the source directory (its read access checked).
+ * @param dir Descriptor of the destination's parent.
+ * @param name The destination directory in it.
+ * @param copyFile Copies one regular file's content to a new file descriptor.
+ */
+export async function copyTreeAt(
+  source: string,
+  dir: number,
+  name: string,
+  copyFile: (from: string, fd: number) => Promise<void>,
+): Promise<void> {
+  const fd = openat(dir, name, F.O_RDONLY | F.O_DIRECTORY | F.O_NOFOLLOW);
+  try {
+    for await (const entry of Deno.readDir(source)) {
+      const from = joinPath(source, entry.name);
+      const info = await Deno.lstat(from);
+      if (info.isSymlink) {
+        symlinkat(await Deno.readLink(from), fd, entry.name);
+      } else if (info.isDirectory) {
+        mkdirat(fd, entry.name);
+        await copyTreeAt(from, fd, entry.name, copyFile);
+      } else if (info.isFile) {
+        const flags = F.O_WRONLY | F.O_CREAT | F.O_EXCL | F.O_NOFOLLOW;
+        const out = openat(fd, entry.name, flags, (info.mode ?? 0o644) & 0o777);
+        try {
+          await copyFile(from, out);
+        } finally {
+          close(out);
+        }
+      }
+    }
+  } finally {
+    close(fd);
+  }
+}

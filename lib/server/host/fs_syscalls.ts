@@ -1,0 +1,401 @@
+/**
+ * File system calls on descriptors through FFI (glibc on Linux): what the
+ * race-free resolver (`fs/resolve.ts`) and the `/proc` readers need and
+ * Deno has no API for — `openat2`, the `*at` calls relative to a directory
+ * descriptor, `O_TMPFILE` and reading `/proc` (which Deno only allows with
+ * `--allow-all`).
+ *
+ * The library is opened lazily; {@linkcode fsSyscallsAvailable} tells
+ * whether it can be (it needs `--allow-ffi`). Every call returns `-1` and
+ * leaves `errno` set on failure, as in C; {@linkcode check} turns that into
+ * a `Deno.errors`-like error with the errno's code name.
+ *
+ * @module
+ */
+
+import { cString } from "./libc.ts";
+
+/** Symbols bound for descriptor-relative file system calls. */
+const SYMBOLS = {
+  syscall: { parameters: ["i64", "i64", "buffer", "buffer", "u64"], result: "i64" },
+  openat: { parameters: ["i32", "buffer", "i32", "u32"], result: "i32" },
+  close: { parameters: ["i32"], result: "i32" },
+  read: { parameters: ["i32", "buffer", "usize"], result: "isize" },
+  write: { parameters: ["i32", "buffer", "usize"], result: "isize" },
+  writeAsync: {
+    name: "write",
+    parameters: ["i32", "buffer", "usize"],
+    result: "isize",
+    nonblocking: true,
+  },
+  mkdirat: { parameters: ["i32", "buffer", "u32"], result: "i32" },
+  unlinkat: { parameters: ["i32", "buffer", "i32"], result: "i32" },
+  renameat: { parameters: ["i32", "buffer", "i32", "buffer"], result: "i32" },
+  linkat: { parameters: ["i32", "buffer", "i32", "buffer", "i32"], result: "i32" },
+  symlinkat: { parameters: ["buffer", "i32", "buffer"], result: "i32" },
+  readlinkat: { parameters: ["i32", "buffer", "buffer", "usize"], result: "isize" },
+  fstatat: { parameters: ["i32", "buffer", "buffer", "i32"], result: "i32" },
+  fchmod: { parameters: ["i32", "u32"], result: "i32" },
+  fchown: { parameters: ["i32", "u32", "u32"], result: "i32" },
+  fdatasync: { parameters: ["i32"], result: "i32" },
+  fdatasyncAsync: { name: "fdatasync", parameters: ["i32"], result: "i32", nonblocking: true },
+  dup: { parameters: ["i32"], result: "i32" },
+  memfd_create: { parameters: ["buffer", "u32"], result: "i32" },
+  // Variadic in C; an int third argument is passed as in a non-variadic call.
+  fcntl: { parameters: ["i32", "i32", "i32"], result: "i32" },
+  fdopendir: { parameters: ["i32"], result: "pointer" },
+  readdir: { parameters: ["pointer"], result: "pointer" },
+  closedir: { parameters: ["pointer"], result: "i32" },
+  __errno_location: { parameters: [], result: "pointer" },
+} as const;
+
+/** Linux constants (identical on x86_64 and aarch64 unless noted). */
+export const F = {
+  AT_FDCWD: -100,
+  AT_SYMLINK_NOFOLLOW: 0x100,
+  AT_REMOVEDIR: 0x200,
+  AT_SYMLINK_FOLLOW: 0x400,
+  AT_EMPTY_PATH: 0x1000,
+  O_RDONLY: 0,
+  O_WRONLY: 1,
+  O_CREAT: 0o100,
+  O_EXCL: 0o200,
+  O_TRUNC: 0o1000,
+  O_NONBLOCK: 0o4000,
+  O_DIRECTORY: Deno.build.arch === "aarch64" ? 0o40000 : 0o200000,
+  O_NOFOLLOW: Deno.build.arch === "aarch64" ? 0o100000 : 0o400000,
+  O_CLOEXEC: 0o2000000,
+  O_PATH: 0o10000000,
+  /** `__O_TMPFILE | O_DIRECTORY`. */
+  O_TMPFILE: 0o20000000 | (Deno.build.arch === "aarch64" ? 0o40000 : 0o200000),
+  RESOLVE_NO_MAGICLINKS: 0x02,
+  RESOLVE_BENEATH: 0x08,
+  SYS_OPENAT2: 437,
+  S_IFMT: 0o170000,
+  S_IFDIR: 0o040000,
+  S_IFREG: 0o100000,
+  S_IFLNK: 0o120000,
+  S_IFIFO: 0o010000,
+} as const;
+
+/** errno names by number, for the errors the callers handle. */
+const ERRNO_NAMES: Record<number, string> = {
+  1: "EPERM",
+  2: "ENOENT",
+  5: "EIO",
+  9: "EBADF",
+  13: "EACCES",
+  16: "EBUSY",
+  17: "EEXIST",
+  18: "EXDEV",
+  20: "ENOTDIR",
+  21: "EISDIR",
+  22: "EINVAL",
+  24: "EMFILE",
+  28: "ENOSPC",
+  30: "EROFS",
+  36: "ENAMETOOLONG",
+  38: "ENOSYS",
+  39: "ENOTEMPTY",
+  40: "ELOOP",
+  95: "EOPNOTSUPP",
+  122: "EDQUOT",
+};
+
+type Library = Deno.DynamicLibrary<typeof SYMBOLS>["symbols"];
+let library: Deno.DynamicLibrary<typeof SYMBOLS> | null = null;
+let unavailable = false;
+
+function lib(): Library {
+  library ??= Deno.dlopen("libc.so.6", SYMBOLS);
+  return library.symbols;
+}
+
+/**
+ * Whether the calls can be made: Linux, `--allow-ffi` granted and glibc's
+ * `libc.so.6` loadable. Never throws.
+ */
+export function fsSyscallsAvailable(): boolean {
+  if (library !== null) return true;
+  if (unavailable || Deno.build.os !== "linux") return false;
+  try {
+    if (Deno.permissions.querySync({ name: "ffi" }).state !== "granted") return false;
+    lib();
+    return true;
+  } catch {
+    unavailable = true;
+    return false;
+  }
+}
+
+/** An OS error from a failed call: `code` is the errno name, as on Deno's own errors. */
+export class SyscallError extends Error {
+  /** The errno name, e.g. `ENOENT`. */
+  readonly code: string;
+  /** The errno number. */
+  readonly errno: number;
+
+  /**
+   * Creates the error for an errno.
+   *
+   * @param errno The errno number.
+   * @param call The failing call, for the message.
+   */
+  constructor(errno: number, call: string) {
+    const code = ERRNO_NAMES[errno] ?? `E${errno}`;
+    super(`${call} failed: ${code}`);
+    this.code = code;
+    this.errno = errno;
+    this.name = "SyscallError";
+  }
+}
+
+function errno(): number {
+  const ptr = lib().__errno_location();
+  return ptr === null ? 0 : new Deno.UnsafePointerView(ptr).getInt32();
+}
+
+/** Throws a {@linkcode SyscallError} when `result` is negative. */
+export function check<T extends number | bigint>(result: T, call: string): T {
+  if (result < 0) throw new SyscallError(errno(), call);
+  return result;
+}
+
+/**
+ * `openat2(dirfd, path, {flags, mode, resolve})`.
+ *
+ * @returns The new descriptor.
+ * @throws {SyscallError} `EXDEV` for a path that leaves `dirfd` under `RESOLVE_BENEATH`.
+ */
+export function openat2(
+  dirfd: number,
+  path: string,
+  flags: number,
+  mode: number,
+  resolve: number,
+): number {
+  const how = new BigUint64Array([BigInt(flags | F.O_CLOEXEC), BigInt(mode), BigInt(resolve)]);
+  const fd = lib().syscall(
+    BigInt(F.SYS_OPENAT2),
+    BigInt(dirfd),
+    cString(path),
+    new Uint8Array(how.buffer),
+    24n,
+  );
+  return Number(check(fd, "openat2"));
+}
+
+/** `openat(dirfd, path, flags | O_CLOEXEC, mode)`. */
+export function openat(dirfd: number, path: string, flags: number, mode = 0): number {
+  return check(lib().openat(dirfd, cString(path), flags | F.O_CLOEXEC, mode), "openat");
+}
+
+/** Closes a descriptor, ignoring errors. */
+export function close(fd: number): void {
+  lib().close(fd);
+}
+
+/** `mkdirat`. */
+export function mkdirat(dirfd: number, name: string, mode = 0o777): void {
+  check(lib().mkdirat(dirfd, cString(name), mode), "mkdirat");
+}
+
+/** `unlinkat` (`directory`: `AT_REMOVEDIR`). */
+export function unlinkat(dirfd: number, name: string, directory: boolean): void {
+  check(lib().unlinkat(dirfd, cString(name), directory ? F.AT_REMOVEDIR : 0), "unlinkat");
+}
+
+/** `renameat`. */
+export function renameat(fromDir: number, from: string, toDir: number, to: string): void {
+  check(lib().renameat(fromDir, cString(from), toDir, cString(to)), "renameat");
+}
+
+/** Gives the file open on `fd` (an `O_TMPFILE`) the name `name` in `dirfd`. */
+export function linkTmpfile(fd: number, dirfd: number, name: string): void {
+  check(
+    lib().linkat(
+      F.AT_FDCWD,
+      cString(`/proc/self/fd/${fd}`),
+      dirfd,
+      cString(name),
+      F.AT_SYMLINK_FOLLOW,
+    ),
+    "linkat",
+  );
+}
+
+/** `symlinkat(target, dirfd, name)`. */
+export function symlinkat(target: string, dirfd: number, name: string): void {
+  check(lib().symlinkat(cString(target), dirfd, cString(name)), "symlinkat");
+}
+
+const decoder = new TextDecoder();
+
+/** `readlinkat`; `name` `""` reads the link `dirfd` itself was opened on (`O_PATH`). */
+export function readlinkat(dirfd: number, name: string): string {
+  const buf = new Uint8Array(4096);
+  const n = Number(
+    check(lib().readlinkat(dirfd, cString(name), buf, BigInt(buf.length)), "readlinkat"),
+  );
+  return decoder.decode(buf.subarray(0, n));
+}
+
+/** The path the kernel has for an open descriptor (`/proc/self/fd/N`). */
+export function fdPath(fd: number): string {
+  return readlinkat(F.AT_FDCWD, `/proc/self/fd/${fd}`);
+}
+
+/** What {@linkcode fstatat} reports. */
+export interface Stat {
+  /** `st_mode` (type and permission bits). */
+  mode: number;
+  /** Owner. */
+  uid: number;
+  /** Group. */
+  gid: number;
+  /** Size in bytes. */
+  size: number;
+}
+
+/** `fstatat`; `undefined` when the name does not exist. */
+export function fstatat(dirfd: number, name: string, follow: boolean): Stat | undefined {
+  const buf = new Uint8Array(256);
+  const flags = (follow ? 0 : F.AT_SYMLINK_NOFOLLOW) | (name === "" ? F.AT_EMPTY_PATH : 0);
+  if (lib().fstatat(dirfd, cString(name), buf, flags) !== 0) {
+    const code = errno();
+    if (code === 2) return undefined;
+    throw new SyscallError(code, "fstatat");
+  }
+  const view = new DataView(buf.buffer);
+  // struct stat: x86_64 st_mode at 24, uid 28, gid 32, size 48; aarch64 mode 16, uid 24, gid 28, size 48.
+  const arm = Deno.build.arch === "aarch64";
+  return {
+    mode: view.getUint32(arm ? 16 : 24, true),
+    uid: view.getUint32(arm ? 24 : 28, true),
+    gid: view.getUint32(arm ? 28 : 32, true),
+    size: Number(view.getBigInt64(48, true)),
+  };
+}
+
+/** `fchmod`. */
+export function fchmod(fd: number, mode: number): void {
+  check(lib().fchmod(fd, mode), "fchmod");
+}
+
+/** `fchown`, ignoring failure (as `chown` of a copy by a user who does not own the original). */
+export function fchownQuiet(fd: number, uid: number, gid: number): void {
+  lib().fchown(fd, uid, gid);
+}
+
+/**
+ * Writes all of `data` to `fd` (on the blocking thread pool). A nonblocking
+ * call sets `errno` on the pool's thread, not this one, so a write that
+ * fails there is repeated here: its error (e.g. `ENOSPC`) is then its own.
+ */
+export async function writeAll(fd: number, data: Uint8Array): Promise<void> {
+  let written = 0;
+  while (written < data.length) {
+    const chunk = data.subarray(written, Math.min(data.length, written + (1 << 24)));
+    const buffer = chunk as Uint8Array<ArrayBuffer>;
+    let n = await lib().writeAsync(fd, buffer, BigInt(chunk.length));
+    if (n < 0) n = check(lib().write(fd, buffer, BigInt(chunk.length)), "write");
+    written += Number(n);
+  }
+}
+
+/**
+ * `fdatasync` (on the blocking thread pool). A failure there is asked again
+ * here for its `errno` (see {@linkcode writeAll}); the kernel reports a
+ * writeback error once, so a repeat that succeeds means `EIO`.
+ */
+export async function fdatasync(fd: number): Promise<void> {
+  if (await lib().fdatasyncAsync(fd) >= 0) return;
+  check(lib().fdatasync(fd), "fdatasync");
+  throw new SyscallError(5, "fdatasync");
+}
+
+/** The names in the directory open on `dirfd` (the descriptor stays open), without `.` and `..`. */
+export function listDirectory(dirfd: number): string[] {
+  const copy = check(lib().dup(dirfd), "dup");
+  const dir = lib().fdopendir(copy);
+  if (dir === null) {
+    close(copy);
+    throw new SyscallError(errno(), "fdopendir");
+  }
+  const names: string[] = [];
+  try {
+    for (let entry = lib().readdir(dir); entry !== null; entry = lib().readdir(dir)) {
+      // struct dirent64: d_ino 8, d_off 8, d_reclen 2, d_type 1, then d_name.
+      const name = Deno.UnsafePointerView.getCString(entry, 19);
+      if (name !== "." && name !== "..") names.push(name);
+    }
+  } finally {
+    lib().closedir(dir);
+  }
+  return names;
+}
+
+/** `MFD_CLOEXEC | MFD_ALLOW_SEALING`. */
+const MFD_FLAGS = 0x1 | 0x2;
+const F_ADD_SEALS = 1033;
+/** `F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE`. */
+const ALL_SEALS = 0x1 | 0x2 | 0x4 | 0x8;
+
+/**
+ * A sealed, read-only in-memory file holding `data` (`memfd_create`, then
+ * every seal): other processes open it as `/proc/<pid>/fd/<fd>` while this
+ * process lives, and it disappears with it, even after a SIGKILL.
+ *
+ * @param name A name for diagnostics (`/memfd:<name>`).
+ * @param data The content.
+ * @returns The descriptor (close-on-exec).
+ */
+export function sealedMemoryFile(name: string, data: Uint8Array): number {
+  const fd = check(lib().memfd_create(cString(name), MFD_FLAGS), "memfd_create");
+  try {
+    let written = 0;
+    while (written < data.length) {
+      const rest = data.subarray(written) as Uint8Array<ArrayBuffer>;
+      written += Number(check(lib().write(fd, rest, BigInt(rest.length)), "write"));
+    }
+    fchmod(fd, 0o444);
+    check(lib().fcntl(fd, F_ADD_SEALS, ALL_SEALS), "fcntl");
+    return fd;
+  } catch (err) {
+    close(fd);
+    throw err;
+  }
+}
+
+/** Reads a whole small file (e.g. under `/proc`), bypassing Deno's `/proc` restriction. */
+export function readSmallFile(path: string): string {
+  const fd = openat(F.AT_FDCWD, path, F.O_RDONLY);
+  try {
+    const parts: Uint8Array[] = [];
+    for (;;) {
+      const buf = new Uint8Array(65536);
+      const n = Number(check(lib().read(fd, buf, BigInt(buf.length)), "read"));
+      if (n === 0) break;
+      parts.push(buf.subarray(0, n));
+    }
+    const all = new Uint8Array(parts.reduce((sum, p) => sum + p.length, 0));
+    let at = 0;
+    for (const part of parts) {
+      all.set(part, at);
+      at += part.length;
+    }
+    return decoder.decode(all);
+  } finally {
+    close(fd);
+  }
+}
+
+/** Lists a directory by path (e.g. `/proc`). */
+export function listDirectoryAt(path: string): string[] {
+  const fd = openat(F.AT_FDCWD, path, F.O_RDONLY | F.O_DIRECTORY);
+  try {
+    return listDirectory(fd);
+  } finally {
+    close(fd);
+  }
+}

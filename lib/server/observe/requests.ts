@@ -1,0 +1,168 @@
+/**
+ * What a served request tells the operator: its count and duration by
+ * method, and the audit events of the requests that change things
+ * ({@linkcode REQUEST_AUDITS}: `fs.write`, `fs.remove`, `fs.copy`,
+ * `http.request`) or that the server refused (`permission.denied`).
+ *
+ * @module
+ */
+
+import { ErrorCode, errorKind, RpcError } from "../../protocol/errors.ts";
+import {
+  type ClientRequestName,
+  lookupMethod,
+  type ParamsOf,
+  type ResultOf,
+} from "../../protocol/methods.ts";
+import { pathFromUri } from "../host/path_uri.ts";
+import { audit } from "./audit.ts";
+import { REQUEST_DURATION, REQUEST_ERRORS, REQUESTS } from "./server_metrics.ts";
+
+/** A request as {@linkcode observeRequest} sees it. */
+export interface ObservedRequest {
+  /** The wire method. */
+  method: string;
+  /** The request's params as received (only read once the request succeeded or was refused). */
+  params: unknown;
+  /** The session of the connection at the time of the answer, if any. */
+  session(): string | undefined;
+}
+
+/** A `file:` URI as a path for the log (the URI itself when it names no local path). */
+function pathOf(uri: string): string {
+  try {
+    return pathFromUri(uri);
+  } catch {
+    return uri;
+  }
+}
+
+function originOf(url: string): string {
+  try {
+    return new URL(url).origin;
+  } catch {
+    return url;
+  }
+}
+
+/** Audits one request: `result` is its result, or `undefined` when it failed. */
+type RequestAudit<M extends ClientRequestName> = (
+  params: ParamsOf<M>,
+  session: string,
+  result: ResultOf<M> | undefined,
+) => void;
+
+/** An audit that only a successful request makes. */
+function onSuccess<M extends ClientRequestName>(
+  record: (params: ParamsOf<M>, session: string, result: ResultOf<M>) => void,
+): RequestAudit<M> {
+  return (params, session, result) => {
+    if (result !== undefined) record(params, session, result);
+  };
+}
+
+/**
+ * The requests that make an audit event, by method (typed from the method
+ * table). `process/start` is audited by the process's `ProcessWatch`, once
+ * the child runs.
+ */
+export const REQUEST_AUDITS: { readonly [M in ClientRequestName]?: RequestAudit<M> } = {
+  "fs/writeFile": onSuccess((params, session) =>
+    audit("fs.write", { session, method: "fs/writeFile", path: pathOf(params.path) })
+  ),
+  "fs/createDirectory": onSuccess((params, session) =>
+    audit("fs.write", { session, method: "fs/createDirectory", path: pathOf(params.path) })
+  ),
+  "fs/open": onSuccess((params, session) => {
+    if (params.mode !== "replace") return;
+    audit("fs.write", { session, method: "fs/open", path: pathOf(params.path) });
+  }),
+  "fs/remove": onSuccess((params, session) =>
+    audit("fs.remove", { session, path: pathOf(params.path), recursive: params.recursive ?? true })
+  ),
+  "fs/copy": onSuccess((params, session) =>
+    audit("fs.copy", {
+      session,
+      sourcePath: pathOf(params.sourcePath),
+      destinationPath: pathOf(params.destinationPath),
+    })
+  ),
+  "http/request": (params, session, result) =>
+    audit("http.request", {
+      session,
+      method: params.method,
+      origin: originOf(params.url),
+      status: result?.status ?? null,
+    }),
+};
+
+/** Audits a request that was answered (`result`) or refused (`error`). */
+function auditRequest(
+  method: string,
+  params: unknown,
+  session: string | undefined,
+  outcome: { result: unknown } | { error: unknown },
+): void {
+  const error = "error" in outcome ? outcome.error : undefined;
+  if (error instanceof RpcError && errorKind(error.data) === "permissionDenied") {
+    const data = error.data as { permission?: unknown; resource?: unknown };
+    audit("permission.denied", {
+      session: session ?? null,
+      method,
+      permission: String(data.permission),
+      resource: String(data.resource),
+    });
+    return;
+  }
+  // Invalid params name nothing worth auditing (and cannot be read as the method's params).
+  if (error instanceof RpcError && error.code === ErrorCode.InvalidParams) return;
+  const record = REQUEST_AUDITS[method as ClientRequestName] as
+    | RequestAudit<ClientRequestName>
+    | undefined;
+  if (record === undefined || session === undefined || lookupMethod(method) === undefined) return;
+  record(
+    params as ParamsOf<ClientRequestName>,
+    session,
+    "result" in outcome ? outcome.result as ResultOf<ClientRequestName> : undefined,
+  );
+}
+
+/**
+ * Runs a request's handler and records it: counts and times it by method
+ * (methods outside the method table count as `unknown`, so the label stays
+ * bounded) and audits it.
+ *
+ * @example
+ * ```ts
+ * import { observeRequest } from "./requests.ts";
+ * const result = await observeRequest(
+ *   { method: "environment/status", params: {}, session: () => undefined },
+ *   () => ({ status: "ready" }),
+ * );
+ * console.log(result); // { status: "ready" }
+ * ```
+ *
+ * @param request The request.
+ * @param handle Answers it.
+ * @returns The handler's result.
+ * @throws What the handler throws.
+ */
+export async function observeRequest<T>(
+  request: ObservedRequest,
+  handle: () => T,
+): Promise<Awaited<T>> {
+  const label = { method: lookupMethod(request.method) ? request.method : "unknown" };
+  const started = performance.now();
+  try {
+    const result = await handle();
+    auditRequest(request.method, request.params, request.session(), { result });
+    return result;
+  } catch (error) {
+    REQUEST_ERRORS.inc(1, label);
+    auditRequest(request.method, request.params, request.session(), { error });
+    throw error;
+  } finally {
+    REQUESTS.inc(1, label);
+    REQUEST_DURATION.observe((performance.now() - started) / 1000, label);
+  }
+}

@@ -1,0 +1,77 @@
+/**
+ * Wrong errors: a failed pipe spawn used to be reported as "No such file or
+ * directory" whatever the OS said (a 3 MB argv, E2BIG, looked like a missing
+ * program). The errno the OS reported now reaches the client.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { startParams } from "./helpers/rpc.ts";
+import { handshake, MAIN_TS, SERVER_PERMISSIONS, ServerProcess } from "./helpers/server_harness.ts";
+
+Deno.test("process/start with a 3 MB argument gets spawnFailed with E2BIG's message, not spawnNotFound", async () => {
+  await using server = await ServerProcess.start({ listen: "ws" });
+  await using client = await server.connect();
+  await handshake(client);
+  const reply = await client.request(
+    1,
+    "process/start",
+    startParams("big", ["/bin/echo", "x".repeat(3_000_000)]),
+  );
+  const error = reply.error as { code: number; message: string; data?: unknown };
+  assert.deepEqual([error.code, error.message, error.data], [
+    -32603,
+    "Argument list too long (os error 7)",
+    { kind: "spawnFailed" },
+  ]);
+  const ok = await client.request(2, "process/start", startParams("small", ["/bin/echo", "x"]));
+  assert.ok(ok.result, JSON.stringify(ok));
+});
+
+Deno.test("out of descriptors, fs/open and process/start report EMFILE's own message, then work again", async () => {
+  await using server = await ServerProcess.start({
+    listen: "ws",
+    command: [
+      "/bin/sh",
+      "-c",
+      'ulimit -n 64 && exec "$@"',
+      "sh",
+      Deno.execPath(),
+      "run",
+      ...SERVER_PERMISSIONS,
+      MAIN_TS,
+    ],
+  });
+  const file = await Deno.makeTempFile({ prefix: "es-emfile-" });
+  await using client = await server.connect();
+  await handshake(client);
+  let id = 1;
+  let opened = 0;
+  let refusal: { code: number; message: string; data?: unknown } | undefined;
+  while (refusal === undefined && opened < 100) {
+    const reply = await client.request(id++, "fs/open", {
+      handleId: `h${opened}`,
+      path: `file://${file}`,
+      mode: "read",
+    });
+    if (reply.error) refusal = reply.error as { code: number; message: string; data?: unknown };
+    else opened++;
+  }
+  assert.deepEqual(refusal, {
+    code: -32603,
+    message: "No file descriptors available (os error 24)",
+    data: { kind: "osError", errno: "EMFILE" },
+  });
+  const spawn = await client.request(id++, "process/start", startParams("p", ["/bin/true"]));
+  const error = spawn.error as { code: number; message: string; data?: unknown };
+  assert.deepEqual([error.code, error.message, error.data], [
+    -32603,
+    "No file descriptors available (os error 24)",
+    { kind: "spawnFailed" },
+  ]);
+  for (let i = 0; i < opened; i++) await client.request(id++, "fs/close", { handleId: `h${i}` });
+  const again = await client.request(id++, "process/start", startParams("p", ["/bin/true"]));
+  assert.ok(again.result, JSON.stringify(again));
+  await Deno.remove(file);
+});

@@ -1,0 +1,95 @@
+/**
+ * The sandboxed fs race: a process in the sandbox swaps a directory and a
+ * symlink to outside the writable root in a loop (`renameat2` with
+ * `RENAME_EXCHANGE`) while the client sends sandboxed `fs/*` requests
+ * through the directory. Every request must stay inside the writable root:
+ * 0 escapes per method, and no temp file left anywhere.
+ *
+ * 200 tries per method (a few seconds).
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { handshake, ServerProcess } from "./helpers/server_harness.ts";
+import { attackLayout, b64, listNames, SANDBOX, sandboxValue, uri } from "./helpers/attack.ts";
+
+const TRIES = 200;
+/** `renameat2` by architecture. */
+const RENAMEAT2: Record<string, number> = { "x86_64": 316, aarch64: 276 };
+const SKIP = !SANDBOX.ok
+  ? ` (skipped: ${SANDBOX.reason})`
+  : RENAMEAT2[Deno.build.arch] === undefined
+  ? ` (skipped: no renameat2 number for ${Deno.build.arch})`
+  : "";
+
+Deno.test({
+  name:
+    `sandboxed fs calls stay in the writable root while a sandboxed process swaps a link in${SKIP}`,
+  ignore: SKIP !== "",
+  async fn() {
+    await using l = await attackLayout("es-attack-race-");
+    await Deno.mkdir(`${l.ws}/d`);
+    await Deno.symlink(l.outside, `${l.ws}/l`);
+    await Deno.writeTextFile(`${l.ws}/src.txt`, "copied\n");
+    for (let i = 0; i < TRIES; i++) await Deno.writeTextFile(`${l.outside}/v${i}`, "victim\n");
+    await using server = await ServerProcess.start({ listen: "stdio" });
+    const client = server.stdio!;
+    await handshake(client);
+    const sandbox = sandboxValue([l.ws], "restricted");
+    const swapper = `$| = 1; print "swapping\\n"; ` +
+      `my ($a, $b) = ("d", "l"); ` +
+      `while (1) { syscall(${
+        RENAMEAT2[Deno.build.arch]
+      }, -100, $a, -100, $b, 2) == 0 or die "$!" }`;
+    const start = await client.request(0, "process/start", {
+      processId: "swapper",
+      argv: ["/usr/bin/perl", "-e", swapper],
+      cwd: uri(l.ws),
+      env: { PATH: "/usr/bin:/bin" },
+      tty: false,
+      sandbox,
+    });
+    assert.ok(start.result, JSON.stringify(start));
+    await client.log.waitUntil(
+      () => client.log.outputText("swapper").includes("swapping"),
+      "the swapper to start",
+    );
+    let id = 1;
+    const d = `${l.ws}/d`;
+    const calls: [string, (i: number) => [string, Record<string, unknown>]][] = [
+      ["writeFile", (i) => ["fs/writeFile", { path: uri(`${d}/w${i}`), dataBase64: b64("x") }]],
+      ["createDirectory", (i) => ["fs/createDirectory", { path: uri(`${d}/m${i}`) }]],
+      ["remove", (i) => ["fs/remove", { path: uri(`${d}/v${i}`) }]],
+      ["copy", (i) => ["fs/copy", {
+        sourcePath: uri(`${l.ws}/src.txt`),
+        destinationPath: uri(`${d}/c${i}`),
+        recursive: false,
+      }]],
+    ];
+    for (let i = 0; i < TRIES; i++) {
+      for (const [, make] of calls) {
+        const [method, params] = make(i);
+        await client.request(id++, method, { ...params, sandbox });
+      }
+    }
+    const swapping = client.log.processEvents("swapper").every((m) =>
+      m.method !== "process/exited"
+    );
+    assert.ok(swapping, `the swapper stopped early: ${client.log.outputText("swapper", "stderr")}`);
+    await client.request(id++, "process/terminate", { processId: "swapper" });
+    await client.log.processClosed("swapper");
+    const outside = listNames(l.outside);
+    const escapes = {
+      writeFile: outside.filter((name) => /^w\d+$/.test(name)).length,
+      createDirectory: outside.filter((name) => /^m\d+$/.test(name)).length,
+      remove: TRIES - outside.filter((name) => /^v\d+$/.test(name)).length,
+      copy: outside.filter((name) => /^c\d+$/.test(name)).length,
+    };
+    const inside = [...listNames(`${l.ws}/d`), ...listNames(l.ws)];
+    const temps = [...outside, ...inside].filter((name) => name.includes(".tmp"));
+    console.log(`attack ${JSON.stringify({ tries: TRIES, escapes, tempFiles: temps.length })}`);
+    assert.deepEqual(escapes, { writeFile: 0, createDirectory: 0, remove: 0, copy: 0 });
+    assert.deepEqual(temps, [], "temp files were left behind");
+  },
+});

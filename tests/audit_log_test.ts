@@ -1,0 +1,207 @@
+/**
+ * The audit log: `--log-format json` writes one JSON object per line with
+ * `ts`, `level`, `event` and the event's fields; the events say what ran,
+ * what was written, and which credentials were refused, and never a secret.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { setLogFormat, setLogLevel, setLogSink } from "../lib/server/host/log.ts";
+import { readUntilClosed, tokenAuth } from "./helpers/observe.ts";
+import { InProcessServer } from "./helpers/in_process_server.ts";
+import { RawWebSocket } from "./helpers/reliability_server.ts";
+import { call, callError, sh, startProcess } from "./helpers/rpc.ts";
+import { handshake, type Json, ServerProcess } from "./helpers/server_harness.ts";
+
+const TOKEN = "audit-token-0123456789";
+
+/** Collects the JSON log lines written while `body` runs. */
+async function capturedLog(
+  body: (events: () => Json[]) => Promise<void>,
+): Promise<{ lines: string[]; events: Json[] }> {
+  const lines: string[] = [];
+  setLogSink((line) => lines.push(line));
+  setLogLevel("info");
+  setLogFormat("json");
+  try {
+    await body(() => lines.map((line) => JSON.parse(line)));
+  } finally {
+    setLogSink(undefined);
+    setLogLevel("warn");
+    setLogFormat("text");
+  }
+  return { lines, events: lines.map((line) => JSON.parse(line)) };
+}
+
+function only(events: Json[], event: string): Json[] {
+  return events.filter((e) => e.event === event);
+}
+
+Deno.test("audit log: every line is one JSON object with ts, level and event first", async () => {
+  const { lines } = await capturedLog(async () => {
+    await using server = await InProcessServer.websocket();
+    await using client = await server.connect();
+    await handshake(client);
+  });
+  assert.ok(lines.length >= 1, "at least connection.open");
+  for (const line of lines) {
+    assert.ok(line.endsWith("\n") && !line.slice(0, -1).includes("\n"), line);
+    const parsed = JSON.parse(line);
+    assert.deepEqual(Object.keys(parsed).slice(0, 3), ["ts", "level", "event"]);
+    assert.equal(new Date(parsed.ts).toISOString(), parsed.ts);
+  }
+});
+
+Deno.test("audit log: connection, process.start and fs events name the session, argv, cwd and paths; env values never appear", async () => {
+  const dir = await Deno.makeTempDir();
+  let sessionId = "";
+  const { lines, events } = await capturedLog(async (events) => {
+    await using server = await InProcessServer.websocket();
+    await using client = await server.connect();
+    sessionId = await handshake(client);
+    await startProcess(client, "p1", sh("printf abcde; exit 3"), {
+      env: { PATH: "/usr/bin:/bin", API_SECRET: "hunter2-value" },
+    });
+    await readUntilClosed(client, "p1");
+    await startProcess(client, "killed", sh("sleep 30"));
+    await call(client, "process/terminate", { processId: "killed" });
+    while (!only(events(), "process.exit").some((e) => e.processId === "killed")) {
+      await call(client, "process/read", { processId: "killed", afterSeq: 0, waitMs: 1000 });
+    }
+    await call(client, "fs/writeFile", { path: `file://${dir}/a.txt`, dataBase64: "aGk=" });
+    await call(client, "fs/copy", {
+      sourcePath: `file://${dir}/a.txt`,
+      destinationPath: `file://${dir}/b.txt`,
+      recursive: false,
+    });
+    await call(client, "fs/remove", { path: `file://${dir}/b.txt` });
+    await client.close();
+    await server.stop();
+  });
+  await Deno.remove(dir, { recursive: true });
+  const [open] = only(events, "connection.open");
+  assert.equal(open?.level, "info");
+  assert.match(String(open?.remoteAddress), /^127\.0\.0\.1:\d+$/);
+  const [close] = only(events, "connection.close");
+  assert.equal(close?.session, sessionId);
+  assert.equal(close?.connection, open?.connection);
+  const [start] = only(events, "process.start");
+  assert.deepEqual(
+    { ...start, ts: undefined },
+    {
+      ts: undefined,
+      level: "info",
+      event: "process.start",
+      session: sessionId,
+      processId: "p1",
+      argv: ["/bin/sh", "-c", "printf abcde; exit 3"],
+      cwd: "/tmp",
+      tty: false,
+      sandboxType: "none",
+      envNames: ["PATH", "API_SECRET"],
+    },
+  );
+  const exits = only(events, "process.exit");
+  assert.deepEqual(exits.map((e) => [e.level, e.session, e.processId, e.exitCode, e.signal]), [
+    ["info", sessionId, "p1", 3, null],
+    ["info", sessionId, "killed", 137, "SIGKILL"],
+  ]);
+  assert.equal(exits[0]!.outputBytes, 5);
+  assert.equal(typeof exits[0]!.durationMs, "number");
+  assert.deepEqual(only(events, "fs.write").map((e) => [e.method, e.path]), [
+    ["fs/writeFile", `${dir}/a.txt`],
+  ]);
+  assert.deepEqual(only(events, "fs.copy").map((e) => [e.sourcePath, e.destinationPath]), [
+    [`${dir}/a.txt`, `${dir}/b.txt`],
+  ]);
+  assert.deepEqual(only(events, "fs.remove").map((e) => e.path), [`${dir}/b.txt`]);
+  assert.ok(!lines.join("").includes("hunter2-value"), "an env value was logged");
+});
+
+Deno.test("audit log: a refused token is auth.refused with the reason and without the token", async () => {
+  const { lines, events } = await capturedLog(async () => {
+    await using server = await InProcessServer.websocket({
+      authorize: await tokenAuth(TOKEN),
+    });
+    const port = Number(new URL(server.url).port);
+    await using refused = await RawWebSocket.connect(port, {
+      headers: { Authorization: `Bearer ${TOKEN}-wrong` },
+    });
+    assert.equal(refused.answer.status, 401);
+  });
+  const [refusal] = only(events, "auth.refused");
+  assert.equal(refusal?.level, "warn");
+  assert.equal(refusal?.reason, "invalid websocket bearer token");
+  assert.equal(refusal?.path, "/");
+  assert.ok(!lines.join("").includes(TOKEN), "the token was logged");
+});
+
+Deno.test("audit log: a request outside the server's permissions is permission.denied naming the resource", async () => {
+  await using server = await ServerProcess.start({
+    listen: "stdio",
+    args: ["--log-level", "info", "--log-format", "json"],
+    permissions: [
+      "--allow-read",
+      "--allow-write=/nonexistent-dir",
+      "--allow-env",
+      "--allow-run",
+      "--allow-sys",
+      "--allow-ffi",
+    ],
+  });
+  await handshake(server.stdio!);
+  const error = await callError(server.stdio!, "fs/writeFile", {
+    path: "file:///tmp/exec-server-audit-denied.txt",
+    dataBase64: "",
+  });
+  assert.equal(error.data?.kind, "permissionDenied");
+  await server.stop();
+  const events = (await server.stderr).trim().split("\n").map((line) => JSON.parse(line));
+  const [denied] = only(events, "permission.denied");
+  assert.deepEqual(
+    [denied?.level, denied?.method, denied?.permission, denied?.resource],
+    ["warn", "fs/writeFile", "write", "/tmp/exec-server-audit-denied.txt"],
+  );
+});
+
+Deno.test("audit log: --log-format text (the default) writes the event and its fields on one line", async () => {
+  const lines: string[] = [];
+  setLogSink((line) => lines.push(line));
+  setLogLevel("info");
+  try {
+    await using server = await InProcessServer.websocket();
+    await using client = await server.connect();
+    await handshake(client);
+  } finally {
+    setLogSink(undefined);
+    setLogLevel("warn");
+  }
+  assert.match(
+    lines[0]!,
+    /^\S+Z INFO connection\.open connection=\d+ remoteAddress=127\.0\.0\.1:\d+\n$/,
+  );
+});
+
+Deno.test("audit log: http/request is http.request with the method, the origin (no path or query) and the status", async () => {
+  await using target = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    () => new Response("teapot", { status: 418 }),
+  );
+  const origin = `http://127.0.0.1:${target.addr.port}`;
+  const { events } = await capturedLog(async () => {
+    await using server = await InProcessServer.websocket();
+    await using client = await server.connect();
+    await handshake(client);
+    await call(client, "http/request", {
+      method: "GET",
+      url: `${origin}/secret/path?key=value`,
+      requestId: "r1",
+    });
+  });
+  const [request] = only(events, "http.request");
+  assert.deepEqual(
+    [request?.level, request?.method, request?.origin, request?.status],
+    ["info", "GET", origin, 418],
+  );
+});

@@ -1,0 +1,219 @@
+/**
+ * The web console in a real headless Chromium (Debian's `chromium`, driven
+ * by `puppeteer-core`): an operator logs in with the token, sees a process
+ * that a protocol client started and its output (a pipe as text, a tty in
+ * the terminal emulator with its screen text in the DOM), terminates it,
+ * and the owning client still reads all of its output. A page of another
+ * origin cannot use the console. Skipped, saying why, without Chromium.
+ *
+ * `EXEC_SERVER_CONSOLE_SCREENSHOT=docs/console.png` also saves a screenshot.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { readUntilClosed } from "./helpers/observe.ts";
+import { call, sh, startProcess } from "./helpers/rpc.ts";
+import { handshake, ServerProcess, WsClient } from "./helpers/server_harness.ts";
+
+const CHROMIUM = "/usr/bin/chromium";
+
+/** The little of a page's globals the checks below read (they run in the browser). */
+interface Browser {
+  document: {
+    getElementById(id: string): { textContent: string | null } | null;
+    querySelector(selector: string): { textContent: string | null } | null;
+  };
+}
+const chromiumMissing = (() => {
+  try {
+    return !Deno.statSync(CHROMIUM).isFile;
+  } catch {
+    return true;
+  }
+})();
+/** Hex: usable as a browser's bearer subprotocol too. */
+const TOKEN = "6f70657261746f722d636f6e736f6c652d746f6b656e";
+const CHROMIUM_FLAGS = [
+  "--headless",
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-quic",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+];
+
+async function launchBrowser() {
+  const { default: puppeteer } = await import("puppeteer-core");
+  const profile = await Deno.makeTempDir({ prefix: "exec-server-chromium-" });
+  const browser = await puppeteer.launch({
+    executablePath: CHROMIUM,
+    args: [...CHROMIUM_FLAGS, `--user-data-dir=${profile}`],
+  });
+  return {
+    browser,
+    async [Symbol.asyncDispose]() {
+      await browser.close();
+      await Deno.remove(profile, { recursive: true }).catch(() => {});
+    },
+  };
+}
+
+async function startServer(dir: string): Promise<ServerProcess> {
+  await Deno.writeTextFile(`${dir}/token`, TOKEN);
+  return await ServerProcess.start({
+    listen: "ws",
+    args: ["--ws-auth", "capability-token", "--ws-token-file", `${dir}/token`],
+  });
+}
+
+Deno.test({
+  name: chromiumMissing
+    ? "web console: log in, watch a client's processes live, terminate one (ignored: /usr/bin/chromium is not installed)"
+    : "web console: log in, watch a client's processes live, terminate one",
+  ignore: chromiumMissing,
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const dir = await Deno.makeTempDir();
+    await using server = await startServer(dir);
+    const http = server.url.replace(/^ws/, "http");
+    await using client = await WsClient.connect(server.url, [
+      "exec-server",
+      `exec-server.bearer.${TOKEN}`,
+    ]);
+    await handshake(client);
+    await startProcess(client, "agent-task", sh("echo hello-from-the-agent; exec sleep 60"));
+    await startProcess(client, "agent-shell", sh("printf 'tty screen text'; exec sleep 60"), {
+      tty: true,
+    });
+    await using chromium = await launchBrowser();
+    const page = await chromium.browser.newPage();
+    await page.setViewport({ width: 1280, height: 800 });
+
+    await page.goto(`${http}/`);
+    assert.ok(await page.$("#token"), "the login form is shown first");
+    assert.equal(
+      await page.$eval("#token", (e) => (e as unknown as { type: string }).type),
+      "password",
+    );
+    await page.type("#token", "not-the-token");
+    await page.click("button[type=submit]");
+    await page.waitForFunction(() =>
+      (globalThis as unknown as Browser).document.getElementById("login-error")?.textContent
+        ?.includes("refused")
+    );
+    await page.type("#token", TOKEN);
+    await Promise.all([page.waitForNavigation(), page.click("button[type=submit]")]);
+    assert.ok(!page.url().includes(TOKEN), "the token is not in the URL");
+    const cookies = await page.cookies();
+    assert.deepEqual(
+      cookies.map((c) => [c.name, c.httpOnly, c.sameSite, c.value.includes(TOKEN)]),
+      [["exec_server_console", true, "Strict", false]],
+    );
+
+    await page.waitForSelector("tr[data-process-id=agent-task] td.state-running");
+    const row = await page.$eval(
+      "tr[data-process-id=agent-task]",
+      (tr) => [...tr.querySelectorAll("td")].map((td) => td.textContent),
+    );
+    assert.deepEqual(row.slice(1, 5), [
+      "agent-task",
+      "/bin/sh -c echo hello-from-the-agent; exec sleep 60",
+      "/tmp",
+      "running",
+    ]);
+    assert.equal(row[7], "none");
+
+    await page.click("tr[data-process-id=agent-task] button.watch");
+    await page.waitForFunction(() =>
+      (globalThis as unknown as Browser).document.getElementById("pipe-output")?.textContent ===
+        "hello-from-the-agent\n"
+    );
+
+    await page.click("tr[data-process-id=agent-shell] button.watch");
+    // The terminal's screen text is in the DOM (xterm's screen reader tree and rows).
+    await page.waitForFunction(() =>
+      ((globalThis as unknown as Browser).document.querySelector(
+        "#tty-output .xterm-accessibility-tree",
+      )?.textContent ?? "")
+        .includes("tty screen text")
+    );
+    const screenshot = Deno.env.get("EXEC_SERVER_CONSOLE_SCREENSHOT");
+    if (screenshot) await page.screenshot({ path: screenshot });
+
+    await page.click("tr[data-process-id=agent-task] button.terminate");
+    await page.waitForFunction(() =>
+      (globalThis as unknown as Browser).document.querySelector(
+        "tr[data-process-id=agent-task] td.exit",
+      )?.textContent ===
+        "137 (SIGKILL)"
+    );
+    // The owner still reads everything: watching took nothing away.
+    const read = await readUntilClosed(client, "agent-task");
+    const chunks = read.chunks as { chunk: string }[];
+    assert.equal(
+      new TextDecoder().decode(Uint8Array.fromBase64(chunks.map((c) => c.chunk).join(""))),
+      "hello-from-the-agent\n",
+    );
+    assert.equal(read.exitCode, 137);
+    await call(client, "process/terminate", { processId: "agent-shell" });
+    await client.close();
+    await server.stop();
+    await Deno.remove(dir, { recursive: true });
+    const log = await server.stderr;
+    assert.match(log, /console\.terminate .*processId=agent-task/);
+  },
+});
+
+Deno.test({
+  name: chromiumMissing
+    ? "web console: a page of another origin cannot open its feed, log in or read it (ignored: /usr/bin/chromium is not installed)"
+    : "web console: a page of another origin cannot open its feed, log in or read it",
+  ignore: chromiumMissing,
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    // Without --ws-auth the origin rule alone protects the console.
+    await using server = await ServerProcess.start({ listen: "ws" });
+    const port = new URL(server.url).port;
+    await using foreign = Deno.serve(
+      { hostname: "127.0.0.1", port: 0, onListen() {} },
+      () =>
+        new Response("<!doctype html><title>elsewhere</title>", {
+          headers: { "content-type": "text/html" },
+        }),
+    );
+    await using chromium = await launchBrowser();
+    const own = await chromium.browser.newPage();
+    await own.goto(`http://127.0.0.1:${port}/`);
+    await own.waitForFunction(() =>
+      (globalThis as unknown as Browser).document.getElementById("status")?.textContent === "live"
+    );
+    const other = await chromium.browser.newPage();
+    await other.goto(`http://localhost:${foreign.addr.port}/`);
+    const attempts = await other.evaluate(
+      async (target: string, token: string) => {
+        const feed = await new Promise<string>((resolve) => {
+          const socket = new WebSocket(`ws://${target}/console/feed`);
+          socket.onopen = () => resolve("opened");
+          socket.onerror = () => resolve("refused");
+        });
+        const login = await fetch(`http://${target}/console/login`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${token}` },
+          credentials: "include",
+        }).then((r) => `status ${r.status}`, () => "refused");
+        const page = await fetch(`http://${target}/`, { credentials: "include" })
+          .then((r) => r.text().then((t) => t.slice(0, 20)), () => "refused");
+        return { feed, login, page };
+      },
+      `127.0.0.1:${port}`,
+      TOKEN,
+    );
+    assert.deepEqual(attempts, { feed: "refused", login: "refused", page: "refused" });
+    await server.stop();
+  },
+});
