@@ -18,7 +18,7 @@ import type { ParamsOf, ResultOf } from "../../protocol/methods.ts";
 import { collect, decodedBody } from "./decoding.ts";
 import { BODY_DECODE_ERROR, failed } from "./errors.ts";
 import { Exchange } from "./exchange.ts";
-import { ConnectionPool, POOL_IDLE_TIMEOUT_MS } from "./pool.ts";
+import { ConnectionPool } from "./pool.ts";
 import { prepareRequest } from "./prepare.ts";
 import { environmentProxySettings, type ProxySettings } from "./proxy.ts";
 import { type ReceivedResponse, send } from "./redirects.ts";
@@ -30,7 +30,7 @@ export const MAX_DELTA_BYTES: number = 1024 * 1024;
 export interface HttpRequestTableOptions {
   /** The proxies to use; by default read once from the server's environment (`proxy.ts`). */
   proxies?: ProxySettings;
-  /** How long an idle connection is kept (default {@linkcode POOL_IDLE_TIMEOUT_MS}). */
+  /** How long an idle connection is kept (default `POOL_IDLE_TIMEOUT_MS`, 90 s). */
   idleTimeoutMs?: number;
 }
 
