@@ -57,14 +57,21 @@ export function isVisibleAscii(value: string): boolean {
   return /^[\t\x20-\x7e]*$/.test(value);
 }
 
-/** The header lines of one hop: the request headers, then the defaults that are missing. */
+/**
+ * The header lines of one hop: the request headers, then the defaults that are missing
+ * (`proxy-authorization` after `accept`, as the reference client sends them to a proxy).
+ */
 export function hopHeaders(
   headers: HeaderMap,
   url: URL,
   body: Uint8Array | null,
+  proxyAuthorization: string | null = null,
 ): [string, string][] {
   const map: HeaderMap = headers.map((entry) => ({ name: entry.name, values: [...entry.values] }));
   if (!headerGet(map, "accept")) headerSet(map, "accept", "*/*");
+  if (proxyAuthorization !== null && !headerGet(map, "proxy-authorization")) {
+    headerSet(map, "proxy-authorization", proxyAuthorization);
+  }
   if (!headerGet(map, "accept-encoding")) headerSet(map, "accept-encoding", "zstd,gzip");
   if (!headerGet(map, "host")) headerSet(map, "host", url.host);
   if (body !== null) headerSet(map, "content-length", String(body.length));

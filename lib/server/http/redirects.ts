@@ -10,11 +10,13 @@ import { failed, sendFailed } from "./errors.ts";
 import type { Exchange } from "./exchange.ts";
 import { headerDelete, headerSet, hopHeaders } from "./headers.ts";
 import type { PreparedRequest } from "./prepare.ts";
+import { proxyFor, type ProxySettings } from "./proxy.ts";
 import { effectivePort, sameOrigin } from "./url.ts";
 import {
   type BodyFraming,
   bodyFraming,
   encodeRequestHead,
+  keepsAlive,
   type ResponseHead,
   ResponseReader,
   writeAll,
@@ -40,6 +42,8 @@ export interface ReceivedResponse {
   reader: ResponseReader;
   /** How the body is delimited. */
   framing: BodyFraming;
+  /** Whether the connection may carry another exchange once the body was read completely. */
+  keepAlive: boolean;
 }
 
 /**
@@ -47,33 +51,57 @@ export interface ReceivedResponse {
  * {@linkcode MAX_REDIRECTS}), and returns the final response head. Each hop
  * is checked against the server's `--allow-net`; a redirect drops the body
  * (for `301`–`303`), the credentials (across origins) and sets `referer`.
+ * A hop goes through the proxy {@linkcode proxyFor} picks; it reuses an idle
+ * connection to its origin when there is one, and when that connection turns
+ * out closed before any byte of the response arrived the hop is sent again
+ * on a new connection.
  *
  * @param request The validated request.
  * @param exchange Its deadline, cancellation and connection.
+ * @param proxies The proxy settings.
  * @throws {RpcError} `-32603` for transport and redirect failures; `permissionDenied` for a
  * hop outside `--allow-net`.
  */
 export async function send(
   request: PreparedRequest,
   exchange: Exchange,
+  proxies: ProxySettings,
 ): Promise<ReceivedResponse> {
   let { method, url, headers, body } = request;
   for (let redirects = 0;; redirects++) {
     requireNet(url.hostname, effectivePort(url));
-    let received: ReceivedResponse;
-    try {
-      const conn = await exchange.connect(url);
-      const target = method === "CONNECT"
-        ? `${url.hostname}:${effectivePort(url)}`
-        : `${url.pathname}${url.search}`;
-      await writeAll(conn, encodeRequestHead(method, target, hopHeaders(headers, url, body)));
-      if (body !== null) await writeAll(conn, body);
-      const reader = new ResponseReader(conn);
-      const head = await reader.readHead();
-      received = { head, reader, framing: bodyFraming(method, head) };
-    } catch {
-      exchange.closeConn();
-      throw sendFailed(url);
+    const proxy = proxyFor(proxies, url);
+    const forwarded = proxy !== null && url.protocol === "http:";
+    const target = method === "CONNECT"
+      ? `${url.hostname}:${effectivePort(url)}`
+      : forwarded
+      ? `${url.protocol}//${url.host}${url.pathname}${url.search}`
+      : `${url.pathname}${url.search}`;
+    const lines = hopHeaders(headers, url, body, forwarded ? proxy.authorization : null);
+    const head = encodeRequestHead(method, target, lines);
+    let received: ReceivedResponse | null = null;
+    for (let fresh = false; received === null;) {
+      let reader: ResponseReader | null = null;
+      let reused = false;
+      try {
+        const hop = await exchange.connect(url, proxy, fresh);
+        reused = hop.firstRead !== null;
+        await writeAll(hop.conn, head);
+        if (body !== null) await writeAll(hop.conn, body);
+        reader = new ResponseReader(hop.conn, hop.firstRead);
+        const response = await reader.readHead();
+        received = {
+          head: response,
+          reader,
+          framing: bodyFraming(method, response),
+          keepAlive: keepsAlive(method, lines, response),
+        };
+      } catch {
+        exchange.closeConn();
+        // An idle connection the origin closed meanwhile: send once more on a new one.
+        if (reused && (reader === null || reader.received === 0)) fresh = true;
+        else throw sendFailed(url);
+      }
     }
     const next = request.redirects === "follow" ? redirectTarget(received.head, url) : null;
     if (next === null) return received;

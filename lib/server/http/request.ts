@@ -5,9 +5,10 @@
  * The exchange itself is a small HTTP/1.1 client in `wire.ts` (see there why
  * `fetch()` is not used); `prepare.ts` checks the params, `headers.ts` keeps
  * the reference's header order, `redirects.ts` follows redirects,
- * `exchange.ts` holds the whole-exchange deadline and `decoding.ts` undoes
- * `gzip`/`zstd` and bounds a buffered body. This module adds the
- * `http/request/bodyDelta` stream.
+ * `exchange.ts` holds the whole-exchange deadline, `pool.ts` keeps idle
+ * connections per origin, `proxy.ts` picks the proxy from the environment and
+ * `decoding.ts` undoes `gzip`/`zstd` and bounds a buffered body. This module
+ * adds the `http/request/bodyDelta` stream.
  *
  * @module
  */
@@ -17,14 +18,26 @@ import type { ParamsOf, ResultOf } from "../../protocol/methods.ts";
 import { collect, decodedBody } from "./decoding.ts";
 import { BODY_DECODE_ERROR, failed } from "./errors.ts";
 import { Exchange } from "./exchange.ts";
+import { ConnectionPool } from "./pool.ts";
 import { prepareRequest } from "./prepare.ts";
-import { send } from "./redirects.ts";
+import { environmentProxySettings, type ProxySettings } from "./proxy.ts";
+import { type ReceivedResponse, send } from "./redirects.ts";
 
 /** Largest decoded chunk carried by one `http/request/bodyDelta` (1 MiB). */
 export const MAX_DELTA_BYTES: number = 1024 * 1024;
 
+/** Options of {@linkcode HttpRequestTable}. */
+export interface HttpRequestTableOptions {
+  /** The proxies to use; by default read once from the server's environment (`proxy.ts`). */
+  proxies?: ProxySettings;
+  /** How long an idle connection is kept (default `POOL_IDLE_TIMEOUT_MS`, 90 s). */
+  idleTimeoutMs?: number;
+}
+
 /**
- * Runs `http/request` for one connection and tracks its active streams.
+ * Runs `http/request` for one connection and tracks its active streams. The
+ * connection's idle HTTP connections are kept in one pool (`pool.ts`), so
+ * sequential requests to one origin reuse one TCP connection.
  *
  * Streaming: {@linkcode HttpRequestTable.request} resolves with the response
  * head as soon as it arrives; the body pump starts in a later macrotask
@@ -43,15 +56,28 @@ export class HttpRequestTable {
   #sendDelta: (delta: ParamsOf<"http/request/bodyDelta">) => Promise<void> | void;
   #active = new Map<string, Exchange>();
   #inflight = new Set<Exchange>();
+  #pool: ConnectionPool;
+  #proxies: ProxySettings | undefined;
   #closed = false;
 
   /**
    * Creates the table for one connection.
    *
    * @param sendDelta Sends one `http/request/bodyDelta` notification.
+   * @param options The proxies (default: the server's environment).
    */
-  constructor(sendDelta: (delta: ParamsOf<"http/request/bodyDelta">) => Promise<void> | void) {
+  constructor(
+    sendDelta: (delta: ParamsOf<"http/request/bodyDelta">) => Promise<void> | void,
+    options: HttpRequestTableOptions = {},
+  ) {
     this.#sendDelta = sendDelta;
+    this.#proxies = options.proxies;
+    this.#pool = new ConnectionPool(options.idleTimeoutMs);
+  }
+
+  /** Number of idle HTTP connections kept for reuse. */
+  get idleConnections(): number {
+    return this.#pool.size;
   }
 
   /** Number of streaming `requestId`s currently reserved. */
@@ -70,7 +96,7 @@ export class HttpRequestTable {
   async request(params: ParamsOf<"http/request">): Promise<ResultOf<"http/request">> {
     if (this.#closed) throw failed("connection closed");
     const streaming = params.streamResponse === true;
-    const exchange = new Exchange(params.requestId);
+    const exchange = new Exchange(params.requestId, this.#pool);
     if (streaming) {
       if (this.#active.has(params.requestId)) {
         throw new RpcError(
@@ -86,13 +112,16 @@ export class HttpRequestTable {
       const prepared = prepareRequest(params);
       if (params.timeoutMs === 0) throw failed("route-aware request timed out");
       exchange.startDeadline(params.timeoutMs);
-      const response = await send(prepared, exchange);
+      this.#proxies ??= environmentProxySettings();
+      const response = await send(prepared, exchange, this.#proxies);
       const body = decodedBody(response);
       if (!streaming) {
-        return { ...body.result, bodyBase64: (await collect(body.chunks)).toBase64() };
+        const bytes = await collect(body.chunks);
+        keepConnection(exchange, response);
+        return { ...body.result, bodyBase64: bytes.toBase64() };
       }
       handedOff = true;
-      setTimeout(() => this.#pump(exchange, body.chunks), 0);
+      setTimeout(() => this.#pump(exchange, response, body.chunks), 0);
       return { ...body.result, bodyBase64: "" };
     } finally {
       if (!handedOff) this.#finish(exchange);
@@ -108,6 +137,7 @@ export class HttpRequestTable {
     for (const exchange of this.#inflight) exchange.cancel();
     this.#inflight.clear();
     this.#active.clear();
+    this.#pool.closeAll();
   }
 
   #finish(exchange: Exchange): void {
@@ -116,7 +146,11 @@ export class HttpRequestTable {
     if (this.#active.get(exchange.requestId) === exchange) this.#active.delete(exchange.requestId);
   }
 
-  async #pump(exchange: Exchange, chunks: AsyncIterable<Uint8Array>): Promise<void> {
+  async #pump(
+    exchange: Exchange,
+    response: ReceivedResponse,
+    chunks: AsyncIterable<Uint8Array>,
+  ): Promise<void> {
     const { requestId } = exchange;
     let seq = 0;
     let error: string | null = null;
@@ -128,6 +162,7 @@ export class HttpRequestTable {
           await this.#deliver(exchange, { requestId, seq, deltaBase64, done: false, error: null });
         }
       }
+      keepConnection(exchange, response);
     } catch {
       error = BODY_DECODE_ERROR;
     }
@@ -150,4 +185,9 @@ export class HttpRequestTable {
       throw err;
     }
   }
+}
+
+/** Returns the exchange's connection to the pool when its response was read completely. */
+function keepConnection(exchange: Exchange, response: ReceivedResponse): void {
+  if (response.keepAlive && response.reader.complete) exchange.release();
 }

@@ -9,8 +9,9 @@
  * upper-cases the method. The protocol needs the method sent literally, the
  * exact request header set, and every response header value separately, so
  * the exchange is written here on top of `Deno.connect` / `Deno.connectTls`.
- * One connection carries exactly one exchange and is closed afterwards (no
- * pooling, no `connection: close` request header).
+ * A connection whose response was read completely and that both sides keep
+ * open ({@linkcode keepsAlive}) carries the next exchange to the same origin
+ * (`pool.ts`); no `connection` request header is added.
  *
  * @module
  */
@@ -28,6 +29,8 @@ const MAX_LINE_BYTES = 64 * 1024;
 export interface ResponseHead {
   /** The status code. */
   status: number;
+  /** The minor HTTP version of the status line (`HTTP/1.0` or `HTTP/1.1`). */
+  minor: 0 | 1;
   /** Header fields in wire order: lowercase name, value as Latin-1 text with outer whitespace trimmed. */
   headers: [string, string][];
 }
@@ -118,25 +121,55 @@ export function bodyFraming(method: string, head: ResponseHead): BodyFraming {
  */
 export class ResponseReader {
   #conn: Deno.Conn;
+  #firstRead: Promise<Uint8Array | null> | null;
   #pending: Uint8Array = new Uint8Array(0);
+  #received = 0;
+  #complete = false;
 
   /**
    * Wraps a connection.
    *
    * @param conn The connection the request was written to.
+   * @param firstRead A read of `conn` already pending (a pooled connection's), used first.
    */
-  constructor(conn: Deno.Conn) {
+  constructor(conn: Deno.Conn, firstRead: Promise<Uint8Array | null> | null = null) {
     this.#conn = conn;
+    this.#firstRead = firstRead;
+  }
+
+  /** Bytes received from the connection so far. */
+  get received(): number {
+    return this.#received;
+  }
+
+  /**
+   * Whether the body was read to its framed end with nothing after it, so the
+   * connection is positioned at the next response.
+   */
+  get complete(): boolean {
+    return this.#complete && this.#pending.length === 0;
+  }
+
+  /** Bytes received but not consumed yet. */
+  get buffered(): number {
+    return this.#pending.length;
   }
 
   /** Reads more bytes into the pending buffer; returns `false` at end of stream. */
   async #fill(): Promise<boolean> {
-    const buffer = new Uint8Array(READ_SIZE);
-    const n = await this.#conn.read(buffer);
-    if (n === null) return false;
-    this.#pending = this.#pending.length === 0
-      ? buffer.subarray(0, n)
-      : concat(this.#pending, buffer.subarray(0, n));
+    let bytes: Uint8Array | null;
+    if (this.#firstRead !== null) {
+      const first = this.#firstRead;
+      this.#firstRead = null;
+      bytes = await first;
+    } else {
+      const buffer = new Uint8Array(READ_SIZE);
+      const n = await this.#conn.read(buffer);
+      bytes = n === null ? null : buffer.subarray(0, n);
+    }
+    if (bytes === null) return false;
+    this.#received += bytes.length;
+    this.#pending = this.#pending.length === 0 ? bytes : concat(this.#pending, bytes);
     return true;
   }
 
@@ -182,16 +215,17 @@ export class ResponseReader {
     let budget = MAX_RESPONSE_HEAD_BYTES;
     const statusLine = await this.#readLine(budget);
     budget -= statusLine.length;
-    const match = /^HTTP\/1\.[01] (\d{3})(?: .*)?$/.exec(statusLine);
+    const match = /^HTTP\/1\.([01]) (\d{3})(?: .*)?$/.exec(statusLine);
     if (match === null) throw new HttpWireError("invalid status line");
-    const status = Number(match[1]);
+    const minor = match[1] === "1" ? 1 : 0;
+    const status = Number(match[2]);
     if (status < 100) throw new HttpWireError("invalid status code");
     const headers: [string, string][] = [];
     while (true) {
       const line = await this.#readLine(budget);
       budget -= line.length + 2;
       if (budget < 0) throw new HttpWireError("response head too large");
-      if (line === "") return { status, headers };
+      if (line === "") return { status, minor, headers };
       const colon = line.indexOf(":");
       const name = colon > 0 ? line.slice(0, colon) : "";
       if (!isToken(name)) throw new HttpWireError("invalid header line");
@@ -208,16 +242,17 @@ export class ResponseReader {
   async *body(framing: BodyFraming): AsyncGenerator<Uint8Array, void, undefined> {
     switch (framing.kind) {
       case "none":
-        return;
+        break;
       case "length":
         yield* this.#exactly(framing.length);
-        return;
+        break;
       case "eof":
         while (this.#pending.length > 0 || await this.#fill()) yield this.#take(Infinity);
         return;
       case "chunked":
         yield* this.#chunked();
     }
+    this.#complete = true;
   }
 
   async *#exactly(length: number): AsyncGenerator<Uint8Array, void, undefined> {
@@ -247,6 +282,55 @@ export class ResponseReader {
         throw new HttpWireError("invalid chunk terminator");
       }
     }
+  }
+}
+
+/**
+ * Whether the connection stays open after this exchange (RFC 9112 §9.3): an
+ * HTTP/1.1 response without `connection: close`, or an HTTP/1.0 one with
+ * `connection: keep-alive`, to a request without `connection: close`; never
+ * after `CONNECT`, `101` or a body delimited by the end of the stream.
+ *
+ * @param method The request method.
+ * @param requestHeaders The request's header lines.
+ * @param head The response head.
+ */
+export function keepsAlive(
+  method: string,
+  requestHeaders: readonly (readonly [string, string])[],
+  head: ResponseHead,
+): boolean {
+  if (method === "CONNECT" || head.status === 101) return false;
+  const tokens = (lines: readonly (readonly [string, string])[]): string[] =>
+    lines.filter(([name]) => name === "connection")
+      .flatMap(([, value]) => value.toLowerCase().split(",").map((token) => token.trim()));
+  if (tokens(requestHeaders).includes("close")) return false;
+  const response = tokens(head.headers);
+  if (response.includes("close")) return false;
+  return head.minor === 1 || response.includes("keep-alive");
+}
+
+/**
+ * Opens a tunnel through an HTTP proxy (`CONNECT`, the reference client's
+ * request shape): after it returns, `conn` carries bytes to `authority`.
+ *
+ * @param conn The connection to the proxy.
+ * @param authority `host:port` of the origin.
+ * @param authorization The `proxy-authorization` value, or `null`.
+ * @throws {HttpWireError} When the proxy refuses (a status other than 2xx) or answers malformed.
+ */
+export async function openTunnel(
+  conn: Deno.Conn,
+  authority: string,
+  authorization: string | null,
+): Promise<void> {
+  const headers: [string, string][] = [["Host", authority]];
+  if (authorization !== null) headers.push(["Proxy-Authorization", authorization]);
+  await writeAll(conn, encodeRequestHead("CONNECT", authority, headers));
+  const reader = new ResponseReader(conn);
+  const head = await reader.readHead();
+  if (head.status < 200 || head.status >= 300 || reader.buffered > 0) {
+    throw new HttpWireError(`proxy refused the tunnel with status ${head.status}`);
   }
 }
 

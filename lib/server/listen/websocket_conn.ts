@@ -143,6 +143,37 @@ class ByteReader {
     return true;
   }
 
+  /** True when `n` bytes are buffered. */
+  has(n: number): boolean {
+    return this.#end - this.#start >= n;
+  }
+
+  /**
+   * Reads until `n` bytes (at most the buffer's size) are buffered; false at
+   * end of stream.
+   */
+  async ensure(n: number): Promise<boolean> {
+    while (this.buffered < n) {
+      if (this.#buffer.length - this.#start < n) {
+        this.#buffer.copyWithin(0, this.#start, this.#end);
+        this.#end -= this.#start;
+        this.#start = 0;
+      }
+      if (!(await this.fill())) return false;
+    }
+    return true;
+  }
+
+  /** The buffered bytes, without copying (valid until the next read). */
+  peek(): Uint8Array {
+    return this.#buffer.subarray(this.#start, this.#end);
+  }
+
+  /** Drops `n` buffered bytes. */
+  skip(n: number): void {
+    this.#start += n;
+  }
+
   /** Takes exactly `n` bytes (a copy), or `null` at end of stream. */
   async take(n: number): Promise<Uint8Array | null> {
     while (this.buffered < n) {
@@ -171,26 +202,24 @@ class ByteReader {
 }
 
 async function readFrameHead(reader: ByteReader): Promise<FrameHead | null> {
-  const fixed = await reader.take(2);
-  if (fixed === null) return null;
-  const [b0, b1] = [fixed[0]!, fixed[1]!];
-  if ((b0 & 0x70) !== 0) throw new ProtocolViolation(1002, "reserved bits set");
-  if ((b1 & 0x80) === 0) throw new ProtocolViolation(1002, "client frames must be masked");
-  let length = b1 & 0x7f;
-  if (length === 126) {
-    const ext = await reader.take(2);
-    if (ext === null) return null;
-    length = (ext[0]! << 8) | ext[1]!;
-  } else if (length === 127) {
-    const ext = await reader.take(8);
-    if (ext === null) return null;
-    const big = new DataView(ext.buffer).getBigUint64(0);
+  if (!reader.has(2) && !(await reader.ensure(2))) return null;
+  const [b0, b1] = reader.peek();
+  if ((b0! & 0x70) !== 0) throw new ProtocolViolation(1002, "reserved bits set");
+  if ((b1! & 0x80) === 0) throw new ProtocolViolation(1002, "client frames must be masked");
+  const short = b1! & 0x7f;
+  const size = 2 + (short === 126 ? 2 : short === 127 ? 8 : 0) + 4;
+  if (!reader.has(size) && !(await reader.ensure(size))) return null;
+  const head = reader.peek();
+  let length = short;
+  if (short === 126) length = (head[2]! << 8) | head[3]!;
+  else if (short === 127) {
+    const big = new DataView(head.buffer, head.byteOffset + 2, 8).getBigUint64(0);
     if (big > BigInt(Number.MAX_SAFE_INTEGER)) throw new ProtocolViolation(1009, "frame too long");
     length = Number(big);
   }
-  const mask = await reader.take(4);
-  if (mask === null) return null;
-  return { fin: (b0 & 0x80) !== 0, opcode: b0 & 0x0f, length, mask };
+  const mask = head.slice(size - 4, size);
+  reader.skip(size);
+  return { fin: (b0! & 0x80) !== 0, opcode: b0! & 0x0f, length, mask };
 }
 
 function unmask(bytes: Uint8Array, mask: Uint8Array, offset: number): void {
@@ -222,6 +251,9 @@ function closePayload(code: number, reason = ""): Uint8Array {
   payload.set(text, 2);
   return payload;
 }
+
+/** Frames up to this size are unmasked and decoded in the read buffer, without a copy. */
+const INLINE_FRAME_BYTES = 60 * 1024;
 
 /** How long a closing connection may take to flush what was queued before it. */
 const CLOSE_LINGER_MS = 2000;
@@ -318,9 +350,19 @@ export function websocketConnTransport(
     });
   }
 
+  /** Decodes a whole message's payload (invalid UTF-8: close for text, a fault for binary). */
+  function decodeMessage(bytes: Uint8Array, opcode: number): Inbound {
+    try {
+      return decoder.decode(bytes);
+    } catch {
+      if (opcode === 0x1) throw new ProtocolViolation(1007, "invalid UTF-8 in text message");
+      return { fault: "invalid UTF-8 in binary message" };
+    }
+  }
+
   /** Reads the next message; `null` when the stream ends. */
   async function nextMessage(): Promise<Inbound | null> {
-    let parts: Uint8Array[] = [];
+    const parts: Uint8Array[] = [];
     let total = 0;
     let opcode = -1;
     let oversized = false;
@@ -352,6 +394,29 @@ export function websocketConnTransport(
         }
         opcode = head.opcode;
       }
+      if (!oversized && head.length <= INLINE_FRAME_BYTES && total + head.length <= maxBytes) {
+        // The common case: the whole frame fits in the read buffer; unmask it there.
+        if (!reader.has(head.length) && !(await reader.ensure(head.length))) return null;
+        const payload = reader.peek().subarray(0, head.length);
+        unmask(payload, head.mask, 0);
+        if (head.fin && parts.length === 0) {
+          let text: string | undefined;
+          try {
+            text = decoder.decode(payload);
+          } catch {
+            text = undefined;
+          }
+          reader.skip(head.length);
+          if (text !== undefined) return text;
+          if (opcode === 0x1) throw new ProtocolViolation(1007, "invalid UTF-8 in text message");
+          return { fault: "invalid UTF-8 in binary message" };
+        }
+        parts.push(payload.slice());
+        reader.skip(head.length);
+        total += head.length;
+        if (!head.fin) continue;
+        return decodeMessage(concatBytes(parts, total), opcode);
+      }
       let offset = 0;
       while (offset < head.length) {
         const chunk = await reader.chunk(head.length - offset);
@@ -367,14 +432,7 @@ export function websocketConnTransport(
       }
       if (!head.fin) continue;
       if (oversized) return { fault: `message exceeds the limit of ${maxBytes} bytes` };
-      const bytes = concatBytes(parts, total);
-      parts = [];
-      try {
-        return decoder.decode(bytes);
-      } catch {
-        if (opcode === 0x1) throw new ProtocolViolation(1007, "invalid UTF-8 in text message");
-        return { fault: "invalid UTF-8 in binary message" };
-      }
+      return decodeMessage(concatBytes(parts, total), opcode);
     }
   }
 
