@@ -21,6 +21,12 @@ const SYMBOLS = {
   openat: { parameters: ["i32", "buffer", "i32", "u32"], result: "i32" },
   close: { parameters: ["i32"], result: "i32" },
   read: { parameters: ["i32", "buffer", "usize"], result: "isize" },
+  readAsync: {
+    name: "read",
+    parameters: ["i32", "buffer", "usize"],
+    result: "isize",
+    nonblocking: true,
+  },
   write: { parameters: ["i32", "buffer", "usize"], result: "isize" },
   writeAsync: {
     name: "write",
@@ -301,6 +307,18 @@ export async function writeAll(fd: number, data: Uint8Array): Promise<void> {
     if (n < 0) n = check(lib().write(fd, buffer, BigInt(chunk.length)), "write");
     written += Number(n);
   }
+}
+
+/**
+ * Reads up to `buffer.length` bytes at the descriptor's offset (on the blocking thread pool; a
+ * failure is repeated here for its `errno`, as in {@linkcode writeAll}).
+ *
+ * @returns The number of bytes read, 0 at the end of the file.
+ */
+export async function readInto(fd: number, buffer: Uint8Array<ArrayBuffer>): Promise<number> {
+  let n = await lib().readAsync(fd, buffer, BigInt(buffer.length));
+  if (n < 0) n = lib().read(fd, buffer, BigInt(buffer.length));
+  return Number(check(n, "read"));
 }
 
 /**
