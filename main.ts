@@ -5,6 +5,7 @@
  * @module
  */
 
+import { setProcessNamespaces } from "./lib/server/sandbox/pid_namespace.ts";
 import { type AuthResult, capabilityTokenAuth, tokenFileDigest } from "./lib/server/listen/auth.ts";
 import { readSharedSecret, signedBearerAuth } from "./lib/server/listen/signed_bearer.ts";
 import { VERSION } from "./lib/server/session/environment.ts";
@@ -159,6 +160,7 @@ async function main(args: string[]): Promise<void> {
   setLogLevel(flags["log-level"]);
   setLogFormat(flags["log-format"]);
   setServerSandbox(sandboxFromFlags(flags));
+  setProcessNamespaces(flags["process-namespace"]);
   const authorize = await authFromFlags(flags);
   if (
     listen.kind === "ws" && !isLoopback(listen.host) && !authorize && !flags["insecure-no-auth"]

@@ -75,3 +75,39 @@ Deno.test("out of descriptors, fs/open and process/start report EMFILE's own mes
   assert.ok(again.result, JSON.stringify(again));
   await Deno.remove(file);
 });
+
+Deno.test("process/start of an executable file in no executable format gets spawnFailed ENOEXEC, as the reference", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "es-noexec-" });
+  try {
+    await Deno.writeTextFile(`${dir}/text`, "echo not a script\n", { mode: 0o755 });
+    await Deno.writeFile(`${dir}/garbage`, new Uint8Array([1, 2, 3, 4, 5]), { mode: 0o755 });
+    await Deno.writeTextFile(`${dir}/script`, "#!/bin/sh\necho ok\n", { mode: 0o755 });
+    await using server = await ServerProcess.start({ listen: "ws" });
+    await using client = await server.connect();
+    await handshake(client);
+    let id = 1;
+    for (const name of ["text", "garbage"]) {
+      const reply = await client.request(
+        id++,
+        "process/start",
+        startParams(name, [`${dir}/${name}`]),
+      );
+      const error = reply.error as { code: number; message: string; data?: unknown };
+      assert.deepEqual([error.code, error.message, error.data], [
+        -32603,
+        "Exec format error (os error 8)",
+        { kind: "spawnFailed" },
+      ], name);
+    }
+    const script = await client.request(
+      id++,
+      "process/start",
+      startParams("script", [`${dir}/script`]),
+    );
+    assert.ok(script.result, JSON.stringify(script));
+    await client.log.processClosed("script");
+    assert.equal(client.log.outputText("script"), "ok\n");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

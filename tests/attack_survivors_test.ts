@@ -11,6 +11,7 @@
  */
 
 import assert from "node:assert/strict";
+import { SANDBOX } from "./helpers/attack.ts";
 import {
   eventually,
   handshake,
@@ -124,19 +125,35 @@ Deno.test("the end of a stdio session leaves no descendant, setsid and double fo
   }
 });
 
-for (const signal of ["SIGTERM", "SIGKILL"] as const) {
-  // A SIGKILLed server cannot end anything: its subreaper role dies with it and the orphans go
-  // to init. Kept, ignored, so that the gap shows in every run.
-  const gap = signal === "SIGKILL"
-    ? " (ignored: not achieved, the trees outlive a SIGKILLed server in subreaper mode)"
-    : "";
+const NAMESPACE_SKIP = SANDBOX.ok ? "" : ` (skipped: ${SANDBOX.ok || SANDBOX.reason})`;
+
+for (
+  const [signal, mode] of [
+    ["SIGTERM", "default"],
+    ["SIGKILL", "default"],
+    ["SIGKILL", "--process-namespace"],
+    ["SIGTERM", "--process-namespace"],
+  ] as const
+) {
+  // In the default mode a SIGKILLed server cannot end anything: the subreaper dies with it and
+  // the orphans go to init. Kept, ignored, so that the gap shows in every run.
+  const reason = mode === "default"
+    ? signal === "SIGKILL"
+      ? " (ignored: not achieved, the trees outlive a SIGKILLed server without --process-namespace)"
+      : ""
+    : NAMESPACE_SKIP;
   Deno.test({
-    name: `server ${signal} leaves no descendant, setsid and double forks included${gap}`,
-    ignore: gap !== "",
+    name: `server ${signal} leaves no descendant, setsid and double forks included${
+      mode === "default" ? "" : ` (${mode})`
+    }${reason}`,
+    ignore: reason !== "",
     fn: async () => {
       const t = tag();
       try {
-        await using server = await ServerProcess.start({ listen: "ws" });
+        await using server = await ServerProcess.start({
+          listen: "ws",
+          args: mode === "default" ? [] : [mode],
+        });
         const client = await server.connect();
         await handshake(client);
         await startEscaping(client, t, false);
@@ -150,3 +167,26 @@ for (const signal of ["SIGTERM", "SIGKILL"] as const) {
     },
   });
 }
+
+Deno.test({
+  name:
+    `process/terminate leaves no descendant of a tty process (--process-namespace)${NAMESPACE_SKIP}`,
+  ignore: NAMESPACE_SKIP !== "",
+  async fn() {
+    const t = tag();
+    try {
+      await using server = await ServerProcess.start({
+        listen: "stdio",
+        args: ["--process-namespace"],
+      });
+      const client = server.stdio!;
+      await handshake(client);
+      const processId = await startEscaping(client, t, true);
+      await client.request(nextId++, "process/terminate", { processId });
+      await client.log.processClosed(processId);
+      assert.deepEqual(await leftAfter(t), [], "descendants survived process/terminate");
+    } finally {
+      killAll(survivors(t));
+    }
+  },
+});

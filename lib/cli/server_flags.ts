@@ -197,6 +197,12 @@ export const SERVER_FLAGS = defineFlags({
     kind: "boolean",
     help: "with a confining --sandbox, let processes use the host's network",
   },
+  "process-namespace": {
+    kind: "boolean",
+    help: "run every unsandboxed process in its own PID namespace (bubblewrap):\n" +
+      "none of its descendants outlives it or the server, even a SIGKILLed one;\n" +
+      "background jobs then end with their leader",
+  },
   "log-level": {
     kind: "enum",
     value: "LEVEL",

@@ -8,6 +8,7 @@ import { invalidRequest, kindError, type RpcError } from "../../protocol/errors.
 import type { ResultOf } from "../../protocol/methods.ts";
 import { fsError } from "../host/os_errors.ts";
 import { MAX_REPLY_DATA_BYTES } from "../host/reply_limit.ts";
+import { close, F, fsSyscallsAvailable, fstatat, openat, readInto } from "../host/fs_syscalls.ts";
 
 /**
  * Largest file `fs/readFile` returns: 32 MiB (a 43 MiB reply). The reference
@@ -37,21 +38,42 @@ export const READ_FILE_LIMIT = MAX_REPLY_DATA_BYTES;
  */
 export async function readFile(path: string): Promise<ResultOf<"fs/readFile">> {
   try {
-    // stat before open: opening a FIFO for reading would block.
-    assertReadableFile(path, await Deno.stat(path));
-    using file = await Deno.open(path, { read: true });
-    const info = await file.stat();
-    assertReadableFile(path, info);
-    const data = await readToEnd(file, info.size);
+    const data = fsSyscallsAvailable() ? await readNonBlocking(path) : await readWithDeno(path);
     return { dataBase64: data.toBase64() };
   } catch (err) {
     throw fsError(err);
   }
 }
 
-function assertReadableFile(path: string, info: Deno.FileInfo): void {
-  if (!info.isFile) throw invalidRequest(`path \`${path}\` is not a file`);
-  if (info.size > READ_FILE_LIMIT) throw tooLarge();
+/**
+ * Opens with `O_NONBLOCK` and checks what was opened: a FIFO, socket or
+ * device is refused without ever blocking a thread (no window between a
+ * check and the open), a regular file is read on the blocking pool.
+ */
+async function readNonBlocking(path: string): Promise<Uint8Array> {
+  const fd = openat(F.AT_FDCWD, path, F.O_RDONLY | F.O_NONBLOCK);
+  try {
+    const info = fstatat(fd, "", true)!;
+    assertReadableFile(path, (info.mode & F.S_IFMT) === F.S_IFREG, info.size);
+    return await readToEnd((buffer) => readInto(fd, buffer), info.size);
+  } finally {
+    close(fd);
+  }
+}
+
+/** Without FFI: stat before open (opening a FIFO for reading would block), then check again. */
+async function readWithDeno(path: string): Promise<Uint8Array> {
+  const before = await Deno.stat(path);
+  assertReadableFile(path, before.isFile, before.size);
+  using file = await Deno.open(path, { read: true });
+  const info = await file.stat();
+  assertReadableFile(path, info.isFile, info.size);
+  return await readToEnd((buffer) => file.read(buffer), info.size);
+}
+
+function assertReadableFile(path: string, isFile: boolean, size: number): void {
+  if (!isFile) throw invalidRequest(`path \`${path}\` is not a file`);
+  if (size > READ_FILE_LIMIT) throw tooLarge();
 }
 
 function tooLarge(): RpcError {
@@ -61,22 +83,25 @@ function tooLarge(): RpcError {
   );
 }
 
-/** Reads the rest of `file`, expecting about `expected` bytes and enforcing the limit. */
-async function readToEnd(file: Deno.FsFile, expected: number): Promise<Uint8Array> {
+/** Reads to the end, expecting about `expected` bytes and enforcing the limit. */
+async function readToEnd(
+  read: (buffer: Uint8Array) => Promise<number | null>,
+  expected: number,
+): Promise<Uint8Array> {
   let data = new Uint8Array(expected);
   let filled = 0;
   while (true) {
     if (filled === data.length) {
       // The file grew since `stat`: make room, within the limit.
       if (data.length >= READ_FILE_LIMIT) {
-        if ((await file.read(new Uint8Array(1))) === null) return data;
+        if ((await read(new Uint8Array(1))) === null) return data;
         throw tooLarge();
       }
       const grown = new Uint8Array(Math.min(READ_FILE_LIMIT, Math.max(65_536, data.length * 2)));
       grown.set(data);
       data = grown;
     }
-    const n = await file.read(data.subarray(filled));
+    const n = await read(data.subarray(filled));
     if (n === null) return data.subarray(0, filled);
     filled += n;
   }

@@ -22,6 +22,12 @@ const SYMBOLS = {
   close: { parameters: ["i32"], result: "i32" },
   read: { parameters: ["i32", "buffer", "usize"], result: "isize" },
   write: { parameters: ["i32", "buffer", "usize"], result: "isize" },
+  readAsync: {
+    name: "read",
+    parameters: ["i32", "buffer", "usize"],
+    result: "isize",
+    nonblocking: true,
+  },
   writeAsync: {
     name: "write",
     parameters: ["i32", "buffer", "usize"],
@@ -301,6 +307,17 @@ export async function writeAll(fd: number, data: Uint8Array): Promise<void> {
     if (n < 0) n = check(lib().write(fd, buffer, BigInt(chunk.length)), "write");
     written += Number(n);
   }
+}
+
+/**
+ * Reads into `buffer` (on the blocking thread pool); `null` at end of file.
+ * A failure there is repeated here for its `errno` (see {@linkcode writeAll}).
+ */
+export async function readInto(fd: number, buffer: Uint8Array): Promise<number | null> {
+  const target = buffer as Uint8Array<ArrayBuffer>;
+  let n = await lib().readAsync(fd, target, BigInt(buffer.length));
+  if (n < 0) n = check(lib().read(fd, target, BigInt(buffer.length)), "read");
+  return n === 0n ? null : Number(n);
 }
 
 /**

@@ -11,6 +11,7 @@ import { PROCESS_SIGNALS } from "../../protocol/methods.ts";
 import type { Backend, BackendEvents } from "./backend.ts";
 import { OutputCoalescer } from "./output_coalescer.ts";
 import { killGroup, signalExitCode, signalGroup } from "./signals.ts";
+import { hasExecutableFormat } from "./exec_format.ts";
 import { spawnErrorFromErrno } from "./spawn_errors.ts";
 
 type ChildProcessModule = typeof import("node:child_process");
@@ -46,6 +47,8 @@ export interface PipeOptions {
  * @param program The executable's path.
  * @param argv The command line (`argv[0]` is replaced by `arg0` when given).
  * @param options Working directory, environment, `arg0`, stdin.
+ * @throws {RpcError} `spawnFailed` (ENOEXEC) for a file that is neither an ELF
+ *   binary nor a `#!` script.
  * @returns The backend, or (when the spawn failed) a promise that rejects with
  *   the spawn error for the errno the OS reported (`spawnNotFound` for ENOENT,
  *   `spawnPermissionDenied` for EACCES, `spawnFailed` with the OS message for
@@ -57,6 +60,7 @@ export function startPipe(
   argv: string[],
   options: PipeOptions,
 ): Backend | Promise<never> {
+  if (!hasExecutableFormat(program)) throw spawnErrorFromErrno("ENOEXEC");
   const child = childProcess!.spawn(program, argv.slice(1), {
     cwd: options.cwd,
     env: options.env,

@@ -7,6 +7,7 @@
  * @module
  */
 
+import { inPidNamespace, processNamespaces } from "../sandbox/pid_namespace.ts";
 import { invalidParams, kindError, RpcError } from "../../protocol/errors.ts";
 import type { ExtensionName, ParamsOf, ResultOf } from "../../protocol/methods.ts";
 import { cwdPathFromUri } from "../host/path_uri.ts";
@@ -89,17 +90,24 @@ export function planStart(
   // files), so a sandboxed start checks --allow-run on it here, tty or not: the spawner
   // itself only sees the shim shell. An unsandboxed tty start is checked by the pty spawner.
   const wrapsSandbox = sandbox !== undefined && sandbox.isolation !== "none";
-  const resolved = params.tty && !wrapsSandbox
+  const namespaced = !wrapsSandbox && processNamespaces();
+  const resolved = params.tty && !wrapsSandbox && !namespaced
     ? program
     : resolveProgram(program, cwd, env.PATH ?? Deno.env.get("PATH"));
   // Sandboxed: the command runs under bubblewrap (launch.argv), which applies arg0.
   const launch = sandbox && launchSandboxed(sandbox, params.argv, { cwd, env, arg0: params.arg0 });
   const wrapped = launch?.wrapped === true;
+  // --process-namespace: bubblewrap runs the checked program in its own PID namespace.
+  const argv = wrapped
+    ? launch.argv
+    : namespaced
+    ? inPidNamespace(resolved, params.argv, params.arg0)
+    : params.argv;
   return {
     tty: params.tty,
-    program: wrapped ? launch.argv[0]! : resolved,
-    argv: wrapped ? launch.argv : params.argv,
-    arg0: wrapped ? undefined : params.arg0,
+    program: wrapped || namespaced ? argv[0]! : resolved,
+    argv,
+    arg0: wrapped || namespaced ? undefined : params.arg0,
     cwd,
     env,
     size,
