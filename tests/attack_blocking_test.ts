@@ -51,3 +51,44 @@ Deno.test("fs/copy onto a FIFO without a reader gets ENXIO from 40 connections, 
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("fs/readFile of a path swapped between a file and a FIFO never hangs: what is opened is checked", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "es-swap-" });
+  await Deno.writeTextFile(`${dir}/file`, "x");
+  await mkfifo(`${dir}/fifo`);
+  // Swaps `p` between the file and the FIFO as fast as the shell can rename.
+  const swapper = new Deno.Command("/bin/sh", {
+    args: [
+      "-c",
+      `cd '${dir}' && while :; do ln -f file a && mv -f a p; ln -f fifo b && mv -f b p; done`,
+    ],
+    stdout: "null",
+    stderr: "null",
+  }).spawn();
+  try {
+    await using server = await ServerProcess.start({ listen: "ws" });
+    await using client = await server.connect();
+    await handshake(client);
+    const seen = new Set<string>();
+    for (let id = 1; id <= 300; id++) {
+      const reply = await client.request(id, "fs/readFile", { path: `file://${dir}/p` }, 10_000);
+      if (reply.result) {
+        assert.deepEqual(reply.result, { dataBase64: btoa("x") });
+        seen.add("file");
+      } else {
+        const error = reply.error as { code: number; message: string };
+        assert.ok(
+          error.message === `path \`${dir}/p\` is not a file` ||
+            error.message === "No such file or directory (os error 2)",
+          error.message,
+        );
+        seen.add(error.message.startsWith("path") ? "fifo" : "missing");
+      }
+    }
+    console.log(`attack ${JSON.stringify({ seen: [...seen] })}`);
+  } finally {
+    swapper.kill("SIGKILL");
+    await swapper.status;
+    await Deno.remove(dir, { recursive: true });
+  }
+});

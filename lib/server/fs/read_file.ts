@@ -8,9 +8,9 @@ import { invalidRequest, kindError, type RpcError } from "../../protocol/errors.
 import type { ResultOf } from "../../protocol/methods.ts";
 import { fsError } from "../host/os_errors.ts";
 import { MAX_REPLY_DATA_BYTES } from "../host/reply_limit.ts";
-import { close, F, fstatat, readInto } from "../host/fs_syscalls.ts";
+import { close, F, fsSyscallsAvailable, fstatat, readInto } from "../host/fs_syscalls.ts";
 import type { SandboxPlan } from "../sandbox/policy.ts";
-import { openForRead, raceFreeWrites } from "./resolve.ts";
+import { openForRead } from "./resolve.ts";
 
 /**
  * Largest file `fs/readFile` returns: 32 MiB (a 43 MiB reply). The reference
@@ -47,49 +47,47 @@ export async function readFile(
   path: string,
   plans: readonly SandboxPlan[] = [],
 ): Promise<ResultOf<"fs/readFile">> {
-  if (raceFreeWrites()) return await readOpened(path, plans);
   try {
-    // stat before open: opening a FIFO for reading would block.
-    assertReadableFile(path, await Deno.stat(path));
-    using file = await Deno.open(path, { read: true });
-    const info = await file.stat();
-    assertReadableFile(path, info);
-    const data = await readToEnd((buffer) => file.read(buffer), info.size);
+    const data = fsSyscallsAvailable()
+      ? await readNonBlocking(path, plans)
+      : await readWithDeno(path);
     return { dataBase64: data.toBase64() };
   } catch (err) {
     throw fsError(err);
   }
 }
 
-/** {@linkcode readFile} on the descriptor that was checked. */
-async function readOpened(
-  path: string,
-  plans: readonly SandboxPlan[],
-): Promise<ResultOf<"fs/readFile">> {
+/**
+ * Opens with `O_NONBLOCK` below the read scope's root and checks what was
+ * opened: a FIFO, socket or device is refused without ever blocking a
+ * thread (no window between a check and the open), a file outside the
+ * scope or at a denied path is refused, a regular file is read on the
+ * blocking pool.
+ */
+async function readNonBlocking(path: string, plans: readonly SandboxPlan[]): Promise<Uint8Array> {
+  const fd = openForRead(path, plans);
   try {
-    const fd = openForRead(path, plans);
-    try {
-      const stat = fstatat(fd, "", true)!;
-      if ((stat.mode & F.S_IFMT) !== F.S_IFREG) {
-        throw invalidRequest(`path \`${path}\` is not a file`);
-      }
-      if (stat.size > READ_FILE_LIMIT) throw tooLarge();
-      const data = await readToEnd(
-        (buffer) => readInto(fd, buffer).then((n) => (n === 0 ? null : n)),
-        stat.size,
-      );
-      return { dataBase64: data.toBase64() };
-    } finally {
-      close(fd);
-    }
-  } catch (err) {
-    throw fsError(err);
+    const info = fstatat(fd, "", true)!;
+    assertReadableFile(path, (info.mode & F.S_IFMT) === F.S_IFREG, info.size);
+    return await readToEnd((buffer) => readInto(fd, buffer), info.size);
+  } finally {
+    close(fd);
   }
 }
 
-function assertReadableFile(path: string, info: Deno.FileInfo): void {
-  if (!info.isFile) throw invalidRequest(`path \`${path}\` is not a file`);
-  if (info.size > READ_FILE_LIMIT) throw tooLarge();
+/** Without FFI: stat before open (opening a FIFO for reading would block), then check again. */
+async function readWithDeno(path: string): Promise<Uint8Array> {
+  const before = await Deno.stat(path);
+  assertReadableFile(path, before.isFile, before.size);
+  using file = await Deno.open(path, { read: true });
+  const info = await file.stat();
+  assertReadableFile(path, info.isFile, info.size);
+  return await readToEnd((buffer) => file.read(buffer), info.size);
+}
+
+function assertReadableFile(path: string, isFile: boolean, size: number): void {
+  if (!isFile) throw invalidRequest(`path \`${path}\` is not a file`);
+  if (size > READ_FILE_LIMIT) throw tooLarge();
 }
 
 function tooLarge(): RpcError {
@@ -99,9 +97,9 @@ function tooLarge(): RpcError {
   );
 }
 
-/** Reads to the end (`read` answers `null` there), expecting about `expected` bytes, within the limit. */
+/** Reads to the end, expecting about `expected` bytes and enforcing the limit. */
 async function readToEnd(
-  read: (buffer: Uint8Array<ArrayBuffer>) => Promise<number | null>,
+  read: (buffer: Uint8Array) => Promise<number | null>,
   expected: number,
 ): Promise<Uint8Array> {
   let data = new Uint8Array(expected);

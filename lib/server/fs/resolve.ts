@@ -26,7 +26,7 @@
  * @module
  */
 
-import { dirname, relative, resolve } from "node:path";
+import { dirname, relative, resolve } from "../host/posix_path.ts";
 import { osError } from "../host/os_errors.ts";
 import { joinPath } from "../host/path_uri.ts";
 import { permissionDenied } from "../host/permissions.ts";

@@ -21,13 +21,13 @@ const SYMBOLS = {
   openat: { parameters: ["i32", "buffer", "i32", "u32"], result: "i32" },
   close: { parameters: ["i32"], result: "i32" },
   read: { parameters: ["i32", "buffer", "usize"], result: "isize" },
+  write: { parameters: ["i32", "buffer", "usize"], result: "isize" },
   readAsync: {
     name: "read",
     parameters: ["i32", "buffer", "usize"],
     result: "isize",
     nonblocking: true,
   },
-  write: { parameters: ["i32", "buffer", "usize"], result: "isize" },
   writeAsync: {
     name: "write",
     parameters: ["i32", "buffer", "usize"],
@@ -310,15 +310,14 @@ export async function writeAll(fd: number, data: Uint8Array): Promise<void> {
 }
 
 /**
- * Reads up to `buffer.length` bytes at the descriptor's offset (on the blocking thread pool; a
- * failure is repeated here for its `errno`, as in {@linkcode writeAll}).
- *
- * @returns The number of bytes read, 0 at the end of the file.
+ * Reads into `buffer` (on the blocking thread pool); `null` at end of file.
+ * A failure there is repeated here for its `errno` (see {@linkcode writeAll}).
  */
-export async function readInto(fd: number, buffer: Uint8Array<ArrayBuffer>): Promise<number> {
-  let n = await lib().readAsync(fd, buffer, BigInt(buffer.length));
-  if (n < 0) n = lib().read(fd, buffer, BigInt(buffer.length));
-  return Number(check(n, "read"));
+export async function readInto(fd: number, buffer: Uint8Array): Promise<number | null> {
+  const target = buffer as Uint8Array<ArrayBuffer>;
+  let n = await lib().readAsync(fd, target, BigInt(buffer.length));
+  if (n < 0) n = check(lib().read(fd, target, BigInt(buffer.length)), "read");
+  return n === 0n ? null : Number(n);
 }
 
 /**
