@@ -4,7 +4,7 @@
  * @module
  */
 
-import { basename, dirname, resolve } from "node:path";
+import { basename, dirname, resolve } from "../host/posix_path.ts";
 import { invalidRequest } from "../../protocol/errors.ts";
 import type { ResultOf } from "../../protocol/methods.ts";
 import { fsError, osError, osErrorCode } from "../host/os_errors.ts";

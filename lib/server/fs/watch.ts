@@ -4,7 +4,7 @@
  * @module
  */
 
-import { dirname } from "node:path";
+import { dirname } from "../host/posix_path.ts";
 import { fsError, osErrorCode } from "../host/os_errors.ts";
 import type { ResultOf } from "../../protocol/methods.ts";
 import { requireRead } from "../host/permissions.ts";

@@ -11,6 +11,7 @@ import { stdioTransport } from "../../rpc/stdio_transport.ts";
 import { DEFAULT_MAX_MESSAGE_BYTES } from "../../rpc/transport.ts";
 import { log } from "../host/log.ts";
 import { isSandboxedPeer } from "../sandbox/peer.ts";
+import { deadline } from "../host/deadline.ts";
 import { audit } from "../observe/audit.ts";
 import { authorizeRequest, operatorRoutes } from "../observe/routes.ts";
 import { CONSOLE_MAX_MESSAGE_BYTES, type ConsoleFeed } from "../observe/console_feed.ts";
@@ -257,9 +258,9 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
     if (pending.size > maxPending) evictOldestPending();
     // Replies and notifications are small writes: send them at once (as `Deno.serve` did).
     if ("setNoDelay" in conn) (conn as Deno.TcpConn).setNoDelay(true);
-    const timer = setTimeout(() => {
+    const cancelTimer = deadline(handshakeTimeoutMs, () => {
       if (pending.delete(conn)) closeQuietly(conn);
-    }, handshakeTimeoutMs);
+    });
     let upgraded = false;
     try {
       const head = await readRequestHead(conn);
@@ -304,7 +305,7 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
       );
       if (!pending.delete(conn)) return;
       upgraded = true;
-      clearTimeout(timer);
+      cancelTimer();
       if ("attach" in decision) {
         const feed = decision.attach(websocketConnTransport(conn, {
           label: `exec-server console ${peer}`,
@@ -319,7 +320,7 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
     } catch (err) {
       log("debug", `handshake with ${peer} failed: ${describeError(err)}`);
     } finally {
-      clearTimeout(timer);
+      cancelTimer();
       if (!upgraded) {
         pending.delete(conn);
         closeQuietly(conn);

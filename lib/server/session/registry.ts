@@ -61,7 +61,8 @@ export class Session {
 
   /** Attaches a connection: notifications go to `sink` from now on. */
   attach(owner: object, sink: NotificationSink): void {
-    clearTimeout(this.#expiry);
+    // Only when set: Deno loads its Node timers module on the first timer call (~9 ms at start-up).
+    if (this.#expiry !== undefined) clearTimeout(this.#expiry);
     this.#expiry = undefined;
     this.#owner = owner;
     this.processes.sink = sink;
