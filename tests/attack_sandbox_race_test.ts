@@ -96,7 +96,7 @@ Deno.test({
 
 Deno.test({
   name:
-    `sandboxed fs/readFile reads no denied file while a sandboxed process swaps a link in${SKIP}`,
+    `sandboxed fs/readFile and fs/open read no denied file while a sandboxed process swaps a link in${SKIP}`,
   ignore: SKIP !== "",
   async fn() {
     await using l = await attackLayout("es-attack-race-read-");
@@ -136,25 +136,46 @@ Deno.test({
     );
     let leaks = 0;
     let read = 0;
+    let handleLeaks = 0;
+    let id = 1;
+    const secretIn = (base64: string | undefined) =>
+      base64 !== undefined &&
+      new TextDecoder().decode(Uint8Array.fromBase64(base64)).includes("SECRET");
     for (let i = 0; i < TRIES; i++) {
-      const response = await client.request(i + 1, "fs/readFile", {
+      const response = await client.request(id++, "fs/readFile", {
         path: uri(`${l.ws}/d/f`),
         sandbox,
       });
       const data = (response.result as { dataBase64?: string } | undefined)?.dataBase64;
-      if (data === undefined) continue;
-      read++;
-      if (new TextDecoder().decode(Uint8Array.fromBase64(data)).includes("SECRET")) leaks++;
+      if (data !== undefined) read++;
+      if (secretIn(data)) leaks++;
+      // The same through a handle.
+      const opened = await client.request(id++, "fs/open", {
+        handleId: "h",
+        path: uri(`${l.ws}/d/f`),
+        sandbox,
+      });
+      if (opened.result === undefined) continue;
+      const block = await client.request(id++, "fs/readBlock", {
+        handleId: "h",
+        offset: 0,
+        len: 64,
+      });
+      if (secretIn((block.result as { chunk?: string } | undefined)?.chunk)) handleLeaks++;
+      await client.request(id++, "fs/close", { handleId: "h" });
     }
     const swapping = client.log.processEvents("swapper").every((m) =>
       m.method !== "process/exited"
     );
     assert.ok(swapping, `the swapper stopped early: ${client.log.outputText("swapper", "stderr")}`);
-    await client.request(TRIES + 1, "process/terminate", { processId: "swapper" });
+    await client.request(id++, "process/terminate", { processId: "swapper" });
     await client.log.processClosed("swapper");
-    console.log(
-      `attack ${JSON.stringify({ tries: TRIES, publicReads: read, deniedReads: leaks })}`,
+    const counts = { publicReads: read, deniedReads: leaks, deniedHandleReads: handleLeaks };
+    console.log(`attack ${JSON.stringify({ tries: TRIES, ...counts })}`);
+    assert.deepEqual(
+      { leaks, handleLeaks },
+      { leaks: 0, handleLeaks: 0 },
+      "a denied file was read",
     );
-    assert.equal(leaks, 0, "a sandboxed read returned a denied file");
   },
 });

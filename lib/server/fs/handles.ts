@@ -7,6 +7,13 @@
 import { ErrorCode, invalidRequest, RpcError } from "../../protocol/errors.ts";
 import { fsError, osError, osErrorCode } from "../host/os_errors.ts";
 import type { ParamsOf, ResultOf } from "../../protocol/methods.ts";
+import { close, F, fsSyscallsAvailable, fstatat, preadAt, pwriteAt } from "../host/fs_syscalls.ts";
+import type { SandboxPlan } from "../sandbox/policy.ts";
+import {
+  openForRead as openCheckedForRead,
+  openForReplace as openCheckedForReplace,
+  writeScope,
+} from "./resolve.ts";
 
 /** Most open handles per connection. */
 const MAX_HANDLES = 128;
@@ -16,9 +23,18 @@ const MAX_HANDLE_ID_BYTES = 32;
 const MAX_BLOCK = 1_048_576;
 const MAX_FILE_OFFSET = 9_223_372_036_854_775_807n;
 
+/** Positional reads and writes on an open file. */
+interface BlockFile {
+  /** Reads into `buffer` at `offset`: the bytes read, 0 at the end, `false` beyond the largest offset. */
+  read(buffer: Uint8Array, offset: bigint): Promise<number | false>;
+  /** Writes `data` at `offset`: the bytes written, `false` beyond the largest offset. */
+  write(data: Uint8Array, offset: bigint): Promise<number | false>;
+  close(): void;
+}
+
 interface Handle {
-  file: Deno.FsFile;
-  /** Tail of the chain that serializes this handle's seek-then-transfer operations. */
+  file: BlockFile;
+  /** Tail of the chain that serializes this handle's operations. */
   queue: Promise<unknown>;
 }
 
@@ -50,11 +66,14 @@ export class FileHandleTable {
    * @param id Client-chosen id, at most 32 bytes (`""` is valid).
    * @param path Native absolute path, its access for `mode` already checked.
    * @param mode `read` an existing regular file, or create-or-truncate it for writing (`replace`).
+   * @param plans The sandbox plans the file must stay inside. With `--allow-ffi` the file is
+   * opened on descriptors below the scope's root and checked after the open (`resolve.ts`).
    */
   async open(
     id: string,
     path: string,
     mode: "read" | "replace",
+    plans: readonly SandboxPlan[] = [],
   ): Promise<ResultOf<"fs/open">> {
     checkId(id);
     if (this.#handles.has(id)) throw invalidRequest(`file handle \`${id}\` already exists`);
@@ -63,9 +82,13 @@ export class FileHandleTable {
     }
     const replace = mode === "replace";
     this.#handles.set(id, undefined);
-    let file: Deno.FsFile;
+    let file: BlockFile;
     try {
-      file = replace ? await openForReplace(path) : await openForRead(path);
+      file = fsSyscallsAvailable()
+        ? descriptorFile(
+          replace ? openCheckedForReplace(path, writeScope(path, plans)) : readable(path, plans),
+        )
+        : denoFile(replace ? await openForReplace(path) : await openForRead(path));
     } catch (err) {
       this.#handles.delete(id);
       throw fsError(err);
@@ -92,13 +115,14 @@ export class FileHandleTable {
     }
     return await this.#run(params.handleId, async (file) => {
       // The reference's positional read fails the same way for offsets beyond i64.
-      if (BigInt(params.offset) > MAX_FILE_OFFSET) throw osError("EINVAL");
+      const offset = BigInt(params.offset);
+      if (offset > MAX_FILE_OFFSET) throw osError("EINVAL");
       const buffer = new Uint8Array(len);
-      if (!(await seekOrFalse(file, params.offset))) return { chunk: "", eof: true };
       let filled = 0;
       while (filled < len) {
-        const n = await file.read(buffer.subarray(filled));
-        if (n === null) break;
+        const n = await file.read(buffer.subarray(filled), offset + BigInt(filled));
+        if (n === false) return { chunk: "", eof: true };
+        if (n === 0) break;
         filled += n;
       }
       return { chunk: buffer.subarray(0, filled).toBase64(), eof: filled < len };
@@ -121,9 +145,13 @@ export class FileHandleTable {
     }
     return await this.#run(params.handleId, async (file) => {
       // Beyond the filesystem's largest file size pwrite(2) fails with EFBIG.
-      if (!(await seekOrFalse(file, params.offset))) throw osError("EFBIG");
+      const offset = BigInt(params.offset);
       let written = 0;
-      while (written < chunk.length) written += await file.write(chunk.subarray(written));
+      while (written < chunk.length) {
+        const n = await file.write(chunk.subarray(written), offset + BigInt(written));
+        if (n === false) throw osError("EFBIG");
+        written += n;
+      }
       return {};
     });
   }
@@ -157,7 +185,7 @@ export class FileHandleTable {
   }
 
   /** Runs `operation` on a handle after the operations queued before it. */
-  #run<T>(id: string, operation: (file: Deno.FsFile) => Promise<T>): Promise<T> {
+  #run<T>(id: string, operation: (file: BlockFile) => Promise<T>): Promise<T> {
     const handle = this.#handles.get(id);
     if (handle === undefined) {
       throw new RpcError(ErrorCode.NotFound, `unknown file handle \`${id}\``);
@@ -171,17 +199,52 @@ export class FileHandleTable {
 }
 
 /**
- * Seeks to `offset`; `false` when it lies beyond the largest file the
- * filesystem supports (lseek(2) says EINVAL where pread(2) would report EOF).
+ * A Deno file as a {@linkcode BlockFile} (without FFI): seek, then transfer;
+ * an offset beyond the largest file the filesystem supports (lseek(2) says
+ * EINVAL) is `false`.
  */
-async function seekOrFalse(file: Deno.FsFile, offset: number | bigint): Promise<boolean> {
-  try {
-    await file.seek(offset, Deno.SeekMode.Start);
-    return true;
-  } catch (err) {
-    if (osErrorCode(err) === "EINVAL") return false;
-    throw err;
+function denoFile(file: Deno.FsFile): BlockFile {
+  const seek = async (offset: bigint): Promise<boolean> => {
+    try {
+      await file.seek(offset, Deno.SeekMode.Start);
+      return true;
+    } catch (err) {
+      if (osErrorCode(err) === "EINVAL") return false;
+      throw err;
+    }
+  };
+  return {
+    read: async (buffer, offset) => (await seek(offset)) ? (await file.read(buffer)) ?? 0 : false,
+    write: async (data, offset) => (await seek(offset)) ? await file.write(data) : false,
+    close: () => file.close(),
+  };
+}
+
+/** A descriptor as a {@linkcode BlockFile}: `pread`/`pwrite` (EINVAL past the largest offset). */
+function descriptorFile(fd: number): BlockFile {
+  const positional = async (call: () => Promise<number>): Promise<number | false> => {
+    try {
+      return await call();
+    } catch (err) {
+      if (osErrorCode(err) === "EINVAL" || osErrorCode(err) === "EFBIG") return false;
+      throw err;
+    }
+  };
+  return {
+    read: (buffer, offset) => positional(() => preadAt(fd, buffer, offset)),
+    write: (data, offset) => positional(() => pwriteAt(fd, data, offset)),
+    close: () => close(fd),
+  };
+}
+
+/** A checked read descriptor of a regular file (`openForRead` of `resolve.ts`). */
+function readable(path: string, plans: readonly SandboxPlan[]): number {
+  const fd = openCheckedForRead(path, plans);
+  if ((fstatat(fd, "", true)!.mode & F.S_IFMT) !== F.S_IFREG) {
+    close(fd);
+    throw invalidRequest(`path \`${path}\` is not a file`);
   }
+  return fd;
 }
 
 function checkId(id: string): void {

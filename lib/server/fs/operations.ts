@@ -23,7 +23,6 @@ import { copiesTo, type PathAccess, reads, removes, writes } from "./access.ts";
 import { fsError } from "../host/os_errors.ts";
 import type { SandboxPlan } from "../sandbox/policy.ts";
 import { copy } from "./copy.ts";
-import { checkWriteTarget, raceFreeWrites, writeScope } from "./resolve.ts";
 import { createDirectory, readDirectory } from "./directory.ts";
 import type { FileHandleTable } from "./handles.ts";
 import { canonicalize, getMetadata } from "./metadata.ts";
@@ -129,17 +128,8 @@ export const FS_OPERATIONS: { readonly [M in FsMethod]: FsOperation<M> } = {
     access: (params) => [
       params.mode === "replace" ? writes(params.path, "file") : reads(params.path, "content"),
     ],
-    run: (params, [file], context, plans) => {
-      // The handle is a Deno file: the target is checked, not opened, on descriptors.
-      if (params.mode === "replace" && raceFreeWrites()) {
-        try {
-          checkWriteTarget(file.path, writeScope(file.path, plans));
-        } catch (err) {
-          throw fsError(err);
-        }
-      }
-      return context.files.open(params.handleId, file.path, params.mode ?? "read");
-    },
+    run: (params, [file], context, plans) =>
+      context.files.open(params.handleId, file.path, params.mode ?? "read", plans),
   }),
   // Handle requests touch no path: `fs/open` checked the handle's.
   "fs/readBlock": operation("fs/readBlock", {

@@ -298,15 +298,24 @@ export function openTarget(path: string, scope: WriteScope): Resolved {
 }
 
 /**
- * Refuses a write target that {@linkcode openTarget} would refuse (a link
- * leaving the scope), for writers that must open the path
- * themselves (`fs/open` for `replace`: a check, not race-free).
+ * Opens a file for writing, created or truncated (`fs/open` for `replace`):
+ * symlinks followed below the scope root, the final open done with
+ * `O_NOFOLLOW | O_NONBLOCK` in the checked directory (a FIFO without a
+ * reader fails with `ENXIO` instead of blocking).
  *
  * @param path Native absolute path.
  * @param scope From {@linkcode writeScope}.
+ * @returns The descriptor; close it.
  */
-export function checkWriteTarget(path: string, scope: WriteScope): void {
-  done(openTarget(path, scope));
+export function openForReplace(path: string, scope: WriteScope): number {
+  const target = openTarget(path, scope);
+  try {
+    if (isType(target.stat, F.S_IFDIR)) throw osError("EISDIR");
+    const flags = F.O_WRONLY | F.O_CREAT | F.O_TRUNC | F.O_NOFOLLOW | F.O_NONBLOCK;
+    return openat(target.dirfd, target.name, flags, 0o666);
+  } finally {
+    done(target);
+  }
 }
 
 function isType(stat: Stat | undefined, type: number): boolean {

@@ -22,6 +22,20 @@ const SYMBOLS = {
   close: { parameters: ["i32"], result: "i32" },
   read: { parameters: ["i32", "buffer", "usize"], result: "isize" },
   write: { parameters: ["i32", "buffer", "usize"], result: "isize" },
+  pread: { parameters: ["i32", "buffer", "usize", "i64"], result: "isize" },
+  pwrite: { parameters: ["i32", "buffer", "usize", "i64"], result: "isize" },
+  preadAsync: {
+    name: "pread",
+    parameters: ["i32", "buffer", "usize", "i64"],
+    result: "isize",
+    nonblocking: true,
+  },
+  pwriteAsync: {
+    name: "pwrite",
+    parameters: ["i32", "buffer", "usize", "i64"],
+    result: "isize",
+    nonblocking: true,
+  },
   readAsync: {
     name: "read",
     parameters: ["i32", "buffer", "usize"],
@@ -88,22 +102,34 @@ export const F = {
 const ERRNO_NAMES: Record<number, string> = {
   1: "EPERM",
   2: "ENOENT",
+  4: "EINTR",
   5: "EIO",
+  6: "ENXIO",
+  7: "E2BIG",
   9: "EBADF",
+  11: "EAGAIN",
+  12: "ENOMEM",
   13: "EACCES",
   16: "EBUSY",
   17: "EEXIST",
   18: "EXDEV",
+  19: "ENODEV",
   20: "ENOTDIR",
   21: "EISDIR",
   22: "EINVAL",
+  23: "ENFILE",
   24: "EMFILE",
+  26: "ETXTBSY",
+  27: "EFBIG",
   28: "ENOSPC",
+  29: "ESPIPE",
   30: "EROFS",
+  31: "EMLINK",
   36: "ENAMETOOLONG",
   38: "ENOSYS",
   39: "ENOTEMPTY",
   40: "ELOOP",
+  75: "EOVERFLOW",
   95: "EOPNOTSUPP",
   122: "EDQUOT",
 };
@@ -318,6 +344,32 @@ export async function readInto(fd: number, buffer: Uint8Array): Promise<number |
   let n = await lib().readAsync(fd, target, BigInt(buffer.length));
   if (n < 0) n = check(lib().read(fd, target, BigInt(buffer.length)), "read");
   return n === 0n ? null : Number(n);
+}
+
+/**
+ * `pread` at `offset` (on the blocking thread pool; a failure is repeated here for its
+ * `errno`, see {@linkcode writeAll}).
+ *
+ * @returns The number of bytes read, 0 at the end of the file.
+ */
+export async function preadAt(fd: number, buffer: Uint8Array, offset: bigint): Promise<number> {
+  const target = buffer as Uint8Array<ArrayBuffer>;
+  let n = await lib().preadAsync(fd, target, BigInt(buffer.length), offset);
+  if (n < 0) n = check(lib().pread(fd, target, BigInt(buffer.length), offset), "pread");
+  return Number(n);
+}
+
+/**
+ * `pwrite` at `offset` (on the blocking thread pool; a failure is repeated here for its
+ * `errno`).
+ *
+ * @returns The number of bytes written.
+ */
+export async function pwriteAt(fd: number, data: Uint8Array, offset: bigint): Promise<number> {
+  const source = data as Uint8Array<ArrayBuffer>;
+  let n = await lib().pwriteAsync(fd, source, BigInt(data.length), offset);
+  if (n < 0) n = check(lib().pwrite(fd, source, BigInt(data.length), offset), "pwrite");
+  return Number(n);
 }
 
 /**
