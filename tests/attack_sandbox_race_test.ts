@@ -93,3 +93,68 @@ Deno.test({
     assert.deepEqual(temps, [], "temp files were left behind");
   },
 });
+
+Deno.test({
+  name:
+    `sandboxed fs/readFile reads no denied file while a sandboxed process swaps a link in${SKIP}`,
+  ignore: SKIP !== "",
+  async fn() {
+    await using l = await attackLayout("es-attack-race-read-");
+    const secret = `${l.base}/secret`;
+    await Deno.mkdir(secret);
+    await Deno.writeTextFile(`${secret}/f`, "SECRET\n");
+    await Deno.mkdir(`${l.ws}/d`);
+    await Deno.writeTextFile(`${l.ws}/d/f`, "public\n");
+    await Deno.symlink(secret, `${l.ws}/l`);
+    await using server = await ServerProcess.start({ listen: "stdio" });
+    const client = server.stdio!;
+    await handshake(client);
+    const base = sandboxValue([l.ws], "restricted") as {
+      permissions: { file_system: { entries: unknown[] } };
+    };
+    base.permissions.file_system.entries.push({
+      path: { type: "path", path: uri(secret) },
+      access: "none",
+    });
+    const sandbox = base as Record<string, unknown>;
+    const swapper = `$| = 1; print "swapping\\n"; my ($a, $b) = ("d", "l"); ` +
+      `while (1) { syscall(${
+        RENAMEAT2[Deno.build.arch]
+      }, -100, $a, -100, $b, 2) == 0 or die "$!" }`;
+    const start = await client.request(0, "process/start", {
+      processId: "swapper",
+      argv: ["/usr/bin/perl", "-e", swapper],
+      cwd: uri(l.ws),
+      env: { PATH: "/usr/bin:/bin" },
+      tty: false,
+      sandbox,
+    });
+    assert.ok(start.result, JSON.stringify(start));
+    await client.log.waitUntil(
+      () => client.log.outputText("swapper").includes("swapping"),
+      "the swapper to start",
+    );
+    let leaks = 0;
+    let read = 0;
+    for (let i = 0; i < TRIES; i++) {
+      const response = await client.request(i + 1, "fs/readFile", {
+        path: uri(`${l.ws}/d/f`),
+        sandbox,
+      });
+      const data = (response.result as { dataBase64?: string } | undefined)?.dataBase64;
+      if (data === undefined) continue;
+      read++;
+      if (new TextDecoder().decode(Uint8Array.fromBase64(data)).includes("SECRET")) leaks++;
+    }
+    const swapping = client.log.processEvents("swapper").every((m) =>
+      m.method !== "process/exited"
+    );
+    assert.ok(swapping, `the swapper stopped early: ${client.log.outputText("swapper", "stderr")}`);
+    await client.request(TRIES + 1, "process/terminate", { processId: "swapper" });
+    await client.log.processClosed("swapper");
+    console.log(
+      `attack ${JSON.stringify({ tries: TRIES, publicReads: read, deniedReads: leaks })}`,
+    );
+    assert.equal(leaks, 0, "a sandboxed read returned a denied file");
+  },
+});

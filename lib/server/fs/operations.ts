@@ -85,7 +85,7 @@ function operation<M extends FsMethod, const A extends AccessList<M>>(
 export const FS_OPERATIONS: { readonly [M in FsMethod]: FsOperation<M> } = {
   "fs/readFile": operation("fs/readFile", {
     access: (params) => [reads(params.path, "content")],
-    run: (_params, [file]) => readFile(file.path),
+    run: (_params, [file], _context, plans) => readFile(file.path, plans),
   }),
   "fs/writeFile": operation("fs/writeFile", {
     access: (params) => [writes(params.path, "file")],

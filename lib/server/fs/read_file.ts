@@ -8,7 +8,9 @@ import { invalidRequest, kindError, type RpcError } from "../../protocol/errors.
 import type { ResultOf } from "../../protocol/methods.ts";
 import { fsError } from "../host/os_errors.ts";
 import { MAX_REPLY_DATA_BYTES } from "../host/reply_limit.ts";
-import { close, F, fsSyscallsAvailable, fstatat, openat, readInto } from "../host/fs_syscalls.ts";
+import { close, F, fsSyscallsAvailable, fstatat, readInto } from "../host/fs_syscalls.ts";
+import type { SandboxPlan } from "../sandbox/policy.ts";
+import { openForRead } from "./resolve.ts";
 
 /**
  * Largest file `fs/readFile` returns: 32 MiB (a 43 MiB reply). The reference
@@ -25,7 +27,12 @@ export const READ_FILE_LIMIT = MAX_REPLY_DATA_BYTES;
  * and `data.kind` `replyTooLarge`; read those with `fs/open` and
  * `fs/readBlock` instead.
  *
+ * With `--allow-ffi` the file is opened below the read scope's root and
+ * checked after the open ({@linkcode openForRead}): a symlink swapped in
+ * cannot redirect the read.
+ *
  * @param path Native absolute path, its access already checked.
+ * @param plans The sandbox plans whose denied paths the file must not be under.
  *
  * @example Read a file
  * ```ts
@@ -36,9 +43,14 @@ export const READ_FILE_LIMIT = MAX_REPLY_DATA_BYTES;
  * await Deno.remove(path);
  * ```
  */
-export async function readFile(path: string): Promise<ResultOf<"fs/readFile">> {
+export async function readFile(
+  path: string,
+  plans: readonly SandboxPlan[] = [],
+): Promise<ResultOf<"fs/readFile">> {
   try {
-    const data = fsSyscallsAvailable() ? await readNonBlocking(path) : await readWithDeno(path);
+    const data = fsSyscallsAvailable()
+      ? await readNonBlocking(path, plans)
+      : await readWithDeno(path);
     return { dataBase64: data.toBase64() };
   } catch (err) {
     throw fsError(err);
@@ -46,12 +58,14 @@ export async function readFile(path: string): Promise<ResultOf<"fs/readFile">> {
 }
 
 /**
- * Opens with `O_NONBLOCK` and checks what was opened: a FIFO, socket or
- * device is refused without ever blocking a thread (no window between a
- * check and the open), a regular file is read on the blocking pool.
+ * Opens with `O_NONBLOCK` below the read scope's root and checks what was
+ * opened: a FIFO, socket or device is refused without ever blocking a
+ * thread (no window between a check and the open), a file outside the
+ * scope or at a denied path is refused, a regular file is read on the
+ * blocking pool.
  */
-async function readNonBlocking(path: string): Promise<Uint8Array> {
-  const fd = openat(F.AT_FDCWD, path, F.O_RDONLY | F.O_NONBLOCK);
+async function readNonBlocking(path: string, plans: readonly SandboxPlan[]): Promise<Uint8Array> {
+  const fd = openForRead(path, plans);
   try {
     const info = fstatat(fd, "", true)!;
     assertReadableFile(path, (info.mode & F.S_IFMT) === F.S_IFREG, info.size);

@@ -73,19 +73,23 @@ export interface WriteScope {
   allows(real: string): boolean;
 }
 
-function writeGranted(path: string): boolean {
-  return Deno.permissions.querySync({ name: "write", path }).state === "granted";
+function granted(name: "read" | "write", path: string): boolean {
+  return Deno.permissions.querySync({ name, path }).state === "granted";
 }
 
-/** The topmost ancestor of `path` (itself included) the server may write. */
-function permissionRoot(path: string): string | undefined {
-  if (Deno.permissions.querySync({ name: "write" }).state === "granted") return "/";
+function writeGranted(path: string): boolean {
+  return granted("write", path);
+}
+
+/** The topmost ancestor of `path` (itself included) the server may read or write. */
+function permissionRoot(path: string, name: "read" | "write" = "write"): string | undefined {
+  if (Deno.permissions.querySync({ name }).state === "granted") return "/";
   let prefix = "";
   for (const part of path.split("/").filter((p) => p !== "")) {
     prefix += `/${part}`;
-    if (writeGranted(prefix)) return prefix;
+    if (granted(name, prefix)) return prefix;
   }
-  return writeGranted("/") ? "/" : undefined;
+  return granted(name, "/") ? "/" : undefined;
 }
 
 /** The writable root of a sandbox plan that holds `path`, `/` when the whole root is writable. */
@@ -132,6 +136,50 @@ export function writeScope(path: string, plans: readonly SandboxPlan[] = []): Wr
 
 function refusal(scope: WriteScope, path: string): Error {
   return scope.bySandbox ? osError("EROFS") : permissionDenied("write", path);
+}
+
+/**
+ * Opens a file for reading below the topmost ancestor the server may read
+ * (`openat2` with `RESOLVE_BENEATH`), then checks the real path of what was
+ * opened against the server's read permissions and the plans' denied
+ * paths: a link swapped in cannot make the read land elsewhere, since the
+ * check is on the open file itself.
+ *
+ * @param path Native absolute path (read access checked lexically).
+ * @param plans The request's and the server's sandbox plans.
+ * @returns A read-only, non-blocking descriptor; close it.
+ * @throws {RpcError} `permissionDenied` outside the read scope, `EACCES` at a denied path.
+ */
+export function openForRead(path: string, plans: readonly SandboxPlan[] = []): number {
+  const root = permissionRoot(path, "read");
+  if (root === undefined) throw permissionDenied("read", path);
+  const rootfd = openat(F.AT_FDCWD, root, F.O_PATH | F.O_DIRECTORY);
+  let fd: number;
+  try {
+    const rel = relative(root, path) || ".";
+    fd = openat2(rootfd, rel, F.O_RDONLY | F.O_NONBLOCK, 0, BENEATH);
+  } catch (err) {
+    if (err instanceof SyscallError && (err.code === "EXDEV" || err.code === "ELOOP")) {
+      throw permissionDenied("read", path);
+    }
+    throw err;
+  } finally {
+    close(rootfd);
+  }
+  try {
+    const real = fdPath(fd);
+    if (!granted("read", real)) throw permissionDenied("read", path);
+    for (const plan of plans) {
+      // The innermost mount decides (a writable root may re-expose a path inside a denied one).
+      if (plan.isolation === "filesystem" && accessAt(plan, real) === "deny") {
+        throw osError("EACCES");
+      }
+    }
+    return fd;
+  } catch (err) {
+    close(fd);
+    throw err;
+  }
 }
 
 /** An open directory and a name in it, checked against the scope. */
