@@ -96,7 +96,7 @@ Deno.test({
 
 Deno.test({
   name:
-    `sandboxed fs/readFile and fs/open read no denied file while a sandboxed process swaps a link in${SKIP}`,
+    `sandboxed fs/readFile, fs/open and fs/copy read no denied file while a sandboxed process swaps a link in${SKIP}`,
   ignore: SKIP !== "",
   async fn() {
     await using l = await attackLayout("es-attack-race-read-");
@@ -155,6 +155,13 @@ Deno.test({
         path: uri(`${l.ws}/d/f`),
         sandbox,
       });
+      // And through a copy into the writable root, where the swapper could read it.
+      await client.request(id++, "fs/copy", {
+        sourcePath: uri(`${l.ws}/d/f`),
+        destinationPath: uri(`${l.ws}/copy${i}`),
+        recursive: false,
+        sandbox,
+      });
       if (opened.result === undefined) continue;
       const block = await client.request(id++, "fs/readBlock", {
         handleId: "h",
@@ -170,11 +177,19 @@ Deno.test({
     assert.ok(swapping, `the swapper stopped early: ${client.log.outputText("swapper", "stderr")}`);
     await client.request(id++, "process/terminate", { processId: "swapper" });
     await client.log.processClosed("swapper");
-    const counts = { publicReads: read, deniedReads: leaks, deniedHandleReads: handleLeaks };
+    const copyLeaks = listNames(l.ws).filter((name) =>
+      name.startsWith("copy") && Deno.readTextFileSync(`${l.ws}/${name}`).includes("SECRET")
+    ).length;
+    const counts = {
+      publicReads: read,
+      deniedReads: leaks,
+      deniedHandleReads: handleLeaks,
+      deniedCopies: copyLeaks,
+    };
     console.log(`attack ${JSON.stringify({ tries: TRIES, ...counts })}`);
     assert.deepEqual(
-      { leaks, handleLeaks },
-      { leaks: 0, handleLeaks: 0 },
+      { leaks, handleLeaks, copyLeaks },
+      { leaks: 0, handleLeaks: 0, copyLeaks: 0 },
       "a denied file was read",
     );
   },

@@ -10,12 +10,22 @@ import type { ResultOf } from "../../protocol/methods.ts";
 import { fsError, osError, osErrorCode } from "../host/os_errors.ts";
 import { joinPath } from "../host/path_uri.ts";
 import { mayRead } from "../host/permissions.ts";
-import { close, F, fchmod, mkdirat, openat, symlinkat, writeAll } from "../host/fs_syscalls.ts";
+import {
+  close,
+  F,
+  fchmod,
+  mkdirat,
+  openat,
+  readInto,
+  symlinkat,
+  writeAll,
+} from "../host/fs_syscalls.ts";
 import type { SandboxPlan } from "../sandbox/policy.ts";
 import {
   copyTreeAt,
   createAt,
   createDirectoryAt,
+  openForRead,
   raceFreeWrites,
   type WriteScope,
   writeScope,
@@ -55,7 +65,7 @@ export async function copy(
     const info = await Deno.lstat(source);
     const scope = raceFreeWrites() ? writeScope(destination, plans) : undefined;
     if (scope !== undefined) {
-      await copyOnDescriptors(source, info, destination, recursive, scope);
+      await copyOnDescriptors(source, info, destination, recursive, scope, plans);
     } else if (info.isSymlink) {
       await Deno.symlink(await Deno.readLink(source), destination);
     } else if (info.isFile) {
@@ -81,7 +91,10 @@ async function copyOnDescriptors(
   destination: string,
   recursive: boolean,
   scope: WriteScope,
+  plans: readonly SandboxPlan[],
 ): Promise<void> {
+  // Each source file is opened below the read scope's root and checked after the open.
+  const copyContent = (from: string, fd: number) => copyCheckedContent(from, fd, plans);
   if (info.isSymlink) {
     const target = await Deno.readLink(source);
     await createAt(destination, false, scope, (dir, name) => symlinkat(target, dir, name));
@@ -130,14 +143,24 @@ async function checkDirectoryCopy(
   }
 }
 
-/** Streams a file's content into an open descriptor. */
-async function copyContent(from: string, fd: number): Promise<void> {
-  using file = await Deno.open(from, { read: true });
-  const buffer = new Uint8Array(1 << 20);
-  for (;;) {
-    const n = await file.read(buffer);
-    if (n === null) return;
-    await writeAll(fd, buffer.subarray(0, n));
+/**
+ * Streams a source file's content into an open descriptor; the source is
+ * opened with `openForRead` (a link swapped in cannot make it read a file
+ * outside the read scope or at a denied path).
+ */
+async function copyCheckedContent(
+  from: string,
+  fd: number,
+  plans: readonly SandboxPlan[],
+): Promise<void> {
+  const source = openForRead(from, plans);
+  try {
+    const buffer = new Uint8Array(1 << 20);
+    for (let n = await readInto(source, buffer); n !== null; n = await readInto(source, buffer)) {
+      await writeAll(fd, buffer.subarray(0, n));
+    }
+  } finally {
+    close(source);
   }
 }
 
