@@ -11,7 +11,7 @@
  */
 
 import assert from "node:assert/strict";
-import { handshake, ServerProcess } from "./helpers/server_harness.ts";
+import { handshake, type ProtocolClient, ServerProcess } from "./helpers/server_harness.ts";
 import { attackLayout, b64, listNames, SANDBOX, sandboxValue, uri } from "./helpers/attack.ts";
 
 const TRIES = 200;
@@ -22,6 +22,32 @@ const SKIP = !SANDBOX.ok
   : RENAMEAT2[Deno.build.arch] === undefined
   ? ` (skipped: no renameat2 number for ${Deno.build.arch})`
   : "";
+
+/**
+ * Starts, in the sandbox, a process that swaps `d` and `l` in `dir` with
+ * `renameat2(RENAME_EXCHANGE)` until it is terminated; resolves once it runs.
+ */
+async function startSwapper(
+  client: ProtocolClient,
+  dir: string,
+  sandbox: Record<string, unknown>,
+): Promise<void> {
+  const swapper = `$| = 1; print "swapping\\n"; my ($a, $b) = ("d", "l"); ` +
+    `while (1) { syscall(${RENAMEAT2[Deno.build.arch]}, -100, $a, -100, $b, 2) == 0 or die "$!" }`;
+  const start = await client.request(0, "process/start", {
+    processId: "swapper",
+    argv: ["/usr/bin/perl", "-e", swapper],
+    cwd: uri(dir),
+    env: { PATH: "/usr/bin:/bin" },
+    tty: false,
+    sandbox,
+  });
+  assert.ok(start.result, JSON.stringify(start));
+  await client.log.waitUntil(
+    () => client.log.outputText("swapper").includes("swapping"),
+    "the swapper to start",
+  );
+}
 
 Deno.test({
   name:
@@ -37,24 +63,7 @@ Deno.test({
     const client = server.stdio!;
     await handshake(client);
     const sandbox = sandboxValue([l.ws], "restricted");
-    const swapper = `$| = 1; print "swapping\\n"; ` +
-      `my ($a, $b) = ("d", "l"); ` +
-      `while (1) { syscall(${
-        RENAMEAT2[Deno.build.arch]
-      }, -100, $a, -100, $b, 2) == 0 or die "$!" }`;
-    const start = await client.request(0, "process/start", {
-      processId: "swapper",
-      argv: ["/usr/bin/perl", "-e", swapper],
-      cwd: uri(l.ws),
-      env: { PATH: "/usr/bin:/bin" },
-      tty: false,
-      sandbox,
-    });
-    assert.ok(start.result, JSON.stringify(start));
-    await client.log.waitUntil(
-      () => client.log.outputText("swapper").includes("swapping"),
-      "the swapper to start",
-    );
+    await startSwapper(client, l.ws, sandbox);
     let id = 1;
     const d = `${l.ws}/d`;
     const calls: [string, (i: number) => [string, Record<string, unknown>]][] = [
@@ -117,23 +126,7 @@ Deno.test({
       access: "none",
     });
     const sandbox = base as Record<string, unknown>;
-    const swapper = `$| = 1; print "swapping\\n"; my ($a, $b) = ("d", "l"); ` +
-      `while (1) { syscall(${
-        RENAMEAT2[Deno.build.arch]
-      }, -100, $a, -100, $b, 2) == 0 or die "$!" }`;
-    const start = await client.request(0, "process/start", {
-      processId: "swapper",
-      argv: ["/usr/bin/perl", "-e", swapper],
-      cwd: uri(l.ws),
-      env: { PATH: "/usr/bin:/bin" },
-      tty: false,
-      sandbox,
-    });
-    assert.ok(start.result, JSON.stringify(start));
-    await client.log.waitUntil(
-      () => client.log.outputText("swapper").includes("swapping"),
-      "the swapper to start",
-    );
+    await startSwapper(client, l.ws, sandbox);
     let leaks = 0;
     let read = 0;
     let handleLeaks = 0;
