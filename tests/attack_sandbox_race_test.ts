@@ -103,30 +103,95 @@ Deno.test({
   },
 });
 
+/**
+ * The read races' layout: `d` (holding `f`, "public", and `PUBLIC`) swapped
+ * with `l`, a link to a directory the sandbox denies (holding `f`,
+ * "SECRET", and the marker file `SECRETMARK`); returns the sandbox value.
+ */
+async function startDeniedSwap(
+  client: ProtocolClient,
+  l: { base: string; ws: string },
+): Promise<Record<string, unknown>> {
+  const secret = `${l.base}/secret`;
+  await Deno.mkdir(secret);
+  await Deno.writeTextFile(`${secret}/f`, "SECRET\n");
+  await Deno.writeTextFile(`${secret}/SECRETMARK`, "");
+  await Deno.mkdir(`${l.ws}/d`);
+  await Deno.writeTextFile(`${l.ws}/d/f`, "public-public\n");
+  await Deno.writeTextFile(`${l.ws}/d/PUBLIC`, "");
+  await Deno.symlink(secret, `${l.ws}/l`);
+  await handshake(client);
+  const base = sandboxValue([l.ws], "restricted") as {
+    permissions: { file_system: { entries: unknown[] } };
+  };
+  base.permissions.file_system.entries.push({
+    path: { type: "path", path: uri(secret) },
+    access: "none",
+  });
+  const sandbox = base as Record<string, unknown>;
+  await startSwapper(client, l.ws, sandbox);
+  return sandbox;
+}
+
+/** Stops the swapper, asserting it kept swapping until now. */
+async function stopSwapper(client: ProtocolClient, id: number): Promise<void> {
+  const swapping = client.log.processEvents("swapper").every((m) => m.method !== "process/exited");
+  assert.ok(swapping, `the swapper stopped early: ${client.log.outputText("swapper", "stderr")}`);
+  await client.request(id, "process/terminate", { processId: "swapper" });
+  await client.log.processClosed("swapper");
+}
+
+Deno.test({
+  name:
+    `sandboxed fs/readDirectory, fs/getMetadata and fs/canonicalize reveal nothing of a denied directory while a sandboxed process swaps a link in${SKIP}`,
+  ignore: SKIP !== "",
+  async fn() {
+    await using l = await attackLayout("es-attack-race-inspect-");
+    await using server = await ServerProcess.start({ listen: "stdio" });
+    const client = server.stdio!;
+    const sandbox = await startDeniedSwap(client, l);
+    const seen = { listings: 0, metadata: 0, canonical: 0 };
+    const leaks = { readDirectory: 0, getMetadata: 0, canonicalize: 0 };
+    let id = 1;
+    for (let i = 0; i < TRIES; i++) {
+      const listing = await client.request(id++, "fs/readDirectory", {
+        path: uri(`${l.ws}/d`),
+        sandbox,
+      });
+      const entries = (listing.result as { entries?: { fileName: string }[] } | undefined)
+        ?.entries;
+      if (entries?.some((entry) => entry.fileName === "PUBLIC")) seen.listings++;
+      if (entries?.some((entry) => entry.fileName === "SECRETMARK")) leaks.readDirectory++;
+      const metadata = await client.request(id++, "fs/getMetadata", {
+        path: uri(`${l.ws}/d/f`),
+        sandbox,
+      });
+      const size = (metadata.result as { size?: number } | undefined)?.size;
+      if (size === "public-public\n".length) seen.metadata++;
+      if (size === "SECRET\n".length) leaks.getMetadata++;
+      const canonical = await client.request(id++, "fs/canonicalize", {
+        path: uri(`${l.ws}/d/f`),
+        sandbox,
+      });
+      const path = (canonical.result as { path?: string } | undefined)?.path;
+      if (path === uri(`${l.ws}/d/f`)) seen.canonical++;
+      if (path?.includes("/secret/")) leaks.canonicalize++;
+    }
+    await stopSwapper(client, id);
+    console.log(`attack ${JSON.stringify({ tries: TRIES, seen, leaks })}`);
+    assert.deepEqual(leaks, { readDirectory: 0, getMetadata: 0, canonicalize: 0 });
+  },
+});
+
 Deno.test({
   name:
     `sandboxed fs/readFile, fs/open and fs/copy read no denied file while a sandboxed process swaps a link in${SKIP}`,
   ignore: SKIP !== "",
   async fn() {
     await using l = await attackLayout("es-attack-race-read-");
-    const secret = `${l.base}/secret`;
-    await Deno.mkdir(secret);
-    await Deno.writeTextFile(`${secret}/f`, "SECRET\n");
-    await Deno.mkdir(`${l.ws}/d`);
-    await Deno.writeTextFile(`${l.ws}/d/f`, "public\n");
-    await Deno.symlink(secret, `${l.ws}/l`);
     await using server = await ServerProcess.start({ listen: "stdio" });
     const client = server.stdio!;
-    await handshake(client);
-    const base = sandboxValue([l.ws], "restricted") as {
-      permissions: { file_system: { entries: unknown[] } };
-    };
-    base.permissions.file_system.entries.push({
-      path: { type: "path", path: uri(secret) },
-      access: "none",
-    });
-    const sandbox = base as Record<string, unknown>;
-    await startSwapper(client, l.ws, sandbox);
+    const sandbox = await startDeniedSwap(client, l);
     let leaks = 0;
     let read = 0;
     let handleLeaks = 0;
@@ -164,12 +229,7 @@ Deno.test({
       if (secretIn((block.result as { chunk?: string } | undefined)?.chunk)) handleLeaks++;
       await client.request(id++, "fs/close", { handleId: "h" });
     }
-    const swapping = client.log.processEvents("swapper").every((m) =>
-      m.method !== "process/exited"
-    );
-    assert.ok(swapping, `the swapper stopped early: ${client.log.outputText("swapper", "stderr")}`);
-    await client.request(id++, "process/terminate", { processId: "swapper" });
-    await client.log.processClosed("swapper");
+    await stopSwapper(client, id++);
     const copyLeaks = listNames(l.ws).filter((name) =>
       name.startsWith("copy") && Deno.readTextFileSync(`${l.ws}/${name}`).includes("SECRET")
     ).length;
