@@ -97,15 +97,15 @@ export const FS_OPERATIONS: { readonly [M in FsMethod]: FsOperation<M> } = {
   }),
   "fs/getMetadata": operation("fs/getMetadata", {
     access: (params) => [reads(params.path, "metadata")],
-    run: (_params, [entry]) => getMetadata(entry.path),
+    run: (_params, [entry], _context, plans) => getMetadata(entry.path, plans),
   }),
   "fs/canonicalize": operation("fs/canonicalize", {
     access: (params) => [reads(params.path, "metadata")],
-    run: (_params, [entry]) => canonicalize(entry.path),
+    run: (_params, [entry], _context, plans) => canonicalize(entry.path, plans),
   }),
   "fs/readDirectory": operation("fs/readDirectory", {
     access: (params) => [reads(params.path, "content")],
-    run: (_params, [directory]) => readDirectory(directory.path),
+    run: (_params, [directory], _context, plans) => readDirectory(directory.path, plans),
   }),
   "fs/walk": operation("fs/walk", {
     access: (params) => [reads(params.path, "listing")],
