@@ -1055,3 +1055,34 @@ Deno.test({
     assert.equal(pathExists(`${layout.outside}/new.txt`), false);
   },
 });
+
+Deno.test("sandboxed fs reads follow an absolute symlink and answer for its target", async () => {
+  using layout = makeLayout();
+  const { ws, outside } = layout;
+  await Deno.mkdir(`${outside}/dir`);
+  await Deno.writeTextFile(`${outside}/dir/t.txt`, "target");
+  await Deno.symlink(`${outside}/dir`, `${ws}/abs`);
+  const sandbox = codexRequest("workspace_write", ws).sandbox as Json;
+  const link = uriFromPath(`${ws}/abs`);
+  const file = uriFromPath(`${ws}/abs/t.txt`);
+  const read = await runFs("fs/readFile", { path: file, sandbox }) as { dataBase64: string };
+  assert.equal(new TextDecoder().decode(Uint8Array.fromBase64(read.dataBase64)), "target");
+  const metadata = await runFs("fs/getMetadata", { path: link, sandbox });
+  assert.deepEqual(
+    { ...metadata as Json, createdAtMs: 0, modifiedAtMs: 0 },
+    {
+      isDirectory: true,
+      isFile: false,
+      isSymlink: true,
+      size: Deno.statSync(`${outside}/dir`).size,
+      createdAtMs: 0,
+      modifiedAtMs: 0,
+    },
+  );
+  assert.deepEqual(await runFs("fs/canonicalize", { path: file, sandbox }), {
+    path: uriFromPath(Deno.realPathSync(`${outside}/dir/t.txt`)),
+  });
+  assert.deepEqual(await runFs("fs/readDirectory", { path: link, sandbox }), {
+    entries: [{ fileName: "t.txt", isDirectory: false, isFile: true }],
+  });
+});

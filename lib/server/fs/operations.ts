@@ -20,7 +20,6 @@ import type { ClientRequestName, ParamsOf, ResultOf } from "../../protocol/metho
 import { requireRead, requireReadOrMissing, requireWrite } from "../host/permissions.ts";
 import { checkFsAccess, fsSandboxChecks, restrictListing } from "../sandbox/fs_guard.ts";
 import { copiesTo, type PathAccess, reads, removes, writes } from "./access.ts";
-import { fsError } from "../host/os_errors.ts";
 import type { SandboxPlan } from "../sandbox/policy.ts";
 import { copy } from "./copy.ts";
 import { createDirectory, readDirectory } from "./directory.ts";
