@@ -1074,13 +1074,13 @@ Deno.test("sandboxed fs reads follow an absolute symlink and answer for its targ
       isDirectory: true,
       isFile: false,
       isSymlink: true,
-      size: Deno.statSync(`${outside}/dir`).size,
+      size: (await Deno.stat(`${outside}/dir`)).size,
       createdAtMs: 0,
       modifiedAtMs: 0,
     },
   );
   assert.deepEqual(await runFs("fs/canonicalize", { path: file, sandbox }), {
-    path: uriFromPath(Deno.realPathSync(`${outside}/dir/t.txt`)),
+    path: uriFromPath(await Deno.realPath(`${outside}/dir/t.txt`)),
   });
   assert.deepEqual(await runFs("fs/readDirectory", { path: link, sandbox }), {
     entries: [{ fileName: "t.txt", isDirectory: false, isFile: true }],
