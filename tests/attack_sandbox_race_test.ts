@@ -185,6 +185,36 @@ Deno.test({
 
 Deno.test({
   name:
+    `sandboxed fs/walk lists nothing of a denied directory while a sandboxed process swaps a link in${SKIP}`,
+  ignore: SKIP !== "",
+  async fn() {
+    await using l = await attackLayout("es-attack-race-walk-");
+    await using server = await ServerProcess.start({ listen: "stdio" });
+    const client = server.stdio!;
+    const sandbox = await startDeniedSwap(client, l);
+    let seen = 0;
+    let leaks = 0;
+    let id = 1;
+    const options = { maxDepth: 3, maxDirectories: 10, maxEntries: 100 };
+    for (let i = 0; i < TRIES; i++) {
+      const walked = await client.request(id++, "fs/walk", {
+        path: uri(l.ws),
+        options: { ...options, followDirectorySymlinks: i % 2 === 0 },
+        sandbox,
+      });
+      const paths = ((walked.result as { entries?: { path: string }[] } | undefined)?.entries ?? [])
+        .map((entry) => entry.path);
+      if (paths.some((path) => path.endsWith("/PUBLIC"))) seen++;
+      if (paths.some((path) => path.endsWith("/SECRETMARK"))) leaks++;
+    }
+    await stopSwapper(client, id);
+    console.log(`attack ${JSON.stringify({ tries: TRIES, seen, leaks })}`);
+    assert.equal(leaks, 0, "a walk listed a denied directory");
+  },
+});
+
+Deno.test({
+  name:
     `sandboxed fs/readFile, fs/open and fs/copy read no denied file while a sandboxed process swaps a link in${SKIP}`,
   ignore: SKIP !== "",
   async fn() {

@@ -26,7 +26,8 @@ import {
 import type { SandboxPlan } from "../sandbox/policy.ts";
 import { openForRead, readableAt } from "./resolve.ts";
 
-function isType(stat: StatX, type: number): boolean {
+/** Whether a `statx` mode is of the given `S_IF*` type. */
+export function isType(stat: StatX, type: number): boolean {
   return (stat.mode & F.S_IFMT) === type;
 }
 
@@ -91,23 +92,49 @@ export function canonicalAt(
   return { path: uriFromPath(using(openToInspect(path, plans, F.O_PATH), fdPath)) };
 }
 
+/** What a symlink leads to: its `statx` and real path. */
+export interface LinkTarget {
+  /** `statx` of the target. */
+  stat: StatX;
+  /** Canonical path of the target. */
+  real: string;
+}
+
 /**
  * What the symlink `name` in the directory `dirfd` leads to, or `undefined`
  * when it leads nowhere readable: dangling, looping, a magic link, out of
  * the read scope or denied by a plan.
+ *
+ * @param dirfd Descriptor of the directory holding the link.
+ * @param name The link's name in it.
+ * @param plans The request's and the server's sandbox plans.
  */
-function linkTargetAt(
+export function linkTargetAt(
   dirfd: number,
   name: string,
   plans: readonly SandboxPlan[],
-): StatX | undefined {
+): LinkTarget | undefined {
   let fd: number;
   try {
     fd = openat2(dirfd, name, F.O_PATH, 0, F.RESOLVE_NO_MAGICLINKS);
   } catch {
     return undefined;
   }
-  return using(fd, (fd) => readableAt(fdPath(fd), plans) ? statx(fd, "", true) : undefined);
+  return using(fd, (fd) => {
+    const real = fdPath(fd);
+    return readableAt(real, plans) ? { stat: statx(fd, "", true), real } : undefined;
+  });
+}
+
+/**
+ * Opens a directory to list it: below the read scope's root, its real path checked.
+ *
+ * @param path Native absolute path, its access checked lexically.
+ * @param plans The request's and the server's sandbox plans.
+ * @returns A read-only directory descriptor; close it.
+ */
+export function openDirectoryToList(path: string, plans: readonly SandboxPlan[]): number {
+  return openForRead(path, plans, F.O_RDONLY | F.O_DIRECTORY | F.O_NONBLOCK);
 }
 
 /**
@@ -122,14 +149,13 @@ export function directoryAt(
   path: string,
   plans: readonly SandboxPlan[],
 ): ResultOf<"fs/readDirectory"> {
-  const flags = F.O_RDONLY | F.O_DIRECTORY | F.O_NONBLOCK;
-  return using(openForRead(path, plans, flags), (dirfd) => {
+  return using(openDirectoryToList(path, plans), (dirfd) => {
     const entries: ResultOf<"fs/readDirectory">["entries"] = [];
     for (const fileName of listDirectory(dirfd)) {
       let info: StatX | undefined;
       try {
         info = statx(dirfd, fileName, false);
-        if (isType(info, F.S_IFLNK)) info = linkTargetAt(dirfd, fileName, plans);
+        if (isType(info, F.S_IFLNK)) info = linkTargetAt(dirfd, fileName, plans)?.stat;
       } catch {
         continue;
       }

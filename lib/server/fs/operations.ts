@@ -108,7 +108,7 @@ export const FS_OPERATIONS: { readonly [M in FsMethod]: FsOperation<M> } = {
   }),
   "fs/walk": operation("fs/walk", {
     access: (params) => [reads(params.path, "listing")],
-    run: (params, [root]) => walk(root.path, params.options),
+    run: (params, [root], _context, plans) => walk(root.path, params.options, plans),
   }),
   "fs/remove": operation("fs/remove", {
     access: (params) => [removes(params.path, params.recursive ?? true)],
