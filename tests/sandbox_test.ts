@@ -1086,3 +1086,22 @@ Deno.test("sandboxed fs reads follow an absolute symlink and answer for its targ
     entries: [{ fileName: "t.txt", isDirectory: false, isFile: true }],
   });
 });
+
+Deno.test("sandboxed fs/walk following links neither lists nor enters a link to a denied directory", async () => {
+  using layout = makeLayout();
+  const { ws, outside } = layout;
+  await Deno.writeTextFile(`${outside}/SECRETMARK`, "");
+  await Deno.symlink(outside, `${ws}/l`);
+  const sandbox = codexRequest("workspace_write", ws).sandbox as Json;
+  const permissions = sandbox.permissions as { file_system: { entries: Json[] } };
+  permissions.file_system.entries.push(
+    { path: { type: "path", path: uriFromPath(outside) }, access: "none" },
+  );
+  const walk = await runFs("fs/walk", {
+    path: uriFromPath(ws),
+    options: { maxDepth: 3, maxDirectories: 10, maxEntries: 100, followDirectorySymlinks: true },
+    sandbox,
+  }) as { entries: { path: string }[] };
+  const listed = walk.entries.map((entry) => pathFromUri(entry.path).slice(ws.length));
+  assert.ok(!listed.some((path) => path.startsWith("/l")), listed.join());
+});
