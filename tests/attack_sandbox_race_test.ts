@@ -215,6 +215,37 @@ Deno.test({
 
 Deno.test({
   name:
+    `sandboxed recursive fs/copy copies nothing of a denied directory while a sandboxed process swaps a link in${SKIP}`,
+  ignore: SKIP !== "",
+  async fn() {
+    await using l = await attackLayout("es-attack-race-tree-");
+    await using server = await ServerProcess.start({ listen: "stdio" });
+    const client = server.stdio!;
+    const sandbox = await startDeniedSwap(client, l);
+    let id = 1;
+    for (let i = 0; i < TRIES; i++) {
+      await client.request(id++, "fs/copy", {
+        sourcePath: uri(`${l.ws}/d`),
+        destinationPath: uri(`${l.ws}/tree${i}`),
+        recursive: true,
+        sandbox,
+      });
+    }
+    await stopSwapper(client, id);
+    // A copy of the link itself is a link (legitimate): only copied directories count.
+    const copies = listNames(l.ws).filter((name) =>
+      name.startsWith("tree") && Deno.lstatSync(`${l.ws}/${name}`).isDirectory
+    );
+    const inside = (marker: string) =>
+      copies.filter((name) => listNames(`${l.ws}/${name}`).includes(marker)).length;
+    const counts = { trees: copies.length, public: inside("PUBLIC"), leaks: inside("SECRETMARK") };
+    console.log(`attack ${JSON.stringify({ tries: TRIES, ...counts })}`);
+    assert.equal(counts.leaks, 0, "a copy holds a denied directory's entries");
+  },
+});
+
+Deno.test({
+  name:
     `sandboxed fs/readFile, fs/open and fs/copy read no denied file while a sandboxed process swaps a link in${SKIP}`,
   ignore: SKIP !== "",
   async fn() {

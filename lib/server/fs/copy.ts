@@ -31,6 +31,7 @@ import {
   writeScope,
 } from "./resolve.ts";
 import { lstatOrUndefined } from "./stat.ts";
+import { openDirectoryToList } from "./inspect_at.ts";
 
 /**
  * `fs/copy`: copies a regular file, a symlink (as a link) or, with
@@ -93,8 +94,6 @@ async function copyOnDescriptors(
   scope: WriteScope,
   plans: readonly SandboxPlan[],
 ): Promise<void> {
-  // Each source file is opened below the read scope's root and checked after the open.
-  const copyContent = (from: string, fd: number) => copyCheckedContent(from, fd, plans);
   if (info.isSymlink) {
     const target = await Deno.readLink(source);
     await createAt(destination, false, scope, (dir, name) => symlinkat(target, dir, name));
@@ -107,7 +106,13 @@ async function copyOnDescriptors(
       const flags = F.O_WRONLY | F.O_CREAT | F.O_TRUNC | F.O_NOFOLLOW | F.O_NONBLOCK;
       const fd = openat(dir, name, flags, (info.mode ?? 0o644) & 0o777);
       try {
-        await copyContent(source, fd);
+        // The source is opened below the read scope's root and checked after the open.
+        const from = openForRead(source, plans);
+        try {
+          await pump(from, fd);
+        } finally {
+          close(from);
+        }
         fchmod(fd, (info.mode ?? 0o644) & 0o7777);
       } finally {
         close(fd);
@@ -119,8 +124,14 @@ async function copyOnDescriptors(
     createDirectoryAt(dirname(destination), true, scope);
     await createAt(destination, false, scope, async (dir, name, existing) => {
       if (existing !== undefined) throw osError("EEXIST");
-      mkdirat(dir, name);
-      await copyTreeAt(source, dir, name, copyContent);
+      // The source tree is read through descriptors opened and checked one by one.
+      const from = openDirectoryToList(source, plans);
+      try {
+        mkdirat(dir, name);
+        await copyTreeAt(from, dir, name, plans, pump);
+      } finally {
+        close(from);
+      }
     });
   } else {
     throw invalidRequest("fs/copy only supports regular files, directories, and symlinks");
@@ -143,24 +154,11 @@ async function checkDirectoryCopy(
   }
 }
 
-/**
- * Streams a source file's content into an open descriptor; the source is
- * opened with `openForRead` (a link swapped in cannot make it read a file
- * outside the read scope or at a denied path).
- */
-async function copyCheckedContent(
-  from: string,
-  fd: number,
-  plans: readonly SandboxPlan[],
-): Promise<void> {
-  const source = openForRead(from, plans);
-  try {
-    const buffer = new Uint8Array(1 << 20);
-    for (let n = await readInto(source, buffer); n !== null; n = await readInto(source, buffer)) {
-      await writeAll(fd, buffer.subarray(0, n));
-    }
-  } finally {
-    close(source);
+/** Copies everything `from` has left to `to`. */
+async function pump(from: number, to: number): Promise<void> {
+  const buffer = new Uint8Array(1 << 20);
+  for (let n = await readInto(from, buffer); n !== null; n = await readInto(from, buffer)) {
+    await writeAll(to, buffer.subarray(0, n));
   }
 }
 

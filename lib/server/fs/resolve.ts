@@ -574,41 +574,70 @@ export async function createAt<T>(
 }
 
 /**
- * Copies a tree into the directory `name` (just created) of `dir`: every
- * entry is created relative to a descriptor opened with `O_NOFOLLOW`.
+ * Copies a tree into the directory `name` (just created) of `dir`: the
+ * source is read through `source`, a directory descriptor that was opened
+ * and checked, each subdirectory and file opened relative to it with
+ * `O_NOFOLLOW` and its real path checked against the read permissions and
+ * the plans; every destination entry is created relative to a descriptor
+ * opened with `O_NOFOLLOW`.
  *
- * @param source Native path of the source directory (its read access checked).
+ * @param source Readable descriptor of the source directory (checked; stays open).
  * @param dir Descriptor of the destination's parent.
  * @param name The destination directory in it.
- * @param copyFile Copies one regular file's content to a new file descriptor.
+ * @param plans The request's and the server's sandbox plans.
+ * @param copyFile Copies one regular file's content between two descriptors.
  */
 export async function copyTreeAt(
-  source: string,
+  source: number,
   dir: number,
   name: string,
-  copyFile: (from: string, fd: number) => Promise<void>,
+  plans: readonly SandboxPlan[],
+  copyFile: (from: number, to: number) => Promise<void>,
 ): Promise<void> {
   const fd = openat(dir, name, F.O_RDONLY | F.O_DIRECTORY | F.O_NOFOLLOW);
   try {
-    for await (const entry of Deno.readDir(source)) {
-      const from = joinPath(source, entry.name);
-      const info = await Deno.lstat(from);
-      if (info.isSymlink) {
-        symlinkat(await Deno.readLink(from), fd, entry.name);
-      } else if (info.isDirectory) {
-        mkdirat(fd, entry.name);
-        await copyTreeAt(from, fd, entry.name, copyFile);
-      } else if (info.isFile) {
-        const flags = F.O_WRONLY | F.O_CREAT | F.O_EXCL | F.O_NOFOLLOW;
-        const out = openat(fd, entry.name, flags, (info.mode ?? 0o644) & 0o777);
+    for (const entry of listDirectory(source)) {
+      const info = fstatat(source, entry, false);
+      if (info === undefined) continue;
+      if (isType(info, F.S_IFLNK)) {
+        symlinkat(readlinkat(source, entry), fd, entry);
+      } else if (isType(info, F.S_IFDIR)) {
+        const from = openChild(source, entry, F.O_RDONLY | F.O_DIRECTORY, plans);
         try {
-          await copyFile(from, out);
+          mkdirat(fd, entry);
+          await copyTreeAt(from, fd, entry, plans, copyFile);
         } finally {
-          close(out);
+          close(from);
+        }
+      } else if (isType(info, F.S_IFREG)) {
+        const from = openChild(source, entry, F.O_RDONLY | F.O_NONBLOCK, plans);
+        try {
+          const flags = F.O_WRONLY | F.O_CREAT | F.O_EXCL | F.O_NOFOLLOW;
+          const out = openat(fd, entry, flags, info.mode & 0o777);
+          try {
+            await copyFile(from, out);
+          } finally {
+            close(out);
+          }
+        } finally {
+          close(from);
         }
       }
     }
   } finally {
     close(fd);
   }
+}
+
+/** Opens `name` in `dirfd` without following a link, and checks its real path. */
+function openChild(
+  dirfd: number,
+  name: string,
+  flags: number,
+  plans: readonly SandboxPlan[],
+): number {
+  const fd = openat(dirfd, name, flags | F.O_NOFOLLOW);
+  if (readableAt(fdPath(fd), plans)) return fd;
+  close(fd);
+  throw osError("EACCES");
 }
