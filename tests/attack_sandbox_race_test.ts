@@ -11,7 +11,7 @@
  */
 
 import assert from "node:assert/strict";
-import { handshake, ServerProcess } from "./helpers/server_harness.ts";
+import { handshake, type ProtocolClient, ServerProcess } from "./helpers/server_harness.ts";
 import { attackLayout, b64, listNames, SANDBOX, sandboxValue, uri } from "./helpers/attack.ts";
 
 const TRIES = 200;
@@ -22,6 +22,32 @@ const SKIP = !SANDBOX.ok
   : RENAMEAT2[Deno.build.arch] === undefined
   ? ` (skipped: no renameat2 number for ${Deno.build.arch})`
   : "";
+
+/**
+ * Starts, in the sandbox, a process that swaps `d` and `l` in `dir` with
+ * `renameat2(RENAME_EXCHANGE)` until it is terminated; resolves once it runs.
+ */
+async function startSwapper(
+  client: ProtocolClient,
+  dir: string,
+  sandbox: Record<string, unknown>,
+): Promise<void> {
+  const swapper = `$| = 1; print "swapping\\n"; my ($a, $b) = ("d", "l"); ` +
+    `while (1) { syscall(${RENAMEAT2[Deno.build.arch]}, -100, $a, -100, $b, 2) == 0 or die "$!" }`;
+  const start = await client.request(0, "process/start", {
+    processId: "swapper",
+    argv: ["/usr/bin/perl", "-e", swapper],
+    cwd: uri(dir),
+    env: { PATH: "/usr/bin:/bin" },
+    tty: false,
+    sandbox,
+  });
+  assert.ok(start.result, JSON.stringify(start));
+  await client.log.waitUntil(
+    () => client.log.outputText("swapper").includes("swapping"),
+    "the swapper to start",
+  );
+}
 
 Deno.test({
   name:
@@ -37,24 +63,7 @@ Deno.test({
     const client = server.stdio!;
     await handshake(client);
     const sandbox = sandboxValue([l.ws], "restricted");
-    const swapper = `$| = 1; print "swapping\\n"; ` +
-      `my ($a, $b) = ("d", "l"); ` +
-      `while (1) { syscall(${
-        RENAMEAT2[Deno.build.arch]
-      }, -100, $a, -100, $b, 2) == 0 or die "$!" }`;
-    const start = await client.request(0, "process/start", {
-      processId: "swapper",
-      argv: ["/usr/bin/perl", "-e", swapper],
-      cwd: uri(l.ws),
-      env: { PATH: "/usr/bin:/bin" },
-      tty: false,
-      sandbox,
-    });
-    assert.ok(start.result, JSON.stringify(start));
-    await client.log.waitUntil(
-      () => client.log.outputText("swapper").includes("swapping"),
-      "the swapper to start",
-    );
+    await startSwapper(client, l.ws, sandbox);
     let id = 1;
     const d = `${l.ws}/d`;
     const calls: [string, (i: number) => [string, Record<string, unknown>]][] = [
@@ -94,46 +103,125 @@ Deno.test({
   },
 });
 
+/**
+ * The read races' layout: `d` (holding `f`, "public", and `PUBLIC`) swapped
+ * with `l`, a link to a directory the sandbox denies (holding `f`,
+ * "SECRET", and the marker file `SECRETMARK`); returns the sandbox value.
+ */
+async function startDeniedSwap(
+  client: ProtocolClient,
+  l: { base: string; ws: string },
+): Promise<Record<string, unknown>> {
+  const secret = `${l.base}/secret`;
+  await Deno.mkdir(secret);
+  await Deno.writeTextFile(`${secret}/f`, "SECRET\n");
+  await Deno.writeTextFile(`${secret}/SECRETMARK`, "");
+  await Deno.mkdir(`${l.ws}/d`);
+  await Deno.writeTextFile(`${l.ws}/d/f`, "public-public\n");
+  await Deno.writeTextFile(`${l.ws}/d/PUBLIC`, "");
+  await Deno.symlink(secret, `${l.ws}/l`);
+  await handshake(client);
+  const base = sandboxValue([l.ws], "restricted") as {
+    permissions: { file_system: { entries: unknown[] } };
+  };
+  base.permissions.file_system.entries.push({
+    path: { type: "path", path: uri(secret) },
+    access: "none",
+  });
+  const sandbox = base as Record<string, unknown>;
+  await startSwapper(client, l.ws, sandbox);
+  return sandbox;
+}
+
+/** Stops the swapper, asserting it kept swapping until now. */
+async function stopSwapper(client: ProtocolClient, id: number): Promise<void> {
+  const swapping = client.log.processEvents("swapper").every((m) => m.method !== "process/exited");
+  assert.ok(swapping, `the swapper stopped early: ${client.log.outputText("swapper", "stderr")}`);
+  await client.request(id, "process/terminate", { processId: "swapper" });
+  await client.log.processClosed("swapper");
+}
+
+Deno.test({
+  name:
+    `sandboxed fs/readDirectory, fs/getMetadata and fs/canonicalize reveal nothing of a denied directory while a sandboxed process swaps a link in${SKIP}`,
+  ignore: SKIP !== "",
+  async fn() {
+    await using l = await attackLayout("es-attack-race-inspect-");
+    await using server = await ServerProcess.start({ listen: "stdio" });
+    const client = server.stdio!;
+    const sandbox = await startDeniedSwap(client, l);
+    const seen = { listings: 0, metadata: 0, canonical: 0 };
+    const leaks = { readDirectory: 0, getMetadata: 0, canonicalize: 0 };
+    let id = 1;
+    for (let i = 0; i < TRIES; i++) {
+      const listing = await client.request(id++, "fs/readDirectory", {
+        path: uri(`${l.ws}/d`),
+        sandbox,
+      });
+      const entries = (listing.result as { entries?: { fileName: string }[] } | undefined)
+        ?.entries;
+      if (entries?.some((entry) => entry.fileName === "PUBLIC")) seen.listings++;
+      if (entries?.some((entry) => entry.fileName === "SECRETMARK")) leaks.readDirectory++;
+      const metadata = await client.request(id++, "fs/getMetadata", {
+        path: uri(`${l.ws}/d/f`),
+        sandbox,
+      });
+      const size = (metadata.result as { size?: number } | undefined)?.size;
+      if (size === "public-public\n".length) seen.metadata++;
+      if (size === "SECRET\n".length) leaks.getMetadata++;
+      const canonical = await client.request(id++, "fs/canonicalize", {
+        path: uri(`${l.ws}/d/f`),
+        sandbox,
+      });
+      const path = (canonical.result as { path?: string } | undefined)?.path;
+      if (path === uri(`${l.ws}/d/f`)) seen.canonical++;
+      if (path?.includes("/secret/")) leaks.canonicalize++;
+    }
+    await stopSwapper(client, id);
+    console.log(`attack ${JSON.stringify({ tries: TRIES, seen, leaks })}`);
+    assert.deepEqual(leaks, { readDirectory: 0, getMetadata: 0, canonicalize: 0 });
+  },
+});
+
+Deno.test({
+  name:
+    `sandboxed fs/walk lists nothing of a denied directory while a sandboxed process swaps a link in${SKIP}`,
+  ignore: SKIP !== "",
+  async fn() {
+    await using l = await attackLayout("es-attack-race-walk-");
+    await using server = await ServerProcess.start({ listen: "stdio" });
+    const client = server.stdio!;
+    const sandbox = await startDeniedSwap(client, l);
+    let seen = 0;
+    let leaks = 0;
+    let id = 1;
+    const options = { maxDepth: 3, maxDirectories: 10, maxEntries: 100 };
+    for (let i = 0; i < TRIES; i++) {
+      const walked = await client.request(id++, "fs/walk", {
+        path: uri(l.ws),
+        options: { ...options, followDirectorySymlinks: i % 2 === 0 },
+        sandbox,
+      });
+      const paths = ((walked.result as { entries?: { path: string }[] } | undefined)?.entries ?? [])
+        .map((entry) => entry.path);
+      if (paths.some((path) => path.endsWith("/PUBLIC"))) seen++;
+      if (paths.some((path) => path.endsWith("/SECRETMARK"))) leaks++;
+    }
+    await stopSwapper(client, id);
+    console.log(`attack ${JSON.stringify({ tries: TRIES, seen, leaks })}`);
+    assert.equal(leaks, 0, "a walk listed a denied directory");
+  },
+});
+
 Deno.test({
   name:
     `sandboxed fs/readFile, fs/open and fs/copy read no denied file while a sandboxed process swaps a link in${SKIP}`,
   ignore: SKIP !== "",
   async fn() {
     await using l = await attackLayout("es-attack-race-read-");
-    const secret = `${l.base}/secret`;
-    await Deno.mkdir(secret);
-    await Deno.writeTextFile(`${secret}/f`, "SECRET\n");
-    await Deno.mkdir(`${l.ws}/d`);
-    await Deno.writeTextFile(`${l.ws}/d/f`, "public\n");
-    await Deno.symlink(secret, `${l.ws}/l`);
     await using server = await ServerProcess.start({ listen: "stdio" });
     const client = server.stdio!;
-    await handshake(client);
-    const base = sandboxValue([l.ws], "restricted") as {
-      permissions: { file_system: { entries: unknown[] } };
-    };
-    base.permissions.file_system.entries.push({
-      path: { type: "path", path: uri(secret) },
-      access: "none",
-    });
-    const sandbox = base as Record<string, unknown>;
-    const swapper = `$| = 1; print "swapping\\n"; my ($a, $b) = ("d", "l"); ` +
-      `while (1) { syscall(${
-        RENAMEAT2[Deno.build.arch]
-      }, -100, $a, -100, $b, 2) == 0 or die "$!" }`;
-    const start = await client.request(0, "process/start", {
-      processId: "swapper",
-      argv: ["/usr/bin/perl", "-e", swapper],
-      cwd: uri(l.ws),
-      env: { PATH: "/usr/bin:/bin" },
-      tty: false,
-      sandbox,
-    });
-    assert.ok(start.result, JSON.stringify(start));
-    await client.log.waitUntil(
-      () => client.log.outputText("swapper").includes("swapping"),
-      "the swapper to start",
-    );
+    const sandbox = await startDeniedSwap(client, l);
     let leaks = 0;
     let read = 0;
     let handleLeaks = 0;
@@ -171,12 +259,7 @@ Deno.test({
       if (secretIn((block.result as { chunk?: string } | undefined)?.chunk)) handleLeaks++;
       await client.request(id++, "fs/close", { handleId: "h" });
     }
-    const swapping = client.log.processEvents("swapper").every((m) =>
-      m.method !== "process/exited"
-    );
-    assert.ok(swapping, `the swapper stopped early: ${client.log.outputText("swapper", "stderr")}`);
-    await client.request(id++, "process/terminate", { processId: "swapper" });
-    await client.log.processClosed("swapper");
+    await stopSwapper(client, id++);
     const copyLeaks = listNames(l.ws).filter((name) =>
       name.startsWith("copy") && Deno.readTextFileSync(`${l.ws}/${name}`).includes("SECRET")
     ).length;

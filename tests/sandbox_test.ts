@@ -1055,3 +1055,53 @@ Deno.test({
     assert.equal(pathExists(`${layout.outside}/new.txt`), false);
   },
 });
+
+Deno.test("sandboxed fs reads follow an absolute symlink and answer for its target", async () => {
+  using layout = makeLayout();
+  const { ws, outside } = layout;
+  await Deno.mkdir(`${outside}/dir`);
+  await Deno.writeTextFile(`${outside}/dir/t.txt`, "target");
+  await Deno.symlink(`${outside}/dir`, `${ws}/abs`);
+  const sandbox = codexRequest("workspace_write", ws).sandbox as Json;
+  const link = uriFromPath(`${ws}/abs`);
+  const file = uriFromPath(`${ws}/abs/t.txt`);
+  const read = await runFs("fs/readFile", { path: file, sandbox }) as { dataBase64: string };
+  assert.equal(new TextDecoder().decode(Uint8Array.fromBase64(read.dataBase64)), "target");
+  const metadata = await runFs("fs/getMetadata", { path: link, sandbox });
+  assert.deepEqual(
+    { ...metadata as Json, createdAtMs: 0, modifiedAtMs: 0 },
+    {
+      isDirectory: true,
+      isFile: false,
+      isSymlink: true,
+      size: (await Deno.stat(`${outside}/dir`)).size,
+      createdAtMs: 0,
+      modifiedAtMs: 0,
+    },
+  );
+  assert.deepEqual(await runFs("fs/canonicalize", { path: file, sandbox }), {
+    path: uriFromPath(await Deno.realPath(`${outside}/dir/t.txt`)),
+  });
+  assert.deepEqual(await runFs("fs/readDirectory", { path: link, sandbox }), {
+    entries: [{ fileName: "t.txt", isDirectory: false, isFile: true }],
+  });
+});
+
+Deno.test("sandboxed fs/walk following links neither lists nor enters a link to a denied directory", async () => {
+  using layout = makeLayout();
+  const { ws, outside } = layout;
+  await Deno.writeTextFile(`${outside}/SECRETMARK`, "");
+  await Deno.symlink(outside, `${ws}/l`);
+  const sandbox = codexRequest("workspace_write", ws).sandbox as Json;
+  const permissions = sandbox.permissions as { file_system: { entries: Json[] } };
+  permissions.file_system.entries.push(
+    { path: { type: "path", path: uriFromPath(outside) }, access: "none" },
+  );
+  const walk = await runFs("fs/walk", {
+    path: uriFromPath(ws),
+    options: { maxDepth: 3, maxDirectories: 10, maxEntries: 100, followDirectorySymlinks: true },
+    sandbox,
+  }) as { entries: { path: string }[] };
+  const listed = walk.entries.map((entry) => pathFromUri(entry.path).slice(ws.length));
+  assert.ok(!listed.some((path) => path.startsWith("/l")), listed.join());
+});

@@ -8,7 +8,8 @@ import type { ResultOf } from "../../protocol/methods.ts";
 import { fsError } from "../host/os_errors.ts";
 import { joinPath } from "../host/path_uri.ts";
 import type { SandboxPlan } from "../sandbox/policy.ts";
-import { createDirectoryAt, raceFreeWrites, writeScope } from "./resolve.ts";
+import { directoryAt } from "./inspect_at.ts";
+import { createDirectoryAt, raceFreeWrites, readsScoped, writeScope } from "./resolve.ts";
 import { linkTargetInScope } from "./stat.ts";
 
 /** One entry of `fs/readDirectory`. */
@@ -49,9 +50,12 @@ export async function createDirectory(
  * `fs/readDirectory`: the directory's entries in OS order; entries whose
  * `stat` fails (such as broken symlinks) are left out, and so are symlinks
  * whose target is outside the server's read scope (the answer does not
- * depend on what is there).
+ * depend on what is there). Under a read scope or a sandbox (with
+ * `--allow-ffi`) the directory is listed through its checked descriptor
+ * ({@linkcode directoryAt}).
  *
  * @param path Native absolute path, its read access already checked.
+ * @param plans The sandbox plans whose denied paths the directory must not be under.
  *
  * @example
  * ```ts
@@ -62,9 +66,13 @@ export async function createDirectory(
  * await Deno.remove(dir, { recursive: true });
  * ```
  */
-export async function readDirectory(path: string): Promise<ResultOf<"fs/readDirectory">> {
+export async function readDirectory(
+  path: string,
+  plans: readonly SandboxPlan[] = [],
+): Promise<ResultOf<"fs/readDirectory">> {
   const entries: DirectoryEntry[] = [];
   try {
+    if (readsScoped(path, plans)) return directoryAt(path, plans);
     for await (const entry of Deno.readDir(path)) {
       let info: Deno.FileInfo | undefined;
       try {

@@ -12,12 +12,19 @@
 import type { ResultOf } from "../../protocol/methods.ts";
 import { fsError } from "../host/os_errors.ts";
 import { uriFromPath } from "../host/path_uri.ts";
+import type { SandboxPlan } from "../sandbox/policy.ts";
+import { canonicalAt, metadataAt } from "./inspect_at.ts";
+import { readsScoped } from "./resolve.ts";
 
 /**
  * `fs/getMetadata`: `stat` of the path (symlinks followed) plus whether the
  * path itself is a symlink.
  *
+ * Under a read scope or a sandbox (with `--allow-ffi`) the answer comes
+ * from checked descriptors ({@linkcode metadataAt}).
+ *
  * @param path Native absolute path, its access already checked.
+ * @param plans The sandbox plans whose denied paths the entry must not be under.
  *
  * @example
  * ```ts
@@ -25,8 +32,12 @@ import { uriFromPath } from "../host/path_uri.ts";
  * console.log(getMetadata("/").isDirectory); // true
  * ```
  */
-export function getMetadata(path: string): ResultOf<"fs/getMetadata"> {
+export function getMetadata(
+  path: string,
+  plans: readonly SandboxPlan[] = [],
+): ResultOf<"fs/getMetadata"> {
   try {
+    if (readsScoped(path, plans)) return metadataAt(path, plans);
     const info = Deno.statSync(path);
     const link = Deno.lstatSync(path);
     return {
@@ -45,7 +56,11 @@ export function getMetadata(path: string): ResultOf<"fs/getMetadata"> {
 /**
  * `fs/canonicalize`: `realpath` of an existing path.
  *
+ * Under a read scope or a sandbox (with `--allow-ffi`): the real path of
+ * the checked descriptor ({@linkcode canonicalAt}).
+ *
  * @param path Native absolute path, its access already checked.
+ * @param plans The sandbox plans whose denied paths the entry must not be under.
  *
  * @example
  * ```ts
@@ -53,8 +68,12 @@ export function getMetadata(path: string): ResultOf<"fs/getMetadata"> {
  * console.log(canonicalize("/")); // { path: "file:///" }
  * ```
  */
-export function canonicalize(path: string): ResultOf<"fs/canonicalize"> {
+export function canonicalize(
+  path: string,
+  plans: readonly SandboxPlan[] = [],
+): ResultOf<"fs/canonicalize"> {
   try {
+    if (readsScoped(path, plans)) return canonicalAt(path, plans);
     return { path: uriFromPath(Deno.realPathSync(path)) };
   } catch (err) {
     throw fsError(err);

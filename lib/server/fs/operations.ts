@@ -20,7 +20,6 @@ import type { ClientRequestName, ParamsOf, ResultOf } from "../../protocol/metho
 import { requireRead, requireReadOrMissing, requireWrite } from "../host/permissions.ts";
 import { checkFsAccess, fsSandboxChecks, restrictListing } from "../sandbox/fs_guard.ts";
 import { copiesTo, type PathAccess, reads, removes, writes } from "./access.ts";
-import { fsError } from "../host/os_errors.ts";
 import type { SandboxPlan } from "../sandbox/policy.ts";
 import { copy } from "./copy.ts";
 import { createDirectory, readDirectory } from "./directory.ts";
@@ -97,19 +96,19 @@ export const FS_OPERATIONS: { readonly [M in FsMethod]: FsOperation<M> } = {
   }),
   "fs/getMetadata": operation("fs/getMetadata", {
     access: (params) => [reads(params.path, "metadata")],
-    run: (_params, [entry]) => getMetadata(entry.path),
+    run: (_params, [entry], _context, plans) => getMetadata(entry.path, plans),
   }),
   "fs/canonicalize": operation("fs/canonicalize", {
     access: (params) => [reads(params.path, "metadata")],
-    run: (_params, [entry]) => canonicalize(entry.path),
+    run: (_params, [entry], _context, plans) => canonicalize(entry.path, plans),
   }),
   "fs/readDirectory": operation("fs/readDirectory", {
     access: (params) => [reads(params.path, "content")],
-    run: (_params, [directory]) => readDirectory(directory.path),
+    run: (_params, [directory], _context, plans) => readDirectory(directory.path, plans),
   }),
   "fs/walk": operation("fs/walk", {
     access: (params) => [reads(params.path, "listing")],
-    run: (params, [root]) => walk(root.path, params.options),
+    run: (params, [root], _context, plans) => walk(root.path, params.options, plans),
   }),
   "fs/remove": operation("fs/remove", {
     access: (params) => [removes(params.path, params.recursive ?? true)],

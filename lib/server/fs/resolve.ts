@@ -52,7 +52,7 @@ import {
   unlinkat,
   writeAll,
 } from "../host/fs_syscalls.ts";
-import { accessAt, pathIsUnder, type SandboxPlan } from "../sandbox/policy.ts";
+import { accessAt, mountAt, pathIsUnder, type SandboxPlan } from "../sandbox/policy.ts";
 
 /** Maximum number of symlinks followed in the last component, as Linux. */
 const MAX_SYMLINK_HOPS = 40;
@@ -139,6 +139,42 @@ function refusal(scope: WriteScope, path: string): Error {
 }
 
 /**
+ * Whether reads of `path` have something to protect: the server's read
+ * scope is narrower than `/`, or a sandbox plan confines the file system.
+ * Where neither holds (and without `--allow-ffi`), the metadata and
+ * listing requests keep their path-based code.
+ *
+ * @param path Native absolute path.
+ * @param plans The request's and the server's sandbox plans.
+ */
+export function readsScoped(path: string, plans: readonly SandboxPlan[]): boolean {
+  if (!fsSyscallsAvailable()) return false;
+  return plans.some((plan) => plan.isolation === "filesystem") ||
+    permissionRoot(path, "read") !== "/";
+}
+
+/**
+ * Whether the server may read at the real (canonical) path `real` and no
+ * plan denies it (the innermost mount decides: a writable root may
+ * re-expose a path inside a denied one).
+ *
+ * @param real Canonical absolute path.
+ * @param plans The request's and the server's sandbox plans.
+ * @param metadataOnly Only `stat`/`realpath`: a denied path itself is visible, nothing below it.
+ */
+export function readableAt(
+  real: string,
+  plans: readonly SandboxPlan[],
+  metadataOnly = false,
+): boolean {
+  return granted("read", real) && plans.every((plan) => {
+    if (plan.isolation !== "filesystem") return true;
+    const at = mountAt(plan, real);
+    return at?.access !== "deny" || (metadataOnly && at.path === real);
+  });
+}
+
+/**
  * Opens a file for reading below the topmost ancestor the server may read
  * (`openat2` with `RESOLVE_BENEATH`), then checks the real path of what was
  * opened against the server's read permissions and the plans' denied
@@ -147,17 +183,26 @@ function refusal(scope: WriteScope, path: string): Error {
  *
  * @param path Native absolute path (read access checked lexically).
  * @param plans The request's and the server's sandbox plans.
- * @returns A read-only, non-blocking descriptor; close it.
+ * @param flags The open's flags (`O_PATH`, with `O_NOFOLLOW` for the entry itself, to inspect
+ * it; `O_DIRECTORY` to list it).
+ * @param metadataOnly Only `stat`/`realpath` of it (a denied path itself is visible).
+ * @returns A descriptor (by default read-only, non-blocking); close it.
  * @throws {RpcError} `permissionDenied` outside the read scope, `EACCES` at a denied path.
  */
-export function openForRead(path: string, plans: readonly SandboxPlan[] = []): number {
+export function openForRead(
+  path: string,
+  plans: readonly SandboxPlan[] = [],
+  flags: number = F.O_RDONLY | F.O_NONBLOCK,
+  metadataOnly = false,
+): number {
   const root = permissionRoot(path, "read");
   if (root === undefined) throw permissionDenied("read", path);
   const rootfd = openat(F.AT_FDCWD, root, F.O_PATH | F.O_DIRECTORY);
   let fd: number;
   try {
     const rel = relative(root, path) || ".";
-    fd = openat2(rootfd, rel, F.O_RDONLY | F.O_NONBLOCK, 0, BENEATH);
+    // Nothing is above `/`: there absolute symlinks are followed (`RESOLVE_BENEATH` refuses them).
+    fd = openat2(rootfd, rel, flags, 0, root === "/" ? F.RESOLVE_NO_MAGICLINKS : BENEATH);
   } catch (err) {
     if (err instanceof SyscallError && (err.code === "EXDEV" || err.code === "ELOOP")) {
       throw permissionDenied("read", path);
@@ -169,12 +214,7 @@ export function openForRead(path: string, plans: readonly SandboxPlan[] = []): n
   try {
     const real = fdPath(fd);
     if (!granted("read", real)) throw permissionDenied("read", path);
-    for (const plan of plans) {
-      // The innermost mount decides (a writable root may re-expose a path inside a denied one).
-      if (plan.isolation === "filesystem" && accessAt(plan, real) === "deny") {
-        throw osError("EACCES");
-      }
-    }
+    if (!readableAt(real, plans, metadataOnly)) throw osError("EACCES");
     return fd;
   } catch (err) {
     close(fd);

@@ -7,9 +7,19 @@
 import { invalidRequest } from "../../protocol/errors.ts";
 import { fsError } from "../host/os_errors.ts";
 import type { ParamsOf, ResultOf } from "../../protocol/methods.ts";
-import { joinPath, uriFromPath } from "../host/path_uri.ts";
+import { joinPath, pathFromUri, uriFromPath } from "../host/path_uri.ts";
 import { linkTargetInScope } from "./stat.ts";
 import { mayRead } from "../host/permissions.ts";
+import { close, F, listDirectory, statx } from "../host/fs_syscalls.ts";
+import type { SandboxPlan } from "../sandbox/policy.ts";
+import {
+  canonicalAt,
+  isType,
+  linkTargetAt,
+  metadataAt,
+  openDirectoryToList,
+} from "./inspect_at.ts";
+import { readsScoped } from "./resolve.ts";
 
 /** Largest accepted `maxDepth`. */
 const MAX_DEPTH = 64;
@@ -45,6 +55,10 @@ interface PendingDirectory {
  *
  * @param root Native absolute path of the root, its read access already checked.
  * @param options Limits and symlink handling.
+ * @param plans The sandbox plans whose denied paths the walk must not list. Under a read
+ * scope or a sandbox (with `--allow-ffi`) each directory is opened below the read scope's
+ * root, its real path checked, and listed and described through its descriptor, so a link
+ * swapped in cannot make the walk list a denied directory.
  *
  * @example List a tree
  * ```ts
@@ -56,7 +70,11 @@ interface PendingDirectory {
  * await Deno.remove(dir, { recursive: true });
  * ```
  */
-export async function walk(root: string, options: WalkOptions): Promise<WalkResult> {
+export async function walk(
+  root: string,
+  options: WalkOptions,
+  plans: readonly SandboxPlan[] = [],
+): Promise<WalkResult> {
   const { maxDepth, maxDirectories, maxEntries, followDirectorySymlinks } = options;
   // maxDepth 0 is valid: it lists the root's children only.
   if (maxDirectories === 0 || maxEntries === 0) {
@@ -70,11 +88,18 @@ export async function walk(root: string, options: WalkOptions): Promise<WalkResu
   }
   const result: WalkResult = { entries: [], errors: [], truncated: false };
   let rootCanonical: string;
+  const scoped = readsScoped(root, plans);
   try {
-    const info = await Deno.stat(root);
-    const link = await Deno.lstat(root);
-    if (!info.isDirectory || (link.isSymlink && !followDirectorySymlinks)) return result;
-    rootCanonical = await Deno.realPath(root);
+    if (scoped) {
+      const info = metadataAt(root, plans);
+      if (!info.isDirectory || (info.isSymlink && !followDirectorySymlinks)) return result;
+      rootCanonical = pathFromUri(canonicalAt(root, plans).path);
+    } else {
+      const info = await Deno.stat(root);
+      const link = await Deno.lstat(root);
+      if (!info.isDirectory || (link.isSymlink && !followDirectorySymlinks)) return result;
+      rootCanonical = await Deno.realPath(root);
+    }
   } catch (err) {
     throw fsError(err);
   }
@@ -98,74 +123,142 @@ export async function walk(root: string, options: WalkOptions): Promise<WalkResu
     }
     expanded++;
     const errorsBefore = result.errors.length;
-    const names = await listNames(next.path, result.errors);
+    const listing = scoped ? listAt(next.path, plans) : await listPath(next.path);
+    if (listing instanceof Error) {
+      result.errors.push({ path: uriFromPath(next.path), message: fsError(listing).message });
+    }
     charged(errorsBefore);
-    for (const name of names) {
-      const path = joinPath(next.path, name);
-      let link: Deno.FileInfo;
-      try {
-        link = await Deno.lstat(path);
-      } catch (err) {
-        result.errors.push({ path: uriFromPath(path), message: fsError(err).message });
-        charged(result.errors.length - 1);
-        continue;
+    const names = listing instanceof Error ? [] : listing.names.sort(compareCodePoints);
+    try {
+      for (const name of names) {
+        const path = joinPath(next.path, name);
+        let link: Entry;
+        try {
+          link = await (listing as Listing).entry(name);
+        } catch (err) {
+          result.errors.push({ path: uriFromPath(path), message: fsError(err).message });
+          charged(result.errors.length - 1);
+          continue;
+        }
+        let isDirectory = link.isDirectory;
+        let linkReal: string | undefined;
+        if (link.isSymlink) {
+          // Dangling, looping or out of the read scope: skipped and not counted, as the
+          // reference skips a dangling link.
+          const target = await (listing as Listing).target(name);
+          if (target === undefined) continue;
+          isDirectory = target.isDirectory && followDirectorySymlinks;
+          linkReal = target.real;
+        }
+        if (counted >= maxEntries || chars > WALK_REPLY_CHARS) {
+          result.truncated = true;
+          return result;
+        }
+        counted++;
+        if (link.isFile) {
+          result.entries.push({ path: uriFromPath(path), kind: "file" });
+          chars += result.entries.at(-1)!.path.length;
+        } else if (isDirectory) {
+          result.entries.push({ path: uriFromPath(path), kind: "directory" });
+          chars += result.entries.at(-1)!.path.length;
+          if (next.depth >= maxDepth || (prune && name.startsWith("."))) continue;
+          const parent = canonical.get(next.path);
+          const real = link.isSymlink || parent === undefined ? linkReal : joinPath(parent, name);
+          if (real === undefined || visited.has(real)) continue;
+          if (!mayRead(real)) continue; // A link out of the server's read scope is listed, not entered.
+          visited.add(real);
+          canonical.set(path, real);
+          queue.push({ path, depth: next.depth + 1 });
+        }
       }
-      let isDirectory = link.isDirectory;
-      if (link.isSymlink) {
-        // Dangling, looping or out of the read scope: skipped and not counted, as the
-        // reference skips a dangling link.
-        const target = await linkTargetInScope(path);
-        if (target === undefined) continue;
-        isDirectory = target.isDirectory && followDirectorySymlinks;
-      }
-      if (counted >= maxEntries || chars > WALK_REPLY_CHARS) {
-        result.truncated = true;
-        return result;
-      }
-      counted++;
-      if (link.isFile) {
-        result.entries.push({ path: uriFromPath(path), kind: "file" });
-        chars += result.entries.at(-1)!.path.length;
-      } else if (isDirectory) {
-        result.entries.push({ path: uriFromPath(path), kind: "directory" });
-        chars += result.entries.at(-1)!.path.length;
-        if (next.depth >= maxDepth || (prune && name.startsWith("."))) continue;
-        const real = await canonicalOf(path, name, link, canonical.get(next.path));
-        if (real === undefined || visited.has(real)) continue;
-        if (!mayRead(real)) continue; // A link out of the server's read scope is listed, not entered.
-        visited.add(real);
-        canonical.set(path, real);
-        queue.push({ path, depth: next.depth + 1 });
-      }
+    } finally {
+      if (!(listing instanceof Error)) listing.close();
     }
     canonical.delete(next.path);
   }
   return result;
 }
 
-/** Reads a directory's names sorted by code point (UTF-8 byte order); failures go to `errors`. */
-async function listNames(path: string, errors: WalkError[]): Promise<string[]> {
+/** What a walk needs of an entry (not followed). */
+interface Entry {
+  isFile: boolean;
+  isDirectory: boolean;
+  isSymlink: boolean;
+}
+
+/** One directory being listed: its names, each entry, what a link leads to. */
+interface Listing {
+  names: string[];
+  /** The entry itself; throws when it cannot be described. */
+  entry(name: string): Entry | Promise<Entry>;
+  /** A link's target and its real path; `undefined` when it leads nowhere readable. */
+  target(
+    name: string,
+  ):
+    | { isDirectory: boolean; real: string }
+    | undefined
+    | Promise<
+      { isDirectory: boolean; real: string } | undefined
+    >;
+  close(): void;
+}
+
+/** A directory listed by path (nothing to protect: no read scope, no sandbox). */
+async function listPath(path: string): Promise<Listing | Error> {
   const names: string[] = [];
   try {
     for await (const entry of Deno.readDir(path)) names.push(entry.name);
   } catch (err) {
-    errors.push({ path: uriFromPath(path), message: fsError(err).message });
+    return err as Error;
   }
-  return names.sort(compareCodePoints);
+  return {
+    names,
+    entry: (name) => Deno.lstat(joinPath(path, name)),
+    target: async (name) => {
+      const full = joinPath(path, name);
+      const info = await linkTargetInScope(full);
+      if (info === undefined) return undefined;
+      try {
+        return { isDirectory: info.isDirectory, real: await Deno.realPath(full) };
+      } catch {
+        return undefined;
+      }
+    },
+    close() {},
+  };
 }
 
-async function canonicalOf(
-  path: string,
-  name: string,
-  link: Deno.FileInfo,
-  parent: string | undefined,
-): Promise<string | undefined> {
-  if (!link.isSymlink && parent !== undefined) return joinPath(parent, name);
+/** A directory opened below the read scope's root, checked, and listed through its descriptor. */
+function listAt(path: string, plans: readonly SandboxPlan[]): Listing | Error {
+  let fd: number;
+  let names: string[];
   try {
-    return await Deno.realPath(path);
-  } catch {
-    return undefined;
+    fd = openDirectoryToList(path, plans);
+  } catch (err) {
+    return err as Error;
   }
+  try {
+    names = listDirectory(fd);
+  } catch (err) {
+    close(fd);
+    return err as Error;
+  }
+  return {
+    names,
+    entry: (name) => {
+      const stat = statx(fd, name, false);
+      return {
+        isFile: isType(stat, F.S_IFREG),
+        isDirectory: isType(stat, F.S_IFDIR),
+        isSymlink: isType(stat, F.S_IFLNK),
+      };
+    },
+    target: (name) => {
+      const target = linkTargetAt(fd, name, plans);
+      return target && { isDirectory: isType(target.stat, F.S_IFDIR), real: target.real };
+    },
+    close: () => close(fd),
+  };
 }
 
 function compareCodePoints(a: string, b: string): number {

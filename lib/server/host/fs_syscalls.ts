@@ -55,6 +55,7 @@ const SYMBOLS = {
   symlinkat: { parameters: ["buffer", "i32", "buffer"], result: "i32" },
   readlinkat: { parameters: ["i32", "buffer", "buffer", "usize"], result: "isize" },
   fstatat: { parameters: ["i32", "buffer", "buffer", "i32"], result: "i32" },
+  statx: { parameters: ["i32", "buffer", "i32", "u32", "buffer"], result: "i32" },
   fchmod: { parameters: ["i32", "u32"], result: "i32" },
   fchown: { parameters: ["i32", "u32", "u32"], result: "i32" },
   fdatasync: { parameters: ["i32"], result: "i32" },
@@ -306,6 +307,43 @@ export function fstatat(dirfd: number, name: string, follow: boolean): Stat | un
     uid: view.getUint32(arm ? 24 : 28, true),
     gid: view.getUint32(arm ? 28 : 32, true),
     size: Number(view.getBigInt64(48, true)),
+  };
+}
+
+/** What {@linkcode statx} reports: the fields of `fs/getMetadata`. */
+export interface StatX {
+  /** `stx_mode` (type and permission bits). */
+  mode: number;
+  /** Size in bytes. */
+  size: number;
+  /** Last modification, milliseconds since the epoch. */
+  modifiedMs: number;
+  /** Creation, milliseconds since the epoch; `undefined` where the file system keeps none. */
+  createdMs: number | undefined;
+}
+
+/** `STATX_BASIC_STATS | STATX_BTIME`. */
+const STATX_MASK = 0x7ff | 0x800;
+
+/**
+ * `statx`; `name` `""` describes the descriptor itself (`AT_EMPTY_PATH`).
+ *
+ * @throws {SyscallError} Also `ENOENT` when the name does not exist.
+ */
+export function statx(dirfd: number, name: string, follow: boolean): StatX {
+  const buf = new Uint8Array(256);
+  const flags = (follow ? 0 : F.AT_SYMLINK_NOFOLLOW) | (name === "" ? F.AT_EMPTY_PATH : 0);
+  check(lib().statx(dirfd, cString(name), flags, STATX_MASK, buf), "statx");
+  const view = new DataView(buf.buffer);
+  // struct statx: stx_mask 0, stx_mode 28, stx_size 40, stx_btime 80, stx_mtime 112
+  // (each timestamp an i64 of seconds, then a u32 of nanoseconds).
+  const ms = (at: number) =>
+    Number(view.getBigInt64(at, true)) * 1000 + Math.floor(view.getUint32(at + 8, true) / 1e6);
+  return {
+    mode: view.getUint16(28, true),
+    size: Number(view.getBigUint64(40, true)),
+    modifiedMs: ms(112),
+    createdMs: (view.getUint32(0, true) & 0x800) !== 0 ? ms(80) : undefined,
   };
 }
 

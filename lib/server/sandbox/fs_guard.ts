@@ -387,7 +387,8 @@ export function restrictListing(
     const listed = result.entries.some((entry) =>
       pathFromUri(entry.path) === dir && entry.kind === "directory"
     );
-    if (listed) errors.push({ path: uriFromPath(dir), message });
+    const reported = errors.some((error) => error.path === uriFromPath(dir));
+    if (listed && !reported) errors.push({ path: uriFromPath(dir), message });
   }
   return { ...result, entries, errors };
 }
