@@ -57,11 +57,7 @@ function listen(
       // The peer went away.
     }
     open.delete(conn);
-    try {
-      conn.close();
-    } catch {
-      // Closed by the responder.
-    }
+    closeQuietly(conn);
   }
   const accepting = (async () => {
     try {
@@ -82,17 +78,19 @@ function listen(
     connections,
     async [Symbol.asyncDispose]() {
       listener.close();
-      for (const conn of open) {
-        try {
-          conn.close();
-        } catch {
-          // Already closed.
-        }
-      }
+      for (const conn of open) closeQuietly(conn);
       await accepting;
       await Promise.all(tasks);
     },
   };
+}
+
+function closeQuietly(conn: Deno.Conn): void {
+  try {
+    conn.close();
+  } catch {
+    // Already closed.
+  }
 }
 
 const OK = "HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
@@ -125,13 +123,8 @@ function forwardingProxy(connectStatus = 200): Listener {
       } catch {
         // One side went away.
       }
-      for (const side of [from, to]) {
-        try {
-          side.close();
-        } catch {
-          // Already closed.
-        }
-      }
+      closeQuietly(from);
+      closeQuietly(to);
     };
     await Promise.all([pipe(upstream, conn), pipe(conn, upstream)]);
     return null;

@@ -16,9 +16,7 @@ import { environmentInfo } from "./environment.ts";
 import { FileHandleTable } from "../fs/handles.ts";
 import { MissingWatchTable } from "../fs/watch.ts";
 import { type HandlerContext, HANDLERS } from "./handlers.ts";
-import { deadline } from "../host/deadline.ts";
 import { HttpRequestTable } from "../http/request.ts";
-import { loadChildProcess } from "../process/pipe.ts";
 import { observeRequest } from "../observe/requests.ts";
 import type { Session, SessionRegistry } from "./registry.ts";
 
@@ -89,9 +87,6 @@ export function serveConnection(
       session = params.resumeSessionId === undefined
         ? registry.create(owner, sink)
         : registry.resume(params.resumeSessionId, owner, sink);
-      // Load the pipe backend (Node compatibility, ~15 ms of CPU) once this answer is out, so
-      // the first process/start does not pay it when the client lets a moment pass.
-      deadline(0, () => void loadChildProcess().catch(() => {}));
       return { sessionId: session.id, environmentInfo: environmentInfo() };
     },
     files,
