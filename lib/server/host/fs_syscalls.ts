@@ -474,17 +474,25 @@ export function sealedMemoryFile(name: string, data: Uint8Array): number {
   }
 }
 
+/**
+ * The buffer {@linkcode readSmallFile} reads into, reused: the server reads
+ * `/proc` files for every process it ends (thousands of reads when many end
+ * at once), and a fresh 64 KiB buffer per read left that much garbage
+ * outside the JavaScript heap each time; the allocator kept the pages.
+ */
+const readScratch = new Uint8Array(65536);
+
 /** Reads a whole small file (e.g. under `/proc`), bypassing Deno's `/proc` restriction. */
 export function readSmallFile(path: string): string {
   const fd = openat(F.AT_FDCWD, path, F.O_RDONLY);
   try {
     const parts: Uint8Array[] = [];
     for (;;) {
-      const buf = new Uint8Array(65536);
-      const n = Number(check(lib().read(fd, buf, BigInt(buf.length)), "read"));
+      const n = Number(check(lib().read(fd, readScratch, BigInt(readScratch.length)), "read"));
       if (n === 0) break;
-      parts.push(buf.subarray(0, n));
+      parts.push(readScratch.slice(0, n));
     }
+    if (parts.length === 1) return decoder.decode(parts[0]);
     const all = new Uint8Array(parts.reduce((sum, p) => sum + p.length, 0));
     let at = 0;
     for (const part of parts) {
