@@ -20,6 +20,18 @@ function labelText(labels: Labels, extra?: [string, string]): string {
   return `{${pairs.map(([k, v]) => `${k}="${escapeLabel(v)}"`).join(",")}}`;
 }
 
+const SERIES_KEYS = new WeakMap<Labels, string>();
+
+/** The series key of a labels object, rendered once per object (callers reuse their labels). */
+function seriesKey(labels: Labels): string {
+  let key = SERIES_KEYS.get(labels);
+  if (key === undefined) {
+    key = labelText(labels);
+    SERIES_KEYS.set(labels, key);
+  }
+  return key;
+}
+
 function numberText(value: number): string {
   if (value === Infinity) return "+Inf";
   if (value === -Infinity) return "-Inf";
@@ -59,7 +71,7 @@ export class Counter implements Metric {
    */
   inc(amount = 1, labels: Labels = {}): void {
     if (!(amount >= 0)) throw new RangeError(`counter ${this.name} cannot decrease`);
-    const key = labelText(labels);
+    const key = seriesKey(labels);
     const series = this.#series.get(key);
     if (series) series.value += amount;
     else this.#series.set(key, { labels, value: amount });
@@ -71,7 +83,7 @@ export class Counter implements Metric {
    * @param labels The series' labels.
    */
   value(labels: Labels = {}): number {
-    return this.#series.get(labelText(labels))?.value ?? 0;
+    return this.#series.get(seriesKey(labels))?.value ?? 0;
   }
 
   render(): string[] {
@@ -139,7 +151,7 @@ export class Histogram implements Metric {
    * @param labels The series' labels.
    */
   observe(value: number, labels: Labels = {}): void {
-    const key = labelText(labels);
+    const key = seriesKey(labels);
     let series = this.#series.get(key);
     if (!series) {
       series = { labels, counts: new Array(this.#bounds.length + 1).fill(0), sum: 0 };

@@ -16,6 +16,7 @@ import {
 } from "../../protocol/methods.ts";
 import { pathFromUri } from "../host/path_uri.ts";
 import { audit } from "./audit.ts";
+import type { Labels } from "./metrics.ts";
 import { REQUEST_DURATION, REQUEST_ERRORS, REQUESTS } from "./server_metrics.ts";
 
 /** A request as {@linkcode observeRequest} sees it. */
@@ -127,6 +128,20 @@ function auditRequest(
   );
 }
 
+const METHOD_LABELS = new Map<string, Labels>();
+const UNKNOWN_METHOD: Labels = { method: "unknown" };
+
+/** The `{method}` labels of a request, one object per method of the table (bounded). */
+function methodLabels(method: string): Labels {
+  if (lookupMethod(method) === undefined) return UNKNOWN_METHOD;
+  let labels = METHOD_LABELS.get(method);
+  if (labels === undefined) {
+    labels = { method };
+    METHOD_LABELS.set(method, labels);
+  }
+  return labels;
+}
+
 /**
  * Runs a request's handler and records it: counts and times it by method
  * (methods outside the method table count as `unknown`, so the label stays
@@ -151,7 +166,7 @@ export async function observeRequest<T>(
   request: ObservedRequest,
   handle: () => T,
 ): Promise<Awaited<T>> {
-  const label = { method: lookupMethod(request.method) ? request.method : "unknown" };
+  const label = methodLabels(request.method);
   const started = performance.now();
   try {
     const result = await handle();

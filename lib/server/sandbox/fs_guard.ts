@@ -425,9 +425,12 @@ export interface FsSandboxCheck {
 export function fsSandboxChecks(
   sandbox: unknown,
 ): { client?: FsSandboxCheck; server?: FsSandboxCheck } {
-  const options = planOptions();
   const active = activeServerSandbox();
   const confined = confines(active);
+  // Without a sandbox of its own and without a confining server, nothing restricts the request:
+  // skip planning (it reads the server's cwd and environment) on the common path.
+  if ((sandbox === undefined || sandbox === null) && !confined) return {};
+  const options = planOptions();
   const clientPlan = confined ? planFsSandbox(sandbox) : effectivePlan(sandbox, options, active);
   const serverPlan = confined ? ceilingPlan(active, options) : undefined;
   return {
