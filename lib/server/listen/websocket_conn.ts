@@ -222,8 +222,31 @@ async function readFrameHead(reader: ByteReader): Promise<FrameHead | null> {
   return { fin: (b0! & 0x80) !== 0, opcode: b0! & 0x0f, length, mask };
 }
 
+/** Whether this machine stores the low byte of a 32-bit word first (it decides the mask word). */
+const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
+
+/**
+ * XORs `bytes` with the mask, `offset` being the position of `bytes[0]` in
+ * the frame's payload: byte by byte up to a 4-byte boundary of the buffer,
+ * then a 32-bit word at a time.
+ */
 function unmask(bytes: Uint8Array, mask: Uint8Array, offset: number): void {
-  for (let i = 0; i < bytes.length; i++) bytes[i]! ^= mask[(offset + i) & 3]!;
+  const length = bytes.length;
+  let i = 0;
+  if (length >= 32) {
+    const lead = Math.min(length, (4 - (bytes.byteOffset & 3)) & 3);
+    for (; i < lead; i++) bytes[i]! ^= mask[(offset + i) & 3]!;
+    const words = (length - i) >>> 2;
+    const k = (offset + i) & 3;
+    const [b0, b1, b2, b3] = [mask[k]!, mask[(k + 1) & 3]!, mask[(k + 2) & 3]!, mask[(k + 3) & 3]!];
+    const word = LITTLE_ENDIAN
+      ? (b0 | (b1 << 8) | (b2 << 16) | (b3 << 24))
+      : ((b0 << 24) | (b1 << 16) | (b2 << 8) | b3);
+    const view = new Uint32Array(bytes.buffer, bytes.byteOffset + i, words);
+    for (let w = 0; w < words; w++) view[w]! ^= word;
+    i += words * 4;
+  }
+  for (; i < length; i++) bytes[i]! ^= mask[(offset + i) & 3]!;
 }
 
 function encodeFrame(opcode: number, payload: Uint8Array): Uint8Array {
