@@ -135,7 +135,7 @@ export function uriFromPath(path: string): string {
 }
 
 /** A segment of printable ASCII with nothing to escape: its encoding is itself. */
-const PLAIN_SEGMENT = /^[^\x00-\x20\x7f-\uffff"#%<>?\\`{}]*$/;
+const PLAIN_SEGMENT = /^[!$&-;=@-[\]-_a-z|~]*$/;
 
 function encodeSegment(segment: string): string {
   if (PLAIN_SEGMENT.test(segment)) return segment;
