@@ -17,7 +17,7 @@ import { authorizeRequest, operatorRoutes } from "../observe/routes.ts";
 import { CONSOLE_MAX_MESSAGE_BYTES, type ConsoleFeed } from "../observe/console_feed.ts";
 import { type ConsoleAnswer, consoleRoutes } from "../observe/console_routes.ts";
 import { osErrorCode } from "../host/os_errors.ts";
-import { readRequestHead, writeResponse } from "./http_head.ts";
+import { headRequest, readRequestHead, writeResponse } from "./http_head.ts";
 import { upgradeProblem, websocketConnTransport, writeUpgrade } from "./websocket_conn.ts";
 import { originGate } from "./origin.ts";
 import { serveConnection } from "../session/serve_connection.ts";
@@ -284,10 +284,7 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
         const url = head.target.startsWith("/")
           ? new URL(`http://exec-server${head.target}`)
           : new URL(head.target);
-        request = new Request(url, {
-          method: head.method,
-          headers: head.headers,
-        });
+        request = headRequest(head, url);
       } catch {
         await writeResponse(conn, textResponse(400, "malformed request"));
         return;
