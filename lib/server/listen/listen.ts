@@ -17,7 +17,7 @@ import { authorizeRequest, operatorRoutes } from "../observe/routes.ts";
 import { CONSOLE_MAX_MESSAGE_BYTES, type ConsoleFeed } from "../observe/console_feed.ts";
 import { type ConsoleAnswer, consoleRoutes } from "../observe/console_routes.ts";
 import { osErrorCode } from "../host/os_errors.ts";
-import { readRequestHead, writeResponse } from "./http_head.ts";
+import { readRequestHead, type RequestHead, writeResponse } from "./http_head.ts";
 import { upgradeProblem, websocketConnTransport, writeUpgrade } from "./websocket_conn.ts";
 import { originGate } from "./origin.ts";
 import { serveConnection } from "../session/serve_connection.ts";
@@ -153,6 +153,19 @@ function textResponse(status: number, text: string): Response {
   });
 }
 
+/** The fetch API's view of a request head; `undefined` when it refuses the head. */
+function requestOf(head: RequestHead): Request | undefined {
+  try {
+    // Origin-form targets ("/path") are the path of this server, whatever they look like.
+    const url = head.target.startsWith("/")
+      ? new URL(`http://exec-server${head.target}`)
+      : new URL(head.target);
+    return new Request(url, { method: head.method, headers: head.headers });
+  } catch {
+    return undefined;
+  }
+}
+
 function describeError(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
@@ -229,21 +242,35 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
     closeQuietly(oldest);
   }
 
-  async function route(request: Request, peer: string): Promise<Route> {
+  /**
+   * Where a request goes. A WebSocket upgrade of `/` on a server without authorization is
+   * decided on its head alone, so no `Request` is built for it (the first one loads Deno's
+   * fetch module: several ms of CPU on the first connection); every other request is routed
+   * as the `Request` of its head.
+   */
+  async function route(head: RequestHead, peer: string): Promise<Route> {
+    // The console answers `/` only without an upgrade header, the operator routes never.
+    const plainUpgrade = head.method === "GET" && head.target === "/" &&
+      head.headers.has("upgrade") && options.authorize === undefined;
+    const request = plainUpgrade ? undefined : requestOf(head);
+    if (!plainUpgrade && request === undefined) {
+      return { response: textResponse(400, "malformed request") };
+    }
     // The web console admits its own origin; every other path refuses any Origin below.
-    const consoleAnswered = await consoleAnswer(request, peer);
+    const consoleAnswered = request && await consoleAnswer(request, peer);
     if (consoleAnswered) return consoleAnswered;
-    const refused = crossOrigin(request.headers);
+    const refused = crossOrigin(head.headers);
     if (refused) return { response: refused };
-    const answered = await operator(request, peer);
+    const answered = request && await operator(request, peer);
     if (answered) return { response: answered };
-    const url = new URL(request.url);
-    if (url.pathname !== "/" || request.method !== "GET") {
+    if (request && (new URL(request.url).pathname !== "/" || request.method !== "GET")) {
       return { response: new Response(null, { status: 404 }) };
     }
-    const problem = upgradeProblem(request.headers);
+    const problem = upgradeProblem(head.headers);
     if (problem) return { response: textResponse(400, problem) };
-    const auth = await authorizeRequest(options.authorize, request, peer);
+    const auth: AuthResult = request
+      ? await authorizeRequest(options.authorize, request, peer)
+      : { ok: true };
     if (!auth.ok) return { response: auth.response };
     if (open.size >= maxConnections) {
       return { response: textResponse(503, `at most ${maxConnections} connections are served`) };
@@ -277,22 +304,11 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
         await writeResponse(conn, textResponse(431, "request head too large"));
         return;
       }
-      let request: Request;
-      try {
-        if (head === "malformed") throw new TypeError("malformed request head");
-        // Origin-form targets ("/path") are the path of this server, whatever they look like.
-        const url = head.target.startsWith("/")
-          ? new URL(`http://exec-server${head.target}`)
-          : new URL(head.target);
-        request = new Request(url, {
-          method: head.method,
-          headers: head.headers,
-        });
-      } catch {
+      if (head === "malformed") {
         await writeResponse(conn, textResponse(400, "malformed request"));
         return;
       }
-      const decision = await route(request, peer);
+      const decision = await route(head, peer);
       if (!pending.has(conn)) return;
       if ("response" in decision) {
         await writeResponse(conn, decision.response);
@@ -300,7 +316,7 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
       }
       await writeUpgrade(
         conn,
-        request.headers,
+        head.headers,
         "protocol" in decision ? decision.protocol : undefined,
       );
       if (!pending.delete(conn)) return;
