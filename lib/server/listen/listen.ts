@@ -14,8 +14,8 @@ import { isSandboxedPeer } from "../sandbox/peer.ts";
 import { deadline } from "../host/deadline.ts";
 import { audit } from "../observe/audit.ts";
 import { authorizeRequest, operatorRoutes } from "../observe/routes.ts";
-import { CONSOLE_MAX_MESSAGE_BYTES, type ConsoleFeed } from "../observe/console_feed.ts";
-import { type ConsoleAnswer, consoleRoutes } from "../observe/console_routes.ts";
+import type { ConsoleFeed } from "../observe/console_feed.ts";
+import type { ConsoleAnswer } from "../observe/console_routes.ts";
 import { osErrorCode } from "../host/os_errors.ts";
 import { readRequestHead, type RequestHead, writeResponse } from "./http_head.ts";
 import { upgradeProblem, websocketConnTransport, writeUpgrade } from "./websocket_conn.ts";
@@ -211,12 +211,26 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
   let connections = 0;
   /** Open web console feeds. */
   const feeds = new Set<ConsoleFeed>();
-  const consoleAnswer = consoleRoutes({
-    sessions,
-    authorize: options.authorize,
-    tls: options.tls !== undefined,
-    allowedOrigins: options.allowedOrigins ?? [],
-  });
+  /**
+   * The web console's routes and the largest message of its feed, loaded with the first request
+   * that is not a plain upgrade (the protocol's connections never need them).
+   */
+  async function loadConsole() {
+    const [{ consoleRoutes }, { CONSOLE_MAX_MESSAGE_BYTES }] = await Promise.all([
+      import("../observe/console_routes.ts"),
+      import("../observe/console_feed.ts"),
+    ]);
+    return {
+      answer: consoleRoutes({
+        sessions,
+        authorize: options.authorize,
+        tls: options.tls !== undefined,
+        allowedOrigins: options.allowedOrigins ?? [],
+      }),
+      maxMessageBytes: CONSOLE_MAX_MESSAGE_BYTES,
+    };
+  }
+  let webConsole: ReturnType<typeof loadConsole> | undefined;
   const operator = operatorRoutes({
     authorize: options.authorize,
     state: {
@@ -257,7 +271,10 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
       return { response: textResponse(400, "malformed request") };
     }
     // The web console admits its own origin; every other path refuses any Origin below.
-    const consoleAnswered = request && await consoleAnswer(request, peer);
+    const consoleAnswered = request && await (await (webConsole ??= loadConsole())).answer(
+      request,
+      peer,
+    );
     if (consoleAnswered) return consoleAnswered;
     const refused = crossOrigin(head.headers);
     if (refused) return { response: refused };
@@ -325,7 +342,7 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
       if ("attach" in decision) {
         const feed = decision.attach(websocketConnTransport(conn, {
           label: `exec-server console ${peer}`,
-          maxMessageBytes: CONSOLE_MAX_MESSAGE_BYTES,
+          maxMessageBytes: (await webConsole!).maxMessageBytes,
           initial: head.rest,
         }));
         feeds.add(feed);
