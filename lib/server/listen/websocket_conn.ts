@@ -327,7 +327,9 @@ export function websocketConnTransport(
   }
 
   async function drain(): Promise<void> {
-    writing = true;
+    // Frames queued in this turn of the event loop (the answers to every request of one read,
+    // say) go out in one write: wait until the turn's microtasks have run.
+    await new Promise((resolve) => setImmediate(resolve));
     try {
       while (queue.length > 0 && !connClosed) {
         let take = 0;
@@ -352,7 +354,10 @@ export function websocketConnTransport(
     if (connClosed) return Promise.resolve();
     queue.push(frame);
     queuedBytes += frame.length;
-    if (!writing) flushed = drain();
+    if (!writing) {
+      writing = true;
+      flushed = drain();
+    }
     if (queuedBytes <= highWater) return Promise.resolve();
     return new Promise((resolve) => drained.push(resolve));
   }
