@@ -126,13 +126,13 @@ export class ManagedProcess implements BackendEvents {
   output(stream: OutputStream, bytes: Uint8Array): Promise<void> | void {
     this.#options.tail?.push(bytes);
     this.watch?.output(bytes.length);
-    const chunk = bytes.toBase64();
-    const seq = this.ring.push(stream, chunk, bytes.length);
+    const seq = this.ring.push(stream, bytes);
     this.#wake();
-    const sent = this.#emit(
-      `{"method":"process/output","params":{"processId":${this.#idJson},"seq":${seq},"stream":"${stream}","chunk":"${chunk}"}}`,
+    const sink = this.#options.sink();
+    const sent = sink?.(
+      `{"method":"process/output","params":{"processId":${this.#idJson},"seq":${seq},"stream":"${stream}","chunk":"${bytes.toBase64()}"}}`,
     );
-    const detachedAtLimit = this.#options.sink() === undefined && this.ring.atLimit;
+    const detachedAtLimit = sink === undefined && this.ring.atLimit;
     if (!this.ring.full && !detachedAtLimit) return sent;
     const room = new Promise<void>((resolve) => this.#roomWaiters.push(resolve));
     return sent ? Promise.all([sent, room]).then(() => {}) : room;
