@@ -51,7 +51,7 @@ function writeHeader(buffer: Uint8Array, at: number, opcode: number, length: num
  * resolve once what is queued (including the batch being written) is at most
  * the high-water mark.
  *
- * @example Frames queued while a write is in flight go out together in the next one
+ * @example Frames queued in one turn, or while a write is in flight, go out together
  * ```ts
  * import { FrameWriter } from "./frame_writer.ts";
  * const writes: number[] = [];
@@ -59,9 +59,10 @@ function writeHeader(buffer: Uint8Array, at: number, opcode: number, length: num
  * const writer = new FrameWriter(conn as unknown as Deno.Conn, 1024, () => {});
  * void writer.text("hello");
  * void writer.text(["wor", "ld"]);
+ * await writer.idle();
  * void writer.text("!");
  * await writer.idle();
- * console.log(writes); // [7, 10]
+ * console.log(writes); // [14, 3]
  * ```
  */
 export class FrameWriter {
@@ -184,6 +185,9 @@ export class FrameWriter {
   }
 
   async #drain(): Promise<void> {
+    // Frames queued in this turn of the event loop (the answers to every request of one read,
+    // say) go out in one write: wait until the turn's microtasks have run.
+    await new Promise((resolve) => setImmediate(resolve));
     try {
       while (!this.#closed) {
         if (this.#sealed.length === 0) this.#seal();
