@@ -134,7 +134,11 @@ export function uriFromPath(path: string): string {
   return "file:///" + parts.map(encodeSegment).join("/");
 }
 
+/** A segment of printable ASCII with nothing to escape: its encoding is itself. */
+const PLAIN_SEGMENT = /^[!$&-;=@-[\]-_a-z|~]*$/;
+
 function encodeSegment(segment: string): string {
+  if (PLAIN_SEGMENT.test(segment)) return segment;
   let out = "";
   for (const byte of new TextEncoder().encode(segment)) {
     if (byte <= 0x20 || byte >= 0x7f || ` "#%<>?\\\`{}`.includes(String.fromCharCode(byte))) {
