@@ -555,6 +555,18 @@ Deno.test("fs/walk validates limits and handles odd roots", async () => {
   );
 });
 
+Deno.test("fs/walk refuses maxDirectories 10 001 and maxEntries 50 001 like maxDepth 65", async () => {
+  await using fx = await fixture();
+  const path = fx.at("");
+  const overMaximums = {
+    code: -32600,
+    message: "filesystem walk limits exceed maximums: depth=64, directories=10000, entries=50000",
+  };
+  for (const over of [{ maxDirectories: 10_001 }, { maxEntries: 50_001 }]) {
+    assertEquals(await failure(walk({ path, options: options(over) })), overMaximums);
+  }
+});
+
 Deno.test("fs/walk skips self-referencing links without reporting them", async () => {
   await using fx = await fixture();
   await Deno.symlink("self", `${fx.dir}/empty/self`);
