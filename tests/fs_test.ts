@@ -222,6 +222,10 @@ Deno.test("decodeBase64 fails with the reference decoder's messages", () => {
     ["aGkx=", "Invalid symbol 61, offset 4."],
     ["aG==a", "Invalid symbol 61, offset 2."],
     ["!aGkxaGkxaGkx", "Invalid symbol 33, offset 0."],
+    // Whitespace the built-in decoder would skip, at lengths that are a multiple of four.
+    ["aGkx    ", "Invalid symbol 32, offset 4."],
+    ["aG\tkx+/a", "Invalid symbol 9, offset 2."],
+    [" aGkxaGk=", "Invalid symbol 32, offset 0."],
   ];
   for (const [input, message] of cases) {
     let got = "";
