@@ -17,11 +17,8 @@ export interface RequestHead {
   method: string;
   /** The request target as sent, e.g. `/readyz`. */
   target: string;
-  /**
-   * The header fields in the order sent (names checked as tokens; values are
-   * checked where they are appended to a `Headers`, see {@linkcode headRequest}).
-   */
-  fields: [name: string, value: string][];
+  /** The header fields (names case-insensitive; repeated fields joined by `, `). */
+  headers: Headers;
   /** Bytes the client sent after the head (e.g. early WebSocket frames). */
   rest: Uint8Array;
 }
@@ -48,16 +45,19 @@ function parseHead(text: string): Omit<RequestHead, "rest"> | undefined {
   const lines = text.split("\r\n");
   const match = /^([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP\/1\.[01]$/.exec(lines[0]!);
   if (!match) return undefined;
-  const fields: [string, string][] = [];
-  for (let i = 1; i < lines.length; i++) {
-    const line = lines[i]!;
+  const headers = new Headers();
+  for (const line of lines.slice(1)) {
     const colon = line.indexOf(":");
     if (colon <= 0) return undefined;
     const name = line.slice(0, colon);
     if (!TOKEN.test(name)) return undefined;
-    fields.push([name, line.slice(colon + 1).trim()]);
+    try {
+      headers.append(name, line.slice(colon + 1).trim());
+    } catch {
+      return undefined;
+    }
   }
-  return { method: match[1]!, target: match[2]!, fields };
+  return { method: match[1]!, target: match[2]!, headers };
 }
 
 /**
@@ -100,31 +100,6 @@ export async function readRequestHead(conn: Deno.Conn): Promise<RequestHead | He
     }
     if (length >= MAX_HEAD_BYTES + 4) return "too-large";
   }
-}
-
-/**
- * The `Request` of a head, its header fields appended to the request's own
- * headers (repeated fields joined by `, `) rather than built apart and
- * copied in.
- *
- * @example
- * ```ts
- * import { headRequest } from "./http_head.ts";
- * const request = headRequest(
- *   { method: "GET", target: "/", fields: [["Accept", "a"], ["accept", "b"]], rest: new Uint8Array() },
- *   new URL("http://exec-server/"),
- * );
- * console.log(request.headers.get("accept")); // "a, b"
- * ```
- *
- * @param head The parsed head.
- * @param url The request's URL (resolved from the head's target).
- * @throws {TypeError} For a method or a header value a `Request` refuses.
- */
-export function headRequest(head: RequestHead, url: URL): Request {
-  const request = new Request(url, { method: head.method });
-  for (const [name, value] of head.fields) request.headers.append(name, value);
-  return request;
 }
 
 const REASONS: Record<number, string> = {
