@@ -187,6 +187,50 @@ const readCase = (
   after?: (l: Layout) => number,
 ): Case => ({ what, writes: false, attempt, after });
 
+/** A copy from `S/<source>` (through the swapped `d`) to `S/zz/<prefix><i>`; leaks show `marker`. */
+const copyIntoScope = (
+  what: string,
+  source: string,
+  prefix: string,
+  marker: string,
+  recursive: boolean,
+): Case =>
+  readCase(what, async (client, l, i) => {
+    await client.call("fs/copy", {
+      sourcePath: uri(`${l.scope}/${source}`),
+      destinationPath: uri(`${l.copies}/${prefix}${i}`),
+      recursive,
+    });
+    return false;
+  }, (l) => leakedCopies(l, prefix, marker));
+
+/** `fs/open` for replace of `S/d/<prefix><i>` (then a block written, when `write`), and closed. */
+const openForReplace = (what: string, prefix: string, write: boolean): Case => ({
+  what,
+  writes: true,
+  attempt: async (client, l, i) => {
+    const handleId = prefix;
+    const path = uri(`${l.scope}/d/${prefix}${i}`);
+    const opened = await client.call("fs/open", { handleId, path, mode: "replace" });
+    if (opened.result === undefined) return false;
+    if (write) await client.call("fs/writeBlock", { handleId, offset: 0, chunk: b64("x") });
+    await client.call("fs/close", { handleId });
+    return false;
+  },
+  after: (l) => named(l.outside, new RegExp(`^${prefix}\\d+$`)),
+});
+
+/** `fs/remove` of `S/d/<prefix><i>`; the victims are `outside/<prefix><i>`. */
+const removal = (what: string, prefix: string, recursive: boolean): Case => ({
+  what,
+  writes: true,
+  attempt: async (client, l, i) => {
+    await client.call("fs/remove", { path: uri(`${l.scope}/d/${prefix}${i}`), recursive });
+    return false;
+  },
+  after: (l) => missing(l.outside, prefix),
+});
+
 /**
  * The attacks, by method: every fs method of the operations table, with its
  * reason where it touches no path.
@@ -208,26 +252,7 @@ export const CASES: { readonly [M in FsMethod]: readonly Case[] | { readonly non
       recursive: false,
     }]),
   ],
-  "fs/remove": [
-    {
-      what: "remove",
-      writes: true,
-      attempt: async (client, l, i) => {
-        await client.call("fs/remove", { path: uri(`${l.scope}/d/v${i}`), recursive: false });
-        return false;
-      },
-      after: (l) => missing(l.outside, "v"),
-    },
-    {
-      what: "remove --recursive",
-      writes: true,
-      attempt: async (client, l, i) => {
-        await client.call("fs/remove", { path: uri(`${l.scope}/d/r${i}`), recursive: true });
-        return false;
-      },
-      after: (l) => missing(l.outside, "r"),
-    },
-  ],
+  "fs/remove": [removal("remove", "v", false), removal("remove --recursive", "r", true)],
   "fs/copy": [
     writeCase("copy", "c", (l, i) => ["fs/copy", {
       sourcePath: uri(`${l.src}/file.txt`),
@@ -239,65 +264,12 @@ export const CASES: { readonly [M in FsMethod]: readonly Case[] | { readonly non
       destinationPath: uri(`${l.scope}/d/t${i}`),
       recursive: true,
     }]),
-    readCase("copy a file into the root", async (client, l, i) => {
-      await client.call("fs/copy", {
-        sourcePath: uri(`${l.scope}/d/f`),
-        destinationPath: uri(`${l.copies}/k${i}`),
-        recursive: false,
-      });
-      return false;
-    }, (l) => leakedCopies(l, "k", "SECRET")),
-    readCase("copy a link into the root", async (client, l, i) => {
-      await client.call("fs/copy", {
-        sourcePath: uri(`${l.scope}/d/lnk`),
-        destinationPath: uri(`${l.copies}/q${i}`),
-        recursive: false,
-      });
-      return false;
-    }, (l) => leakedCopies(l, "q", "SECRET")),
-    readCase("copy --recursive into the root", async (client, l, i) => {
-      await client.call("fs/copy", {
-        sourcePath: uri(`${l.scope}/d`),
-        destinationPath: uri(`${l.copies}/u${i}`),
-        recursive: true,
-      });
-      return false;
-    }, (l) => leakedCopies(l, "u", "SECRETMARK")),
+    copyIntoScope("copy a file into the root", "d/f", "k", "SECRET", false),
+    copyIntoScope("copy a link into the root", "d/lnk", "q", "SECRET", false),
+    copyIntoScope("copy --recursive into the root", "d", "u", "SECRETMARK", true),
   ],
-  "fs/open": [
-    {
-      what: "open replace",
-      writes: true,
-      attempt: async (client, l, i) => {
-        const opened = await client.call("fs/open", {
-          handleId: "o",
-          path: uri(`${l.scope}/d/o${i}`),
-          mode: "replace",
-        });
-        if (opened.result !== undefined) await client.call("fs/close", { handleId: "o" });
-        return false;
-      },
-      after: (l) => named(l.outside, /^o\d+$/),
-    },
-  ],
-  "fs/writeBlock": [
-    {
-      what: "open replace + writeBlock",
-      writes: true,
-      attempt: async (client, l, i) => {
-        const opened = await client.call("fs/open", {
-          handleId: "wb",
-          path: uri(`${l.scope}/d/b${i}`),
-          mode: "replace",
-        });
-        if (opened.result === undefined) return false;
-        await client.call("fs/writeBlock", { handleId: "wb", offset: 0, chunk: b64("x") });
-        await client.call("fs/close", { handleId: "wb" });
-        return false;
-      },
-      after: (l) => named(l.outside, /^b\d+$/),
-    },
-  ],
+  "fs/open": [openForReplace("open replace", "o", false)],
+  "fs/writeBlock": [openForReplace("open replace + writeBlock", "b", true)],
   "fs/readBlock": [
     readCase("open + readBlock", async (client, l) => {
       const opened = await client.call("fs/open", { handleId: "rb", path: uri(`${l.scope}/d/f`) });
