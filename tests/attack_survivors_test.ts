@@ -11,7 +11,10 @@
  */
 
 import assert from "node:assert/strict";
+import { setTimeout as delay } from "node:timers/promises";
+import { WATCHDOG_SCAN_MS } from "../lib/server/host/watchdog.ts";
 import { SANDBOX } from "./helpers/attack.ts";
+import { allProcesses, isWatchdog, procStat } from "./helpers/reliability_proc.ts";
 import {
   eventually,
   handshake,
@@ -70,6 +73,11 @@ async function startEscaping(client: ProtocolClient, t: string, tty: boolean): P
   );
   assert.ok(await eventually(() => survivors(t).length === 5), `not all 5 sleeps of ${t} run`);
   return processId;
+}
+
+/** The watchdog children of a server. */
+function watchdogsOf(server: number): number[] {
+  return allProcesses().filter((p) => p.ppid === server && isWatchdog(p)).map((p) => p.pid);
 }
 
 /** Waits a bounded time for every `sleep <t>.N` to end; returns those left (and kills them). */
@@ -135,20 +143,15 @@ for (
     ["SIGTERM", "--process-namespace"],
   ] as const
 ) {
-  // In the default mode a SIGKILLed server cannot end anything: the subreaper dies with it and
-  // the orphans go to init. Kept, ignored, so that the gap shows in every run.
-  const reason = mode === "default"
-    ? signal === "SIGKILL"
-      ? " (ignored: not achieved, the trees outlive a SIGKILLed server without --process-namespace)"
-      : ""
-    : NAMESPACE_SKIP;
+  const reason = mode === "default" ? "" : NAMESPACE_SKIP;
   Deno.test({
     name: `server ${signal} leaves no descendant, setsid and double forks included${
       mode === "default" ? "" : ` (${mode})`
-    }${reason}`,
+    }, and no watchdog${reason}`,
     ignore: reason !== "",
     fn: async () => {
       const t = tag();
+      let watchdogs: number[] = [];
       try {
         await using server = await ServerProcess.start({
           listen: "ws",
@@ -157,12 +160,21 @@ for (
         const client = await server.connect();
         await handshake(client);
         await startEscaping(client, t, false);
+        watchdogs = watchdogsOf(server.pid);
+        // The residual window: an orphan younger than one scan is not yet known to the watchdog.
+        await delay(WATCHDOG_SCAN_MS + 500);
         server.kill(signal);
         await server.child.status;
         await client.close();
         assert.deepEqual(await leftAfter(t), [], `descendants survived server ${signal}`);
+        assert.equal(watchdogs.length, 1, "the server ran one watchdog");
+        assert.ok(
+          await eventually(() => watchdogs.every((pid) => procStat(pid) === undefined), 5_000),
+          `the watchdog survived server ${signal}`,
+        );
       } finally {
         killAll(survivors(t));
+        killAll(watchdogs.filter((pid) => procStat(pid) !== undefined));
       }
     },
   });

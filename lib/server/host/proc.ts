@@ -33,6 +33,8 @@ let library: Deno.DynamicLibrary<typeof SYMBOLS> | null = null;
 let subreaper = false;
 /** Pids of process leaders the server spawned and still waits for (never reaped here). */
 const leaders = new Set<number>();
+/** Pids of the server's own helpers (the watchdog): never orphans, never reaped here. */
+const helpers = new Set<number>();
 
 function lib(): Deno.DynamicLibrary<typeof SYMBOLS>["symbols"] {
   library ??= Deno.dlopen("libc.so.6", SYMBOLS);
@@ -47,6 +49,8 @@ export interface ProcStat {
   pgrp: number;
   /** Its state letter (`Z` for a zombie). */
   state: string;
+  /** When it started, in clock ticks after boot (field 22): with the pid, names one process. */
+  starttime: number;
 }
 
 function readText(path: string): string {
@@ -62,7 +66,12 @@ export function statOf(pid: number): ProcStat | undefined {
     return undefined;
   }
   const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return { state: fields[0]!, ppid: Number(fields[1]), pgrp: Number(fields[2]) };
+  return {
+    state: fields[0]!,
+    ppid: Number(fields[1]),
+    pgrp: Number(fields[2]),
+    starttime: Number(fields[19]),
+  };
 }
 
 /** The direct children of a process (from `/proc/<pid>/task/<tid>/children` of every thread). */
@@ -127,12 +136,36 @@ export function trackLeader(pid: number): () => void {
   };
 }
 
-/** Orphans re-parented to the server: its children that it did not spawn as leaders. */
-function orphans(): { pid: number; stat: ProcStat }[] {
+/**
+ * Records a child the server runs for itself (the watchdog): never taken
+ * for an orphan, never reaped by {@linkcode reapOrphans}; call the returned
+ * function once its exit was collected.
+ *
+ * @param pid The helper's pid.
+ */
+export function trackHelper(pid: number): () => void {
+  helpers.add(pid);
+  return () => {
+    helpers.delete(pid);
+  };
+}
+
+/** The spawned process leaders whose exit has not been collected yet. */
+export function leaderPids(): number[] {
+  return [...leaders];
+}
+
+/**
+ * Orphans re-parented to the server: its children that it did not spawn as
+ * leaders or helpers, outside its own process group.
+ *
+ * @returns Each orphan's pid and stat.
+ */
+export function orphans(): { pid: number; stat: ProcStat }[] {
   const ownGroup = statOf(Deno.pid)?.pgrp ?? -1;
   const out: { pid: number; stat: ProcStat }[] = [];
   for (const pid of childrenOf(Deno.pid)) {
-    if (leaders.has(pid)) continue;
+    if (leaders.has(pid) || helpers.has(pid)) continue;
     const stat = statOf(pid);
     // The server's own helpers (bubblewrap probes) stay in its process group.
     if (stat !== undefined && stat.pgrp !== ownGroup) out.push({ pid, stat });

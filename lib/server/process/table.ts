@@ -9,6 +9,7 @@
  */
 
 import { becomeSubreaper, killTree, reapSoon, trackLeader } from "../host/proc.ts";
+import { scanSoon, watchLeader } from "../host/watchdog.ts";
 import {
   ErrorCode,
   internalError,
@@ -51,6 +52,8 @@ export interface ProcessTableOptions {
 function killProcessTree(proc: ManagedProcess): void {
   killTree(proc.backend.pid);
   proc.backend.kill("SIGKILL");
+  // Orphans of other groups live on (until the server ends): the watchdog learns of them now.
+  scanSoon();
 }
 
 /** The processes of one session: `process/*` requests, their output and their end. */
@@ -133,6 +136,7 @@ export class ProcessTable {
         plan.sandbox?.release();
         untrack();
         reapSoon();
+        scanSoon();
       },
       onClosed: () => {
         const timer = setTimeout(() => {
@@ -159,6 +163,8 @@ export class ProcessTable {
       // A failed pipe spawn learns its errno asynchronously and rejects.
       proc.backend = started instanceof Promise ? await started : started;
       untrack = trackLeader(proc.backend.pid);
+      // Ends the tree if the server is SIGKILLed.
+      watchLeader(proc.backend.pid);
     } catch (err) {
       plan.sandbox?.release();
       throw err;
