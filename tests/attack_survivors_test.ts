@@ -202,3 +202,67 @@ Deno.test({
     }
   },
 });
+
+/** A `setsid` daemon from a double fork: it leaves the group and loses its parent at once. */
+function daemonScript(t: string): string {
+  return `(setsid sleep ${t}.1 &) ; echo started; sleep ${t}.2`;
+}
+
+async function startDaemon(
+  client: ProtocolClient,
+  t: string,
+  tty: boolean,
+): Promise<string> {
+  const processId = `daemon-${t}`;
+  const response = await client.request(nextId++, "process/start", {
+    processId,
+    argv: ["/bin/sh", "-c", daemonScript(t)],
+    cwd: "file:///tmp",
+    env: { PATH: "/usr/bin:/bin" },
+    tty,
+  });
+  assert.ok(response.result, JSON.stringify(response));
+  assert.ok(await eventually(() => survivors(t).length === 2), `the daemon of ${t} does not run`);
+  return processId;
+}
+
+for (const tty of [false, true]) {
+  Deno.test(`process/terminate ends the setsid double-fork daemon of a ${tty ? "tty" : "pipe"} process, not another process's`, async () => {
+    const [t, other] = [tag(), tag()];
+    try {
+      await using server = await ServerProcess.start({ listen: "stdio" });
+      const client = server.stdio!;
+      await handshake(client);
+      const processId = await startDaemon(client, t, tty);
+      await startDaemon(client, other, tty);
+      await client.request(nextId++, "process/terminate", { processId });
+      await client.log.processClosed(processId);
+      assert.deepEqual(await leftAfter(t), [], "the daemon survived process/terminate");
+      assert.equal(survivors(other).length, 2, "the other process's daemon was killed");
+    } finally {
+      killAll(survivors(t));
+      killAll(survivors(other));
+    }
+  });
+}
+
+Deno.test("session expiry ends the setsid double-fork daemon of its process, not another session's", async () => {
+  const [t, other] = [tag(), tag()];
+  try {
+    await using server = await ServerProcess.start({ listen: "ws", args: ["--session-ttl", "1"] });
+    const expiring = await server.connect();
+    await handshake(expiring);
+    await startDaemon(expiring, t, false);
+    const staying = await server.connect();
+    await handshake(staying);
+    await startDaemon(staying, other, false);
+    await expiring.close();
+    await eventually(() => survivors(t).length === 0, 15_000);
+    assert.deepEqual(await leftAfter(t), [], "the daemon survived the session's expiry");
+    assert.equal(survivors(other).length, 2, "the other session's daemon was killed");
+    await staying.close();
+  } finally {
+    killAll(survivors(t));
+    killAll(survivors(other));
+  }
+});

@@ -74,6 +74,22 @@ export function statOf(pid: number): ProcStat | undefined {
   };
 }
 
+/**
+ * The soft `RLIMIT_RTTIME` of a process, as `/proc/<pid>/limits` shows it
+ * (the mark of `spawn_mark.ts`); `undefined` when unlimited or gone.
+ */
+export function rtTimeLimitOf(pid: number): bigint | undefined {
+  let text: string;
+  try {
+    text = readText(`/proc/${pid}/limits`);
+  } catch {
+    return undefined;
+  }
+  const line = text.split("\n").find((row) => row.startsWith("Max realtime timeout"));
+  const soft = line?.slice("Max realtime timeout".length).trim().split(/\s+/)[0];
+  return soft === undefined || !/^\d+$/.test(soft) ? undefined : BigInt(soft);
+}
+
 /** The direct children of a process (from `/proc/<pid>/task/<tid>/children` of every thread). */
 export function childrenOf(pid: number): number[] {
   let tasks: string[];
@@ -175,20 +191,24 @@ export function orphans(): { pid: number; stat: ProcStat }[] {
 
 /**
  * SIGKILLs the whole tree of a process leader: its descendants, and the
- * orphans (re-parented to the server) still in its process group, with
- * their descendants. Without the subreaper or `/proc` nothing is done (the
- * caller still kills the group).
+ * orphans (re-parented to the server) still in its process group or
+ * carrying its spawn mark (a `setsid` daemon of a double fork), with their
+ * descendants. Without the subreaper or `/proc` nothing is done (the caller
+ * still kills the group).
  *
  * @param leader The leader's pid (its process group's id).
+ * @param mark The leader's spawn mark (`spawn_mark.ts`), if it has one.
  */
-export function killTree(leader: number): void {
+export function killTree(leader: number, mark?: bigint): void {
   if (!subreaper) return;
   const stopped = new Set<number>();
   try {
     for (let round = 0; round < MAX_ROUNDS; round++) {
       const tree = new Set([leader, ...descendantsOf(leader)]);
       for (const orphan of orphans()) {
-        if (orphan.stat.pgrp !== leader) continue;
+        const own = orphan.stat.pgrp === leader ||
+          (mark !== undefined && rtTimeLimitOf(orphan.pid) === mark);
+        if (!own) continue;
         tree.add(orphan.pid);
         for (const pid of descendantsOf(orphan.pid)) tree.add(pid);
       }

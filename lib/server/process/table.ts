@@ -9,6 +9,7 @@
  */
 
 import { becomeSubreaper, killTree, reapSoon, trackLeader } from "../host/proc.ts";
+import { spawnMarked } from "../host/spawn_mark.ts";
 import { scanSoon, watchLeader } from "../host/watchdog.ts";
 import {
   ErrorCode,
@@ -50,7 +51,7 @@ export interface ProcessTableOptions {
  * {@linkcode killTree}) and its process group.
  */
 function killProcessTree(proc: ManagedProcess): void {
-  killTree(proc.backend.pid);
+  killTree(proc.backend.pid, proc.spawnMark);
   proc.backend.kill("SIGKILL");
   // Orphans of other groups live on (until the server ends): the watchdog learns of them now.
   scanSoon();
@@ -147,19 +148,22 @@ export class ProcessTable {
       },
     });
     try {
-      const started = plan.tty
-        ? startTty(proc, plan.argv, {
-          cwd: plan.cwd,
-          env: plan.env,
-          arg0: plan.arg0,
-          size: plan.size,
-        })
-        : startPipe(proc, plan.program, plan.argv, {
-          cwd: plan.cwd,
-          env: plan.env,
-          arg0: plan.arg0,
-          pipeStdin: plan.pipeStdin,
-        });
+      const { value: started, mark } = spawnMarked(() =>
+        plan.tty
+          ? startTty(proc, plan.argv, {
+            cwd: plan.cwd,
+            env: plan.env,
+            arg0: plan.arg0,
+            size: plan.size,
+          })
+          : startPipe(proc, plan.program, plan.argv, {
+            cwd: plan.cwd,
+            env: plan.env,
+            arg0: plan.arg0,
+            pipeStdin: plan.pipeStdin,
+          })
+      );
+      proc.spawnMark = mark;
       // A failed pipe spawn learns its errno asynchronously and rejects.
       proc.backend = started instanceof Promise ? await started : started;
       untrack = trackLeader(proc.backend.pid);
