@@ -564,7 +564,7 @@ Deno.test({
   },
 });
 
-Deno.test("launchSandboxed() removes a synthetic mount point only when its last sandbox is released", () => {
+Deno.test("launchSandboxed() removes a synthetic mount point only when its last sandbox is released and no other server's sandbox holds its directory", () => {
   using layout = makeLayout();
   const plan = planFor("workspace_write", layout.ws);
   const ok = { ok: true as const, bwrap: "/usr/bin/bwrap", version: "0.8.0", argv0: false };
@@ -580,6 +580,17 @@ Deno.test("launchSandboxed() removes a synthetic mount point only when its last 
   assert.equal(pathExists(codex), true, "still used by the second sandbox");
   second.release();
   assert.equal(pathExists(codex), false);
+  // Another server's sandbox holds a shared lock on the directory (mount_locks.ts): it stays.
+  const third = launchSandboxed(planFor("workspace_write", layout.ws), ["true"], {
+    cwd: layout.ws,
+    env: ENV,
+    availability: ok,
+  });
+  Deno.mkdirSync(codex);
+  using other = Deno.openSync(Deno.realPathSync(layout.ws));
+  other.lockSync(false);
+  third.release();
+  assert.equal(pathExists(codex), true, "removed under another server's running sandbox");
 });
 
 function pathExists(path: string): boolean {
