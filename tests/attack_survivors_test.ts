@@ -75,6 +75,12 @@ async function startEscaping(client: ProtocolClient, t: string, tty: boolean): P
   return processId;
 }
 
+/** Whether a process is gone or a zombie (a subreaper above may not collect it at once). */
+function ended(pid: number): boolean {
+  const state = procStat(pid)?.state;
+  return state === undefined || state === "Z" || state === "X";
+}
+
 /** The watchdog children of a server. */
 function watchdogsOf(server: number): number[] {
   return allProcesses().filter((p) => p.ppid === server && isWatchdog(p)).map((p) => p.pid);
@@ -169,12 +175,12 @@ for (
         assert.deepEqual(await leftAfter(t), [], `descendants survived server ${signal}`);
         assert.equal(watchdogs.length, 1, "the server ran one watchdog");
         assert.ok(
-          await eventually(() => watchdogs.every((pid) => procStat(pid) === undefined), 5_000),
+          await eventually(() => watchdogs.every(ended), 5_000),
           `the watchdog survived server ${signal}`,
         );
       } finally {
         killAll(survivors(t));
-        killAll(watchdogs.filter((pid) => procStat(pid) !== undefined));
+        killAll(watchdogs.filter((pid) => !ended(pid)));
       }
     },
   });
