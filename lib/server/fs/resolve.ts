@@ -29,7 +29,7 @@
 import { dirname, relative, resolve } from "../host/posix_path.ts";
 import { osError } from "../host/os_errors.ts";
 import { joinPath } from "../host/path_uri.ts";
-import { permissionDenied } from "../host/permissions.ts";
+import { grantedEverywhere, permissionDenied } from "../host/permissions.ts";
 import {
   close,
   F,
@@ -74,7 +74,7 @@ export interface WriteScope {
 }
 
 function granted(name: "read" | "write", path: string): boolean {
-  return Deno.permissions.querySync({ name, path }).state === "granted";
+  return grantedEverywhere(name) || Deno.permissions.querySync({ name, path }).state === "granted";
 }
 
 function writeGranted(path: string): boolean {
@@ -83,7 +83,7 @@ function writeGranted(path: string): boolean {
 
 /** The topmost ancestor of `path` (itself included) the server may read or write. */
 function permissionRoot(path: string, name: "read" | "write" = "write"): string | undefined {
-  if (Deno.permissions.querySync({ name }).state === "granted") return "/";
+  if (grantedEverywhere(name)) return "/";
   let prefix = "";
   for (const part of path.split("/").filter((p) => p !== "")) {
     prefix += `/${part}`;

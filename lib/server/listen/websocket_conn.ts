@@ -106,7 +106,18 @@ class ProtocolViolation extends Error {
   }
 }
 
-/** Reads bytes from a connection on demand, keeping what was read ahead. */
+/** The read buffer a connection starts with; most messages are far smaller. */
+const INITIAL_READ_BYTES = 4096;
+
+/** The read buffer grows (while reads fill it) up to this size. */
+const READ_BYTES = 64 * 1024;
+
+/**
+ * Reads bytes from a connection on demand, keeping what was read ahead. The
+ * buffer starts small (an idle connection holds 4 KiB, not 64) and doubles
+ * while reads fill it, up to {@linkcode READ_BYTES}, or to the size of a
+ * frame that must be whole.
+ */
 class ByteReader {
   #conn: Deno.Conn;
   #buffer: Uint8Array;
@@ -115,7 +126,7 @@ class ByteReader {
 
   constructor(conn: Deno.Conn, initial: Uint8Array) {
     this.#conn = conn;
-    this.#buffer = new Uint8Array(Math.max(65536, initial.length));
+    this.#buffer = new Uint8Array(Math.max(INITIAL_READ_BYTES, initial.length));
     this.#buffer.set(initial);
     this.#end = initial.length;
   }
@@ -124,14 +135,21 @@ class ByteReader {
     return this.#end - this.#start;
   }
 
+  /** Moves the buffered bytes to the front of a buffer of at least `capacity` bytes. */
+  #compact(capacity: number): void {
+    if (capacity > this.#buffer.length) {
+      const grown = new Uint8Array(capacity);
+      grown.set(this.#buffer.subarray(this.#start, this.#end));
+      this.#buffer = grown;
+    } else this.#buffer.copyWithin(0, this.#start, this.#end);
+    this.#end -= this.#start;
+    this.#start = 0;
+  }
+
   /** Makes at least one byte available; false at end of stream. */
   async fill(): Promise<boolean> {
     if (this.#start === this.#end) this.#start = this.#end = 0;
-    else if (this.#end === this.#buffer.length) {
-      this.#buffer.copyWithin(0, this.#start, this.#end);
-      this.#end -= this.#start;
-      this.#start = 0;
-    }
+    else if (this.#end === this.#buffer.length) this.#compact(this.#buffer.length);
     let n: number | null;
     try {
       n = await this.#conn.read(this.#buffer.subarray(this.#end));
@@ -140,6 +158,9 @@ class ByteReader {
     }
     if (n === null) return false;
     this.#end += n;
+    if (this.#end === this.#buffer.length && this.#buffer.length < READ_BYTES) {
+      this.#compact(Math.min(READ_BYTES, this.#buffer.length * 2));
+    }
     return true;
   }
 
@@ -148,16 +169,11 @@ class ByteReader {
     return this.#end - this.#start >= n;
   }
 
-  /**
-   * Reads until `n` bytes (at most the buffer's size) are buffered; false at
-   * end of stream.
-   */
+  /** Reads until `n` bytes are buffered (growing the buffer to hold them); false at end of stream. */
   async ensure(n: number): Promise<boolean> {
     while (this.buffered < n) {
       if (this.#buffer.length - this.#start < n) {
-        this.#buffer.copyWithin(0, this.#start, this.#end);
-        this.#end -= this.#start;
-        this.#start = 0;
+        this.#compact(Math.max(n, this.#buffer.length));
       }
       if (!(await this.fill())) return false;
     }
@@ -176,16 +192,7 @@ class ByteReader {
 
   /** Takes exactly `n` bytes (a copy), or `null` at end of stream. */
   async take(n: number): Promise<Uint8Array | null> {
-    while (this.buffered < n) {
-      if (this.#buffer.length - this.#start < n) {
-        const grown = new Uint8Array(Math.max(n, this.#buffer.length * 2));
-        grown.set(this.#buffer.subarray(this.#start, this.#end));
-        this.#end -= this.#start;
-        this.#start = 0;
-        this.#buffer = grown;
-      }
-      if (!(await this.fill())) return null;
-    }
+    if (!(await this.ensure(n))) return null;
     const out = this.#buffer.slice(this.#start, this.#start + n);
     this.#start += n;
     return out;
@@ -222,8 +229,31 @@ async function readFrameHead(reader: ByteReader): Promise<FrameHead | null> {
   return { fin: (b0! & 0x80) !== 0, opcode: b0! & 0x0f, length, mask };
 }
 
+/** Whether this machine stores the low byte of a 32-bit word first (it decides the mask word). */
+const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
+
+/**
+ * XORs `bytes` with the mask, `offset` being the position of `bytes[0]` in
+ * the frame's payload: byte by byte up to a 4-byte boundary of the buffer,
+ * then a 32-bit word at a time.
+ */
 function unmask(bytes: Uint8Array, mask: Uint8Array, offset: number): void {
-  for (let i = 0; i < bytes.length; i++) bytes[i]! ^= mask[(offset + i) & 3]!;
+  const length = bytes.length;
+  let i = 0;
+  if (length >= 32) {
+    const lead = Math.min(length, (4 - (bytes.byteOffset & 3)) & 3);
+    for (; i < lead; i++) bytes[i]! ^= mask[(offset + i) & 3]!;
+    const words = (length - i) >>> 2;
+    const k = (offset + i) & 3;
+    const [b0, b1, b2, b3] = [mask[k]!, mask[(k + 1) & 3]!, mask[(k + 2) & 3]!, mask[(k + 3) & 3]!];
+    const word = LITTLE_ENDIAN
+      ? (b0 | (b1 << 8) | (b2 << 16) | (b3 << 24))
+      : ((b0 << 24) | (b1 << 16) | (b2 << 8) | b3);
+    const view = new Uint32Array(bytes.buffer, bytes.byteOffset + i, words);
+    for (let w = 0; w < words; w++) view[w]! ^= word;
+    i += words * 4;
+  }
+  for (; i < length; i++) bytes[i]! ^= mask[(offset + i) & 3]!;
 }
 
 function encodeFrame(opcode: number, payload: Uint8Array): Uint8Array {
@@ -327,7 +357,9 @@ export function websocketConnTransport(
   }
 
   async function drain(): Promise<void> {
-    writing = true;
+    // Frames queued in this turn of the event loop (the answers to every request of one read,
+    // say) go out in one write: wait until the turn's microtasks have run.
+    await new Promise((resolve) => setImmediate(resolve));
     try {
       while (queue.length > 0 && !connClosed) {
         let take = 0;
@@ -352,7 +384,10 @@ export function websocketConnTransport(
     if (connClosed) return Promise.resolve();
     queue.push(frame);
     queuedBytes += frame.length;
-    if (!writing) flushed = drain();
+    if (!writing) {
+      writing = true;
+      flushed = drain();
+    }
     if (queuedBytes <= highWater) return Promise.resolve();
     return new Promise((resolve) => drained.push(resolve));
   }
