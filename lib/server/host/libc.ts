@@ -4,8 +4,7 @@
  *
  * Only what a pty child and the watchdog need is bound: opening a pty pair
  * or a pipe, spawning with `posix_spawn` ({@linkcode spawnInNewSession}),
- * non-blocking I/O, `poll`, `waitpid`/`pidfd_open`, `kill` and the resource
- * limits (`spawn_mark.ts`).
+ * non-blocking I/O, `poll`, `waitpid`/`pidfd_open` and `kill`.
  * The library is opened lazily on first use, so importing this module needs
  * no permission.
  *
@@ -48,8 +47,6 @@ export const LIBC_SYMBOLS = {
   read: { parameters: ["i32", "buffer", "usize"], result: "isize" },
   write: { parameters: ["i32", "buffer", "usize"], result: "isize" },
   pipe2: { parameters: ["buffer", "i32"], result: "i32" },
-  getrlimit: { parameters: ["i32", "buffer"], result: "i32" },
-  setrlimit: { parameters: ["i32", "buffer"], result: "i32" },
   // Variadic in C; an int third argument is passed as in a non-variadic call.
   fcntl: { parameters: ["i32", "i32", "i32"], result: "i32" },
   close: { parameters: ["i32"], result: "i32" },

@@ -23,7 +23,11 @@
  * @module
  */
 
-import { libc, libcAvailable } from "./libc.ts";
+/** Bound on their own: the first spawn does not wait for the bindings of `libc.ts`. */
+const SYMBOLS = {
+  getrlimit: { parameters: ["i32", "buffer"], result: "i32" },
+  setrlimit: { parameters: ["i32", "buffer"], result: "i32" },
+} as const;
 
 const RLIMIT_RTTIME = 15;
 const UNLIMITED = 0xffff_ffff_ffff_ffffn;
@@ -31,6 +35,21 @@ const UNLIMITED = 0xffff_ffff_ffff_ffffn;
 const MARK_TOP = 1n << 62n;
 
 let issued = 0n;
+let library: Deno.DynamicLibrary<typeof SYMBOLS>["symbols"] | null | undefined;
+
+/** The two calls, or `null` without FFI (or off Linux). */
+function lib(): Deno.DynamicLibrary<typeof SYMBOLS>["symbols"] | null {
+  if (library !== undefined) return library;
+  try {
+    library = Deno.build.os === "linux" &&
+        Deno.permissions.querySync({ name: "ffi" }).state === "granted"
+      ? Deno.dlopen("libc.so.6", SYMBOLS).symbols
+      : null;
+  } catch {
+    library = null;
+  }
+  return library;
+}
 
 /**
  * Runs a synchronous spawn with a fresh mark that the child (and everything
@@ -41,16 +60,17 @@ let issued = 0n;
  * @throws What `spawn` throws (the server's limit is restored first).
  */
 export function spawnMarked<T>(spawn: () => T): { value: T; mark: bigint | undefined } {
+  const calls = lib();
   const limit = new BigUint64Array(2);
-  const ok = libcAvailable() && libc().getrlimit(RLIMIT_RTTIME, limit) === 0 &&
+  const ok = calls !== null && calls.getrlimit(RLIMIT_RTTIME, limit) === 0 &&
     limit[0] === UNLIMITED;
   if (!ok) return { value: spawn(), mark: undefined };
   const mark = MARK_TOP - ++issued;
   const marked = new BigUint64Array([mark, limit[1]!]);
-  if (libc().setrlimit(RLIMIT_RTTIME, marked) !== 0) return { value: spawn(), mark: undefined };
+  if (calls.setrlimit(RLIMIT_RTTIME, marked) !== 0) return { value: spawn(), mark: undefined };
   try {
     return { value: spawn(), mark };
   } finally {
-    libc().setrlimit(RLIMIT_RTTIME, limit);
+    calls.setrlimit(RLIMIT_RTTIME, limit);
   }
 }

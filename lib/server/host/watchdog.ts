@@ -3,7 +3,7 @@
  * is SIGKILLed (a SIGKILLed subreaper cannot end anything, and its orphans
  * go to `init`).
  *
- * At the first spawn the server starts one small `/bin/sh` in its own
+ * Right after the first spawn the server starts one small `/bin/sh` in its own
  * session (so signals to the server's process group or terminal do not reach
  * it), ignoring INT, TERM, HUP and the terminal stop signals, with empty
  * environment, `/` as working directory, `/dev/null` as output, and a pipe
@@ -116,6 +116,8 @@ let pending = "";
 let told = new Set<string>();
 let timer: ReturnType<typeof setTimeout> | undefined;
 let timerDue = 0;
+/** The due start of the watchdog. */
+let kick: ReturnType<typeof setTimeout> | undefined;
 
 const encoder = new TextEncoder();
 
@@ -164,15 +166,30 @@ function send(line: string): void {
     return;
   }
   if (errno() !== EPIPE) return;
-  // The watchdog was killed: start another one and tell it everything that lives.
+  // The watchdog was killed: start another one, told everything that lives.
   forget(dog);
-  dog = start();
-  if (dog === undefined) return;
-  for (const pid of leaderPids()) {
-    const stat = statOf(pid);
-    if (stat !== undefined) send(`${pid} ${stat.starttime}\n`);
-  }
-  scanOrphans();
+  startSoon();
+}
+
+/**
+ * Starts the watchdog on the next turn of the event loop (binding libc and
+ * spawning take milliseconds that the first `process/start` answer should
+ * not wait for), then tells it every leader and orphan alive.
+ */
+function startSoon(): void {
+  if (kick !== undefined) return;
+  kick = setTimeout(() => {
+    kick = undefined;
+    if (dog !== undefined) return;
+    dog = start();
+    if (dog === undefined) return;
+    for (const pid of leaderPids()) {
+      const stat = statOf(pid);
+      if (stat !== undefined) send(`${pid} ${stat.starttime}\n`);
+    }
+    scanOrphans();
+  }, 0);
+  Deno.unrefTimer(kick);
 }
 
 /** Scans after `ms` (unless a scan is already due sooner); the timer does not keep the server up. */
@@ -194,15 +211,18 @@ export function scanSoon(): void {
 }
 
 /**
- * Records a process leader the server just spawned (starting the watchdog on
- * the first call; nothing happens without FFI).
+ * Records a process leader the server just spawned (the first call starts
+ * the watchdog, which is then told of it; nothing happens without FFI).
  *
  * @param pid The leader's pid.
  */
 export function watchLeader(pid: number): void {
-  dog ??= start();
+  if (dog === undefined) {
+    startSoon();
+    return;
+  }
   const stat = statOf(pid);
-  if (dog === undefined || stat === undefined) return;
+  if (stat === undefined) return;
   send(`${pid} ${stat.starttime}\n`);
   schedule();
 }
@@ -226,6 +246,8 @@ function scanOrphans(): void {
 
 /** Clean shutdown: tells the watchdog `bye` (it exits without signalling anything). */
 export function closeWatchdog(): void {
+  clearTimeout(kick);
+  kick = undefined;
   if (dog === undefined) return;
   clearTimeout(timer);
   timer = undefined;
