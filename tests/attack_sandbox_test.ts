@@ -11,6 +11,7 @@ import { handshake, type Json, ServerProcess, WsClient } from "./helpers/server_
 import {
   attackLayout,
   listNames,
+  pathExists,
   PYTHON3,
   SANDBOX_SKIP,
   sandboxValue,
@@ -279,12 +280,3 @@ Deno.test({
     assert.equal(pathExists(`${codex}/planted`), false);
   },
 });
-
-function pathExists(path: string): boolean {
-  try {
-    Deno.lstatSync(path);
-    return true;
-  } catch {
-    return false;
-  }
-}

@@ -57,11 +57,17 @@ function killAll(pids: number[]): void {
   }
 }
 
-async function startEscaping(client: ProtocolClient, t: string, tty: boolean): Promise<string> {
-  const processId = `escaping-${t}`;
+/** Starts `script` as process `<prefix>-<t>` and waits until `count` of its `sleep <t>.N` run. */
+async function startSleeps(
+  client: ProtocolClient,
+  t: string,
+  tty: boolean,
+  [prefix, script, count]: [string, string, number],
+): Promise<string> {
+  const processId = `${prefix}-${t}`;
   const response = await client.request(nextId++, "process/start", {
     processId,
-    argv: ["/bin/sh", "-c", escapingScript(t)],
+    argv: ["/bin/sh", "-c", script],
     cwd: "file:///tmp",
     env: { PATH: "/usr/bin:/bin" },
     tty,
@@ -69,10 +75,15 @@ async function startEscaping(client: ProtocolClient, t: string, tty: boolean): P
   assert.ok(response.result, JSON.stringify(response));
   await client.log.waitUntil(
     () => client.log.outputText(processId, tty ? "pty" : "stdout").includes("started"),
-    "the escaping tree to start",
+    `${processId} to start`,
   );
-  assert.ok(await eventually(() => survivors(t).length === 5), `not all 5 sleeps of ${t} run`);
+  assert.ok(await eventually(() => survivors(t).length === count), `not all sleeps of ${t} run`);
   return processId;
+}
+
+/** Starts {@linkcode escapingScript}: its five sleeps run when it returns. */
+function startEscaping(client: ProtocolClient, t: string, tty: boolean): Promise<string> {
+  return startSleeps(client, t, tty, ["escaping", escapingScript(t), 5]);
 }
 
 /** Whether a process is gone or a zombie (a subreaper above may not collect it at once). */
@@ -214,22 +225,9 @@ function daemonScript(t: string): string {
   return `(setsid sleep ${t}.1 &) ; echo started; sleep ${t}.2`;
 }
 
-async function startDaemon(
-  client: ProtocolClient,
-  t: string,
-  tty: boolean,
-): Promise<string> {
-  const processId = `daemon-${t}`;
-  const response = await client.request(nextId++, "process/start", {
-    processId,
-    argv: ["/bin/sh", "-c", daemonScript(t)],
-    cwd: "file:///tmp",
-    env: { PATH: "/usr/bin:/bin" },
-    tty,
-  });
-  assert.ok(response.result, JSON.stringify(response));
-  assert.ok(await eventually(() => survivors(t).length === 2), `the daemon of ${t} does not run`);
-  return processId;
+/** Starts {@linkcode daemonScript}: the daemon and the leader's sleep run when it returns. */
+function startDaemon(client: ProtocolClient, t: string, tty: boolean): Promise<string> {
+  return startSleeps(client, t, tty, ["daemon", daemonScript(t), 2]);
 }
 
 for (const tty of [false, true]) {

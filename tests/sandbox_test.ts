@@ -8,6 +8,7 @@ import { pathFromUri, uriFromPath } from "../lib/server/host/path_uri.ts";
 import { ptySupported, spawnPty } from "../lib/server/process/pty.ts";
 import { probeSandbox, sandboxAvailable } from "../lib/server/sandbox/availability.ts";
 import { bwrapArgs } from "../lib/server/sandbox/bubblewrap.ts";
+import { pathExists } from "./helpers/attack.ts";
 import { looksSandboxDenied, OutputTail } from "../lib/server/sandbox/denial.ts";
 import { launchSandboxed } from "../lib/server/sandbox/launch.ts";
 import { planSandbox, type SandboxPlan } from "../lib/server/sandbox/policy.ts";
@@ -592,15 +593,6 @@ Deno.test("launchSandboxed() removes a synthetic mount point only when its last 
   third.release();
   assert.equal(pathExists(codex), true, "removed under another server's running sandbox");
 });
-
-function pathExists(path: string): boolean {
-  try {
-    Deno.lstatSync(path);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 Deno.test({
   name: `sandboxed process gets its environment unchanged${SKIP_REASON}`,

@@ -59,14 +59,19 @@ function readText(path: string): string {
   return fsSyscallsAvailable() ? readSmallFile(path) : Deno.readTextFileSync(path);
 }
 
-/** The `stat` of a process, `undefined` when it is gone. */
-export function statOf(pid: number): ProcStat | undefined {
-  let stat: string;
+/** A file of `/proc/<pid>/`, `undefined` when the process is gone. */
+function procFile(pid: number, name: string): string | undefined {
   try {
-    stat = readText(`/proc/${pid}/stat`);
+    return readText(`/proc/${pid}/${name}`);
   } catch {
     return undefined;
   }
+}
+
+/** The `stat` of a process, `undefined` when it is gone. */
+export function statOf(pid: number): ProcStat | undefined {
+  const stat = procFile(pid, "stat");
+  if (stat === undefined) return undefined;
   const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
   return {
     state: fields[0]!,
@@ -81,13 +86,9 @@ export function statOf(pid: number): ProcStat | undefined {
  * (the mark of `spawn_mark.ts`); `undefined` when unlimited or gone.
  */
 export function rtTimeLimitOf(pid: number): bigint | undefined {
-  let text: string;
-  try {
-    text = readText(`/proc/${pid}/limits`);
-  } catch {
-    return undefined;
-  }
-  const line = text.split("\n").find((row) => row.startsWith("Max realtime timeout"));
+  const line = procFile(pid, "limits")?.split("\n").find((row) =>
+    row.startsWith("Max realtime timeout")
+  );
   const soft = line?.slice("Max realtime timeout".length).trim().split(/\s+/)[0];
   return soft === undefined || !/^\d+$/.test(soft) ? undefined : BigInt(soft);
 }
