@@ -19,7 +19,7 @@ import {
 } from "../protocol/envelope.ts";
 import { ErrorCode, RpcError, toWireError, type WireError } from "../protocol/errors.ts";
 import type { Semaphore } from "./semaphore.ts";
-import type { Transport } from "./transport.ts";
+import type { OutboundText, Transport } from "./transport.ts";
 
 /** The connection closed before the call was answered (a local condition, never a remote error). */
 export class ClosedError extends Error {
@@ -296,8 +296,8 @@ export class Connection {
     return this.#transport.send(encodeMessage({ kind: "notification", method, params }));
   }
 
-  /** Sends pre-encoded message text (used for hot paths that build JSON themselves). */
-  sendRaw(text: string): Promise<void> {
+  /** Sends pre-encoded message text, whole or in parts (used for hot paths that build JSON themselves). */
+  sendRaw(text: OutboundText): Promise<void> {
     if (this.#closed) return Promise.resolve();
     return this.#transport.send(text);
   }

@@ -13,8 +13,14 @@
  * @module
  */
 
-import { type Inbound, OUTBOUND_HIGH_WATER_BYTES, type Transport } from "../../rpc/transport.ts";
+import {
+  type Inbound,
+  OUTBOUND_HIGH_WATER_BYTES,
+  type OutboundText,
+  type Transport,
+} from "../../rpc/transport.ts";
 import { concatBytes } from "../host/bytes.ts";
+import { FrameWriter } from "./frame_writer.ts";
 import { responseHead, writeAll } from "./http_head.ts";
 
 const GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
@@ -256,47 +262,6 @@ function unmask(bytes: Uint8Array, mask: Uint8Array, offset: number): void {
   for (; i < length; i++) bytes[i]! ^= mask[(offset + i) & 3]!;
 }
 
-function encodeFrame(opcode: number, payload: Uint8Array): Uint8Array {
-  const extra = payload.length < 126 ? 0 : payload.length < 65536 ? 2 : 8;
-  const frame = new Uint8Array(2 + extra + payload.length);
-  frame[0] = 0x80 | opcode;
-  if (extra === 0) frame[1] = payload.length;
-  else if (extra === 2) {
-    frame[1] = 126;
-    frame[2] = payload.length >> 8;
-    frame[3] = payload.length & 0xff;
-  } else {
-    frame[1] = 127;
-    new DataView(frame.buffer).setBigUint64(2, BigInt(payload.length));
-  }
-  frame.set(payload, 2 + extra);
-  return frame;
-}
-
-/**
- * A text frame with `text` encoded straight into it (one copy instead of encoding and then
- * copying into the frame: most of a `process/output` frame's cost is moving its bytes). The text
- * is first assumed to be ASCII, as JSON of base64 output is; other text is encoded and framed.
- */
-function encodeTextFrame(text: string, encoder: TextEncoder): Uint8Array {
-  const buffer = new Uint8Array(10 + text.length);
-  const { read, written } = encoder.encodeInto(text, buffer.subarray(10));
-  if (read < text.length) return encodeFrame(0x1, encoder.encode(text));
-  const extra = written < 126 ? 0 : written < 65536 ? 2 : 8;
-  const start = 10 - 2 - extra;
-  buffer[start] = 0x81;
-  if (extra === 0) buffer[start + 1] = written;
-  else if (extra === 2) {
-    buffer[start + 1] = 126;
-    buffer[start + 2] = written >> 8;
-    buffer[start + 3] = written & 0xff;
-  } else {
-    buffer[start + 1] = 127;
-    new DataView(buffer.buffer).setBigUint64(start + 2, BigInt(written));
-  }
-  return buffer.subarray(start, 10 + written);
-}
-
 function closePayload(code: number, reason = ""): Uint8Array {
   const text = new TextEncoder().encode(reason);
   const payload = new Uint8Array(2 + text.length);
@@ -311,9 +276,6 @@ const INLINE_FRAME_BYTES = 60 * 1024;
 
 /** How long a closing connection may take to flush what was queued before it. */
 const CLOSE_LINGER_MS = 2000;
-
-/** Largest write handed to the socket at once when small frames are batched. */
-const BATCH_BYTES = 256 * 1024;
 
 /**
  * Wraps an upgraded connection as a {@linkcode Transport}.
@@ -330,17 +292,12 @@ export function websocketConnTransport(
   const maxBytes = options.maxMessageBytes;
   // A byte order mark stays in the text (and makes the message malformed, as the reference has it).
   const decoder = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
-  const encoder = new TextEncoder();
   let closing = false;
   let connClosed = false;
   let lingerTimer: ReturnType<typeof setTimeout> | undefined;
 
-  // Outbound: frames queue here and one writer drains them, batching small ones.
-  let queue: Uint8Array[] = [];
-  let queuedBytes = 0;
-  let writing = false;
-  const drained: (() => void)[] = [];
-  let flushed = Promise.resolve();
+  // Outbound: frames are encoded into write batches that one writer drains.
+  const writer = new FrameWriter(conn, highWater, closeConn);
 
   function closeConn(): void {
     if (connClosed) return;
@@ -351,45 +308,7 @@ export function websocketConnTransport(
     } catch {
       // Already closed.
     }
-    queue = [];
-    queuedBytes = 0;
-    for (const wake of drained.splice(0)) wake();
-  }
-
-  async function drain(): Promise<void> {
-    // Frames queued in this turn of the event loop (the answers to every request of one read,
-    // say) go out in one write: wait until the turn's microtasks have run.
-    await new Promise((resolve) => setImmediate(resolve));
-    try {
-      while (queue.length > 0 && !connClosed) {
-        let take = 0;
-        let bytes = 0;
-        while (take < queue.length && (take === 0 || bytes + queue[take]!.length <= BATCH_BYTES)) {
-          bytes += queue[take]!.length;
-          take++;
-        }
-        const parts = queue.splice(0, take);
-        await writeAll(conn, concatBytes(parts, bytes));
-        queuedBytes -= bytes;
-        if (queuedBytes <= highWater) { for (const wake of drained.splice(0)) wake(); }
-      }
-    } catch {
-      closeConn();
-    } finally {
-      writing = false;
-    }
-  }
-
-  function enqueue(frame: Uint8Array): Promise<void> {
-    if (connClosed) return Promise.resolve();
-    queue.push(frame);
-    queuedBytes += frame.length;
-    if (!writing) {
-      writing = true;
-      flushed = drain();
-    }
-    if (queuedBytes <= highWater) return Promise.resolve();
-    return new Promise((resolve) => drained.push(resolve));
+    writer.close();
   }
 
   /**
@@ -401,12 +320,8 @@ export function websocketConnTransport(
     if (closing) return;
     closing = true;
     lingerTimer = setTimeout(closeConn, CLOSE_LINGER_MS);
-    enqueue(encodeFrame(0x8, closePayload(code, reason)));
-    flushed.then(async () => {
-      // The close frame may have been queued behind a drain already running.
-      while (writing) await flushed;
-      closeConn();
-    });
+    void writer.frame(0x8, closePayload(code, reason));
+    writer.idle().then(closeConn);
   }
 
   /** Decodes a whole message's payload (invalid UTF-8: close for text, a fault for binary). */
@@ -440,7 +355,7 @@ export function websocketConnTransport(
           closeWith(code === 1005 || code === 1006 ? 1000 : code);
           return null;
         }
-        if (head.opcode === 0x9) enqueue(encodeFrame(0xa, payload));
+        if (head.opcode === 0x9) void writer.frame(0xa, payload);
         else if (head.opcode !== 0xa) throw new ProtocolViolation(1002, "unknown opcode");
         continue;
       }
@@ -518,9 +433,9 @@ export function websocketConnTransport(
 
   return {
     readable,
-    send(text: string): Promise<void> {
+    send(text: OutboundText): Promise<void> {
       if (closing) return Promise.resolve();
-      return enqueue(encodeTextFrame(text, encoder));
+      return writer.text(text);
     },
     close() {
       closeWith(1000);
