@@ -1,9 +1,10 @@
 /**
  * Minimal FFI bindings to the system C library (glibc on Linux), used by the
- * pseudo-terminal support in `pty.ts`.
+ * pseudo-terminal support in `pty.ts` and the pipe spawner in `pipe.ts`.
  *
- * Only what a pty child needs is bound: opening a pty pair, spawning with
- * `posix_spawn`, non-blocking I/O, `poll`, `waitpid`/`pidfd_open` and `kill`.
+ * Only what pty and pipe children need is bound: opening a pty pair or a
+ * pipe, spawning with `posix_spawn`, non-blocking I/O, `poll`,
+ * `waitpid`/`pidfd_open` and `kill`.
  * The library is opened lazily on first use, so importing this module needs
  * no permission.
  *
@@ -46,6 +47,7 @@ export const LIBC_SYMBOLS = {
   read: { parameters: ["i32", "buffer", "usize"], result: "isize" },
   write: { parameters: ["i32", "buffer", "usize"], result: "isize" },
   close: { parameters: ["i32"], result: "i32" },
+  pipe2: { parameters: ["buffer", "i32"], result: "i32" },
   poll: { parameters: ["buffer", "u64", "i32"], result: "i32", nonblocking: true },
   eventfd: { parameters: ["u32", "i32"], result: "i32" },
   pidfd_open: { parameters: ["i32", "u32"], result: "i32", optional: true },
@@ -63,6 +65,7 @@ export type Libc = Deno.DynamicLibrary<typeof LIBC_SYMBOLS>["symbols"];
 
 /** Linux constants (identical on x86_64 and aarch64). */
 export const C = {
+  O_RDONLY: 0,
   O_RDWR: 0o2,
   O_NOCTTY: 0o400,
   O_NONBLOCK: 0o4000,
@@ -70,6 +73,7 @@ export const C = {
   EFD_NONBLOCK: 0o4000,
   EFD_CLOEXEC: 0o2000000,
   TIOCSWINSZ: 0x5414,
+  FIONREAD: 0x541b,
   POSIX_SPAWN_SETSIGDEF: 0x04,
   POSIX_SPAWN_SETSIGMASK: 0x08,
   POSIX_SPAWN_SETSID: 0x80,
