@@ -6,8 +6,7 @@
  */
 
 import { setProcessNamespaces } from "./lib/server/sandbox/pid_namespace.ts";
-import { type AuthResult, capabilityTokenAuth, tokenFileDigest } from "./lib/server/listen/auth.ts";
-import { readSharedSecret, signedBearerAuth } from "./lib/server/listen/signed_bearer.ts";
+import type { AuthResult } from "./lib/server/listen/auth.ts";
 import { VERSION } from "./lib/server/session/environment.ts";
 import { FlagError } from "./lib/cli/flags.ts";
 import {
@@ -70,9 +69,13 @@ async function authFromFlags(
     }
   }
   try {
+    // The authentication modules load only for the mode in use.
     if (mode === "signed-bearer-token") {
       const path = flags["ws-shared-secret-file"];
       if (path === undefined) fail("--ws-auth signed-bearer-token needs --ws-shared-secret-file");
+      const { readSharedSecret, signedBearerAuth } = await import(
+        "./lib/server/listen/signed_bearer.ts"
+      );
       return signedBearerAuth({
         secret: await readSharedSecret(path),
         issuer: claimFlag(flags["ws-issuer"]),
@@ -86,6 +89,7 @@ async function authFromFlags(
           "--ws-auth capability-token needs exactly one of --ws-token-file and --ws-token-sha256",
         );
       }
+      const { capabilityTokenAuth, tokenFileDigest } = await import("./lib/server/listen/auth.ts");
       return capabilityTokenAuth(
         flags["ws-token-sha256"] ?? await tokenFileDigest(flags["ws-token-file"]!),
       );

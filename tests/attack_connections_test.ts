@@ -19,7 +19,11 @@
  */
 
 import assert from "node:assert/strict";
-import { serveWebSocket } from "../lib/server/listen/listen.ts";
+import {
+  HANDSHAKE_TIMEOUT_MS,
+  MAX_PENDING_CONNECTIONS,
+  serveWebSocket,
+} from "../lib/server/listen/listen.ts";
 import { MAX_HEAD_BYTES } from "../lib/server/listen/http_head.ts";
 import {
   handshake,
@@ -185,6 +189,12 @@ Deno.test("a request head of 64 KiB is answered; one byte more gets 431", async 
   } finally {
     await server.shutdown();
   }
+});
+
+Deno.test("the listener waits 10 s for an upgrade and keeps 1 024 connections pending by default", () => {
+  // The tests around this one exercise both rules at small values through the same options.
+  assert.equal(HANDSHAKE_TIMEOUT_MS, 10_000);
+  assert.equal(MAX_PENDING_CONNECTIONS, 1024);
 });
 
 Deno.test("at most maxPendingConnections wait for their upgrade: a newer one closes the oldest", async () => {

@@ -15,7 +15,9 @@ import { Connection, INBOUND_QUEUE_LIMIT } from "../lib/rpc/connection.ts";
 import { Semaphore } from "../lib/rpc/semaphore.ts";
 import type { Inbound, Transport } from "../lib/rpc/transport.ts";
 import { rssKib, sleep } from "./helpers/reliability_proc.ts";
-import { ServerProcess } from "./helpers/server_harness.ts";
+import { ServerProcess, type StdioClient } from "./helpers/server_harness.ts";
+import { type InProcessServer, inProcessSession } from "./helpers/in_process_server.ts";
+import { sh, startProcess } from "./helpers/rpc.ts";
 
 /** A transport whose peer offers `total` requests and never reads a reply. */
 function floodingTransport(total: number): Transport & { pulled(): number } {
@@ -111,4 +113,80 @@ Deno.test("a stdio client flooding requests at --concurrent-requests 4 without r
   await writer.abort().catch(() => {});
   await stdout.cancel().catch(() => {});
   await writing;
+});
+
+/** `environment/status`: the request whose admission the held-text tests watch. */
+const STATUS = JSON.stringify({ id: 900, method: "environment/status" });
+
+/**
+ * Long-polling `process/read`s of process `held` (ids 800-803) whose texts total `chars`
+ * characters: three of 500 and one of the rest.
+ */
+function paddedReads(chars: number): string[] {
+  return [500, 500, 500, chars - 1500].map((length, i) => {
+    const read = {
+      id: 800 + i,
+      method: "process/read",
+      params: { processId: "held", waitMs: 60_000 },
+    };
+    const bare = JSON.stringify({ ...read, pad: "" });
+    return JSON.stringify({ ...read, pad: "p".repeat(length - bare.length) });
+  });
+}
+
+/**
+ * A stdio server at `--max-message-bytes 1000` (so 2 000 characters of requests may be held)
+ * and `--concurrent-requests 64`, running process `held`, which prints once `dir/go` exists.
+ */
+async function heldServer(dir: string): Promise<InProcessServer & { stdio: StdioClient }> {
+  const server = await inProcessSession({ maxMessageBytes: 1000, concurrentRequests: 64 });
+  await startProcess(
+    server.stdio,
+    "held",
+    sh(`until [ -e ${dir}/go ]; do sleep 0.05; done; echo out`),
+  );
+  return server;
+}
+
+/** Where the reply to `id` is in what the client received (-1: not yet). */
+function replyIndex(client: StdioClient, id: number): number {
+  return client.log.received.findIndex((r) => r.msg.id === id && !("method" in r.msg));
+}
+
+Deno.test("a server at --max-message-bytes 1000 admits a request that brings the held text to exactly 2000 characters", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "es-held-" });
+  try {
+    await using server = await heldServer(dir);
+    for (const text of [...paddedReads(2000 - STATUS.length), STATUS]) {
+      await server.stdio.sendRaw(text);
+    }
+    // Answered while all four reads still wait for output.
+    await server.stdio.log.waitUntil(() => replyIndex(server.stdio, 900) >= 0, "the status reply");
+    for (let id = 800; id < 804; id++) assert.equal(replyIndex(server.stdio, id), -1);
+    await Deno.writeTextFile(`${dir}/go`, "");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("a server at --max-message-bytes 1000 reads no request that would take the held text to 2001 characters until one is answered", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "es-held-" });
+  try {
+    await using server = await heldServer(dir);
+    for (const text of [...paddedReads(2001 - STATUS.length), STATUS]) {
+      await server.stdio.sendRaw(text);
+    }
+    // Time for a server without the bound to answer (it would fail the order below).
+    await sleep(300);
+    assert.equal(
+      replyIndex(server.stdio, 900),
+      -1,
+      "the status was answered while the reads held 2000",
+    );
+    await Deno.writeTextFile(`${dir}/go`, "");
+    await server.stdio.log.waitUntil(() => replyIndex(server.stdio, 900) >= 0, "the status reply");
+    assert.ok(replyIndex(server.stdio, 800) < replyIndex(server.stdio, 900));
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
 });

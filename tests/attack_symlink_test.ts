@@ -203,3 +203,70 @@ for (const ffi of [true, false]) {
     }
   });
 }
+
+for (const ffi of [true, false]) {
+  const mode = ffi ? "with --allow-ffi" : "without --allow-ffi";
+
+  Deno.test(`absolute symlinks whose target stays in a narrow scope are followed, others refused (${mode})`, async () => {
+    const l = await layout();
+    try {
+      await Deno.mkdir(`${l.scope}/real/sub`, { recursive: true });
+      await Deno.writeTextFile(`${l.scope}/real/file.txt`, "inside\n");
+      await Deno.symlink(`${l.scope}/real/file.txt`, `${l.scope}/abs-file`);
+      await Deno.symlink(`${l.scope}/real`, `${l.scope}/abs-dir`);
+      // Absolute, but `..` climbs out of the scope: refused like any link that leaves it.
+      await Deno.symlink(`${l.scope}/../outside/secret.txt`, `${l.scope}/abs-climb`);
+      await Deno.symlink(`${l.scope}/../outside`, `${l.scope}/abs-climb-dir`);
+      const before = await snapshot(l.outside);
+      await using s = await server(l, [`--allow-read=${l.scope}`, `--allow-write=${l.scope}`], ffi);
+      const client = s.stdio!;
+      await handshake(client);
+      const ok = async (method: string, params: Json) => {
+        const response = await client.request(nextId++, method, params);
+        assert.ok(
+          response.result,
+          `${method} ${JSON.stringify(params)}: ${JSON.stringify(response)}`,
+        );
+        return response.result as Json;
+      };
+      const read = await ok("fs/readFile", { path: uri(`${l.scope}/abs-file`) });
+      assert.equal(read.dataBase64, b64("inside\n"));
+      const through = await ok("fs/readFile", { path: uri(`${l.scope}/abs-dir/file.txt`) });
+      assert.equal(through.dataBase64, b64("inside\n"));
+      const metadata = await ok("fs/getMetadata", { path: uri(`${l.scope}/abs-file`) });
+      assert.deepEqual([metadata.isFile, metadata.isSymlink], [true, true]);
+      const canonical = await ok("fs/canonicalize", { path: uri(`${l.scope}/abs-dir/file.txt`) });
+      assert.equal(canonical.path, uri(`${l.scope}/real/file.txt`));
+      const listing = await ok("fs/readDirectory", { path: uri(`${l.scope}/abs-dir`) });
+      assert.deepEqual(
+        (listing.entries as { fileName: string }[]).map((e) => e.fileName).sort(),
+        ["file.txt", "sub"],
+      );
+      await ok("fs/writeFile", { path: uri(`${l.scope}/abs-dir/new.txt`), dataBase64: b64("n") });
+      await ok("fs/writeFile", { path: uri(`${l.scope}/abs-file`), dataBase64: b64("again\n") });
+      await ok("fs/createDirectory", { path: uri(`${l.scope}/abs-dir/sub/made`) });
+      await ok("fs/copy", {
+        sourcePath: uri(`${l.scope}/abs-dir/file.txt`),
+        destinationPath: uri(`${l.scope}/abs-dir/sub/copy.txt`),
+        recursive: false,
+      });
+      await ok("fs/remove", { path: uri(`${l.scope}/abs-dir/sub/copy.txt`) });
+      assert.equal(await Deno.readTextFile(`${l.scope}/real/file.txt`), "again\n");
+      assert.equal(await Deno.readTextFile(`${l.scope}/real/new.txt`), "n");
+      assert.ok((await Deno.stat(`${l.scope}/real/sub/made`)).isDirectory);
+      await refusal(client, "fs/readFile", { path: uri(`${l.scope}/abs-climb`) });
+      await refusal(client, "fs/readFile", { path: uri(`${l.scope}/abs-climb-dir/secret.txt`) });
+      await refusal(client, "fs/writeFile", {
+        path: uri(`${l.scope}/abs-climb-dir/planted.txt`),
+        dataBase64: b64("x"),
+      });
+      await refusal(client, "fs/writeFile", {
+        path: uri(`${l.scope}/abs-climb`),
+        dataBase64: b64("x"),
+      });
+      assert.equal(await snapshot(l.outside), before, "the outside directory changed");
+    } finally {
+      await Deno.remove(l.root, { recursive: true });
+    }
+  });
+}

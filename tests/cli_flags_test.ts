@@ -113,6 +113,7 @@ Deno.test("the server's flags default to the documented values", () => {
   assert.equal(flags["session-ttl"], 80);
   assert.equal(flags["process-retention"], 80);
   assert.equal(flags["max-message-bytes"], 64 * 1024 * 1024);
+  assert.equal(flags["max-connections"], 1024);
   assert.equal(flags["log-level"], "warn");
   assert.deepEqual(parseServerFlags(["--listen", "ws://[::1]:9"]).listen, {
     kind: "ws",

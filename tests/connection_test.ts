@@ -493,6 +493,115 @@ Deno.test("Connection stops reading when 128 inbound messages wait", async () =>
   await conn.closed;
 });
 
+/**
+ * A connection over requests of the given texts (offered one at a time, never ending) whose
+ * handlers run concurrently without bound and each wait for the test to answer them, so every
+ * admitted request has started: `events` records each start and answer in order.
+ */
+function heldRequests(texts: string[], maxHeldUnits?: number) {
+  const events: string[] = [];
+  const gates = new Map<number, PromiseWithResolvers<void>>();
+  let pulled = 0;
+  const readable = new ReadableStream<Inbound>({
+    pull(controller) {
+      // Stop producing without ending the stream (EOF would drop the queue).
+      if (pulled < texts.length) controller.enqueue(texts[pulled++]!);
+    },
+  }, { highWaterMark: 0 });
+  const transport = new MemoryTransport(readable);
+  const lane = new Semaphore(texts.length);
+  const conn = new Connection(transport, {
+    maxHeldUnits,
+    handlers: {
+      async request(_method, _params, id) {
+        const gate = Promise.withResolvers<void>();
+        gates.set(Number(id), gate);
+        events.push(`start ${id}`);
+        await gate.promise;
+        events.push(`end ${id}`);
+        return null;
+      },
+      schedule: () => lane,
+    },
+  });
+  return {
+    conn,
+    events,
+    started: () => events.filter((e) => e.startsWith("start")).length,
+    /** Answers request `id` and waits until request `next` has started. */
+    async answerThenAwaitStart(id: number, next: number): Promise<void> {
+      gates.get(id)!.resolve();
+      while (!events.includes(`start ${next}`)) await settle(1);
+    },
+    async close(): Promise<void> {
+      for (const gate of gates.values()) gate.resolve();
+      conn.close();
+      await conn.closed;
+    },
+  };
+}
+
+/** A request of exactly `length` characters of JSON text. */
+function requestOfLength(id: number, length: number): string {
+  const bare = JSON.stringify({ id, method: "m", params: "" });
+  assert.ok(length >= bare.length);
+  return JSON.stringify({ id, method: "m", params: "p".repeat(length - bare.length) });
+}
+
+Deno.test("Connection holds exactly 128 unanswered requests; the 129th starts only after one is answered", async () => {
+  const texts = Array.from({ length: 200 }, (_, i) => JSON.stringify({ id: i + 1, method: "m" }));
+  const held = heldRequests(texts);
+  try {
+    await settle(20);
+    assert.equal(held.started(), INBOUND_QUEUE_LIMIT);
+    await held.answerThenAwaitStart(1, INBOUND_QUEUE_LIMIT + 1);
+    assert.ok(
+      held.events.indexOf("end 1") < held.events.indexOf(`start ${INBOUND_QUEUE_LIMIT + 1}`),
+    );
+    assert.equal(held.started(), INBOUND_QUEUE_LIMIT + 1);
+  } finally {
+    await held.close();
+  }
+});
+
+Deno.test("Connection admits requests whose text totals exactly maxHeldUnits", async () => {
+  // Four requests of 250 characters fill a bound of 1000 exactly; the fifth waits for an answer.
+  const texts = Array.from({ length: 5 }, (_, i) => requestOfLength(i + 1, 250));
+  const held = heldRequests(texts, 1000);
+  try {
+    await settle(20);
+    assert.equal(held.started(), 4);
+    await held.answerThenAwaitStart(1, 5);
+    assert.ok(held.events.indexOf("end 1") < held.events.indexOf("start 5"));
+  } finally {
+    await held.close();
+  }
+});
+
+Deno.test("Connection holds back a request that would take the held text one unit over maxHeldUnits until one is answered", async () => {
+  const texts = [250, 250, 250, 251].map((length, i) => requestOfLength(i + 1, length));
+  const held = heldRequests(texts, 1000);
+  try {
+    await settle(20);
+    assert.equal(held.started(), 3);
+    await held.answerThenAwaitStart(1, 4);
+    assert.ok(held.events.indexOf("end 1") < held.events.indexOf("start 4"));
+  } finally {
+    await held.close();
+  }
+});
+
+Deno.test("Connection admits a request larger than maxHeldUnits when nothing else is held", async () => {
+  const held = heldRequests([requestOfLength(1, 2000), requestOfLength(2, 100)], 1000);
+  try {
+    await settle(20);
+    assert.equal(held.started(), 1);
+    await held.answerThenAwaitStart(1, 2);
+  } finally {
+    await held.close();
+  }
+});
+
 Deno.test("Connection pair talks over stdio framing in both directions", async () => {
   const [a, b] = pipePair();
   const notes: unknown[] = [];

@@ -95,12 +95,14 @@ Deno.test("client.exec past timeoutMs kills the process group and rejects with E
   const dir = await Deno.makeTempDir();
   try {
     await withClient(async (client) => {
+      // 3 s: time enough for the shell to print and write the pid under any load (the
+      // output before the timeout is part of what this pins).
       const err = await client.exec(
         ["sh", "-c", `sleep 30 & echo $! > ${dir}/pid; echo started; wait`],
-        { timeoutMs: 500 },
+        { timeoutMs: 3000 },
       ).then(() => undefined, (e) => e);
       assert.ok(err instanceof ExecTimeoutError, String(err));
-      assert.equal(err.timeoutMs, 500);
+      assert.equal(err.timeoutMs, 3000);
       assert.equal(err.partial.stdout, "started\n");
       const pid = Number(await Deno.readTextFile(`${dir}/pid`));
       for (let i = 0; i < 100 && pidAlive(pid); i++) await new Promise((r) => setTimeout(r, 50));

@@ -222,6 +222,10 @@ Deno.test("decodeBase64 fails with the reference decoder's messages", () => {
     ["aGkx=", "Invalid symbol 61, offset 4."],
     ["aG==a", "Invalid symbol 61, offset 2."],
     ["!aGkxaGkxaGkx", "Invalid symbol 33, offset 0."],
+    // Whitespace the built-in decoder would skip, at lengths that are a multiple of four.
+    ["aGkx    ", "Invalid symbol 32, offset 4."],
+    ["aG\tkx+/a", "Invalid symbol 9, offset 2."],
+    [" aGkxaGk=", "Invalid symbol 32, offset 0."],
   ];
   for (const [input, message] of cases) {
     let got = "";
@@ -555,6 +559,18 @@ Deno.test("fs/walk validates limits and handles odd roots", async () => {
   );
 });
 
+Deno.test("fs/walk refuses maxDirectories 10 001 and maxEntries 50 001 like maxDepth 65", async () => {
+  await using fx = await fixture();
+  const path = fx.at("");
+  const overMaximums = {
+    code: -32600,
+    message: "filesystem walk limits exceed maximums: depth=64, directories=10000, entries=50000",
+  };
+  for (const over of [{ maxDirectories: 10_001 }, { maxEntries: 50_001 }]) {
+    assertEquals(await failure(walk({ path, options: options(over) })), overMaximums);
+  }
+});
+
 Deno.test("fs/walk skips self-referencing links without reporting them", async () => {
   await using fx = await fixture();
   await Deno.symlink("self", `${fx.dir}/empty/self`);
@@ -593,6 +609,36 @@ Deno.test("FileHandleTable reads blocks with exact eof semantics", async () => {
   assertEquals(await table.close({ handleId: "h1" }), {});
   assertEquals(await table.close({ handleId: "h1" }), {});
   assertEquals(await failure(read(0, 5)), { code: -32004, message: "unknown file handle `h1`" });
+});
+
+Deno.test("fs/readBlock reads a block of exactly 1 MiB and refuses a len of 1 MiB + 1", async () => {
+  await using fx = await fixture();
+  await Deno.writeFile(`${fx.dir}/big`, new Uint8Array(1_048_577).fill(0x62));
+  const table = new FileHandleTable();
+  await open(table, { handleId: "r", path: fx.at("big") });
+  const block = await table.readBlock({ handleId: "r", offset: 0, len: 1_048_576 });
+  assertEquals(block.eof, false);
+  assertEquals(Uint8Array.fromBase64(block.chunk).length, 1_048_576);
+  assertEquals(await failure(table.readBlock({ handleId: "r", offset: 0, len: 1_048_577 })), {
+    code: -32600,
+    message: "file read block length must be between 1 and 1048576",
+  });
+  await table.close({ handleId: "r" });
+});
+
+Deno.test("fs/writeBlock writes a block of exactly 1 MiB and refuses one of 1 MiB + 1", async () => {
+  await using fx = await fixture();
+  const table = new FileHandleTable();
+  await open(table, { handleId: "w", path: fx.at("out"), mode: "replace" });
+  const write = (bytes: number) =>
+    table.writeBlock({ handleId: "w", offset: 0, chunk: new Uint8Array(bytes).fill(0x63) });
+  assertEquals(await write(1_048_576), {});
+  assertEquals(await failure(write(1_048_577)), {
+    code: -32600,
+    message: "file write block length must be between 1 and 1048576",
+  });
+  await table.close({ handleId: "w" });
+  assertEquals((await Deno.stat(`${fx.dir}/out`)).size, 1_048_576);
 });
 
 Deno.test("an open read handle keeps the file it opened when fs/writeFile replaces the path", async () => {

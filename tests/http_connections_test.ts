@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import type { ParamsOf } from "../lib/protocol/methods.ts";
-import { POOL_MAX_IDLE_PER_ORIGIN } from "../lib/server/http/pool.ts";
+import { POOL_MAX_IDLE, POOL_MAX_IDLE_PER_ORIGIN } from "../lib/server/http/pool.ts";
 import { proxyFor, proxySettings } from "../lib/server/http/proxy.ts";
 import { HttpRequestTable } from "../lib/server/http/request.ts";
 import { RpcError } from "../lib/protocol/errors.ts";
@@ -250,6 +250,26 @@ Deno.test("http/request keeps at most POOL_MAX_IDLE_PER_ORIGIN idle connections 
   assert.equal(http.idleConnections, POOL_MAX_IDLE_PER_ORIGIN);
   http.closeAll();
   assert.equal(http.idleConnections, 0);
+});
+
+Deno.test("http/request keeps POOL_MAX_IDLE idle connections in all; one more closes the oldest", async () => {
+  assert.equal(POOL_MAX_IDLE, 64);
+  const origins = Array.from({ length: POOL_MAX_IDLE + 1 }, () => origin());
+  try {
+    using http = table();
+    const url = (i: number) => `http://127.0.0.1:${origins[i]!.port}/`;
+    for (let i = 0; i < POOL_MAX_IDLE; i++) await get(http, url(i));
+    assert.equal(http.idleConnections, POOL_MAX_IDLE);
+    await get(http, url(POOL_MAX_IDLE));
+    assert.equal(http.idleConnections, POOL_MAX_IDLE);
+    // The second origin's connection is still pooled: reused. The first one's was closed: a new one.
+    await get(http, url(1));
+    assert.equal(origins[1]!.connections.length, 1);
+    await get(http, url(0));
+    assert.equal(origins[0]!.connections.length, 2);
+  } finally {
+    for (const listener of origins) await listener[Symbol.asyncDispose]();
+  }
 });
 
 Deno.test("http/request closes a connection once it was idle for the idle timeout", async () => {

@@ -463,18 +463,22 @@ Deno.test("http/request reports an expired deadline mid-body as a body error", a
   });
   const { request, deltas, finalDelta } = recordingTable();
   try {
-    await assertRpcError(
-      request({ method: "GET", url: `${server.origin}/stall`, requestId: "", timeoutMs: 50 }),
-      ErrorCode.InternalError,
-      "failed to read http/request response body: error decoding response body",
-    );
-    const result = await request({
-      method: "GET",
-      url: `${server.origin}/stall`,
-      requestId: "s7",
-      streamResponse: true,
-      timeoutMs: 200,
-    });
+    // The server never sends the rest of the body: each deadline expires mid-body. 2 s leaves the
+    // head (sent at once) time to arrive under any load; the two requests run side by side.
+    const [, result] = await Promise.all([
+      assertRpcError(
+        request({ method: "GET", url: `${server.origin}/stall`, requestId: "", timeoutMs: 2000 }),
+        ErrorCode.InternalError,
+        "failed to read http/request response body: error decoding response body",
+      ),
+      request({
+        method: "GET",
+        url: `${server.origin}/stall`,
+        requestId: "s7",
+        streamResponse: true,
+        timeoutMs: 2000,
+      }),
+    ]);
     assertEquals(result.headers, [{ name: "transfer-encoding", value: "chunked" }]);
     await finalDelta("s7");
     assertEquals(deltas, [

@@ -5,12 +5,14 @@ import {
   RETAINED_OUTPUT_CHUNKS,
 } from "../lib/server/process/output_ring.ts";
 
-/** Pushes `count` chunks of `size` bytes (the base64 text stands in for them) and returns their seqs. */
+/** Pushes `count` chunks of `size` bytes and returns their seqs. */
 function fill(ring: OutputRing, count: number, size: number): number[] {
   const seqs: number[] = [];
-  for (let i = 0; i < count; i++) seqs.push(ring.push("stdout", `c${i}`, size));
+  for (let i = 0; i < count; i++) seqs.push(ring.push("stdout", new Uint8Array(size)));
   return seqs;
 }
+
+const bytesOf = (text: string) => new TextEncoder().encode(text);
 
 function seqsOf(ring: OutputRing, afterSeq = 0, maxBytes?: number): number[] {
   return ring.page(afterSeq, maxBytes).chunks.map((chunk) => chunk.seq);
@@ -18,8 +20,8 @@ function seqsOf(ring: OutputRing, afterSeq = 0, maxBytes?: number): number[] {
 
 Deno.test("output ring gives output, exit and close events consecutive seqs from 1", () => {
   const ring = new OutputRing();
-  assert.equal(ring.push("stdout", "YQ==", 1), 1);
-  assert.equal(ring.push("stderr", "Yg==", 1), 2);
+  assert.equal(ring.push("stdout", bytesOf("a")), 1);
+  assert.equal(ring.push("stderr", bytesOf("b")), 2);
   assert.equal(ring.takeSeq(), 3);
   assert.equal(ring.takeSeq(), 4);
   assert.equal(ring.nextSeq, 5);
@@ -38,7 +40,7 @@ Deno.test("output ring keeps exactly RETAINED_OUTPUT_BYTES and evicts the oldest
   fill(ring, RETAINED_OUTPUT_BYTES / size, size);
   assert.equal(ring.page(0, undefined).chunks.length, RETAINED_OUTPUT_BYTES / size);
   assert.equal(ring.evictedBytesAfter(0), 0);
-  ring.push("stdout", "x", 1);
+  ring.push("stdout", bytesOf("x"));
   assert.equal(seqsOf(ring)[0], 2, "the first chunk went");
   assert.equal(ring.evictedBytesAfter(0), size);
   assert.equal(ring.full, false);
@@ -46,9 +48,9 @@ Deno.test("output ring keeps exactly RETAINED_OUTPUT_BYTES and evicts the oldest
 
 Deno.test("output ring keeps a single chunk larger than the byte limit", () => {
   const ring = new OutputRing();
-  ring.push("stdout", "big", RETAINED_OUTPUT_BYTES * 2);
+  ring.push("stdout", new Uint8Array(RETAINED_OUTPUT_BYTES * 2));
   assert.deepEqual(seqsOf(ring), [1]);
-  ring.push("stdout", "next", 1);
+  ring.push("stdout", bytesOf("n"));
   assert.deepEqual(seqsOf(ring), [2]);
 });
 
@@ -112,6 +114,18 @@ Deno.test("lossless output ring drops the oldest once unblocked", () => {
   ring.unblock();
   assert.equal(ring.full, false);
   assert.deepEqual(seqsOf(ring), [4, 5]);
-  ring.push("stdout", "x", 1);
+  ring.push("stdout", bytesOf("x"));
   assert.deepEqual(seqsOf(ring), [5, 6]);
+});
+
+Deno.test("output ring keeps a small view of a larger buffer as a copy, and a whole buffer as is", () => {
+  const ring = new OutputRing();
+  const buffer = new Uint8Array(64 * 1024);
+  buffer.set(bytesOf("abc"));
+  ring.push("stdout", buffer.subarray(0, 3));
+  buffer.set(bytesOf("xyz"));
+  const whole = bytesOf("def");
+  ring.push("stdout", whole);
+  whole.set(bytesOf("uvw"));
+  assert.deepEqual(ring.page(0, undefined).chunks.map((c) => atob(c.chunk)), ["abc", "uvw"]);
 });

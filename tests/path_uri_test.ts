@@ -121,3 +121,37 @@ Deno.test("joinPath does not double the root slash", () => {
   assertEquals(joinPath("/tmp", "a"), "/tmp/a");
   assertThrows(() => pathFromUri("file://h/x"), RpcError);
 });
+
+Deno.test("pathFromUri gives plain URIs the path the URL parser gives them", () => {
+  // Spellings the parser-free path accepts, and neighbours it must leave to the parser.
+  const uris = [
+    "file:///tmp",
+    "file:///tmp/",
+    "file:////tmp//a/",
+    "file:///a-b_c.d~e/!$&'()*+,;=@",
+    "file:///tmp/./a",
+    "file:///tmp/a/..",
+    "file:///tmp/.../..a/a..",
+    "file:///.",
+    "file:///C:/x",
+    "file:///C|/x",
+    "file:///tmp/a\\b",
+    "file:///tmp/a%41",
+    "file:///tmp/a^b",
+    "file:///tmp/a`b",
+  ];
+  for (const uri of uris) {
+    const url = new URL(uri);
+    const expected = url.hostname !== "" || /^\/[A-Za-z]:(\/|$)/.test(url.pathname)
+      ? "foreign"
+      : "/" +
+        decodeURIComponent(url.pathname).split("/").filter((part) => part !== "").join("/");
+    let actual: string;
+    try {
+      actual = pathFromUri(uri);
+    } catch {
+      actual = "foreign";
+    }
+    assertEquals(actual, expected, uri);
+  }
+});

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { handshake, ServerProcess } from "./helpers/server_harness.ts";
+import { websocketConnTransport } from "../lib/server/listen/websocket_conn.ts";
 
 // The server's text frames carry their JSON encoded straight into the frame for ASCII text, and
 // encoded then framed otherwise; both, at each of the three frame-length forms (7-bit, 16-bit
@@ -35,5 +36,68 @@ Deno.test("WebSocket replies arrive whole for ASCII and non-ASCII text of every 
     }
   } finally {
     await Deno.remove(dir, { recursive: true });
+  }
+});
+
+/** A masked client frame (random mask) of `payload`. */
+function clientFrame(opcode: number, payload: Uint8Array, fin = true): Uint8Array {
+  const extra = payload.length < 126 ? 0 : payload.length < 65536 ? 2 : 8;
+  const frame = new Uint8Array(2 + extra + 4 + payload.length);
+  frame[0] = (fin ? 0x80 : 0) | opcode;
+  if (extra === 0) frame[1] = 0x80 | payload.length;
+  else if (extra === 2) {
+    frame[1] = 0x80 | 126;
+    new DataView(frame.buffer).setUint16(2, payload.length);
+  } else {
+    frame[1] = 0x80 | 127;
+    new DataView(frame.buffer).setBigUint64(2, BigInt(payload.length));
+  }
+  const mask = crypto.getRandomValues(new Uint8Array(4));
+  frame.set(mask, 2 + extra);
+  for (let i = 0; i < payload.length; i++) frame[6 + extra + i] = payload[i]! ^ mask[i & 3]!;
+  return frame;
+}
+
+Deno.test("WebSocket frames are unmasked whole, fragmented and at every buffer alignment", async () => {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const client = await Deno.connect({ hostname: "127.0.0.1", port: listener.addr.port });
+  const server = await listener.accept();
+  listener.close();
+  const transport = websocketConnTransport(server, { label: "test", maxMessageBytes: 1 << 20 });
+  const reader = transport.readable.getReader();
+  try {
+    const texts: string[] = [];
+    const frames: Uint8Array[] = [];
+    // Lengths around the word loop's threshold and each frame-length form; odd lengths shift the
+    // next frame's payload off a 4-byte boundary of the read buffer.
+    for (const length of [0, 1, 5, 31, 32, 33, 37, 125, 126, 1001, 65535, 65536, 70_003]) {
+      const text = Array.from({ length }, (_, i) => String.fromCharCode(97 + (i * 7) % 26)).join(
+        "",
+      );
+      texts.push(text);
+      frames.push(clientFrame(0x1, new TextEncoder().encode(text)));
+    }
+    // One message in three fragments of odd sizes.
+    const fragmented = "fragmented-".repeat(3000);
+    const bytes = new TextEncoder().encode(fragmented);
+    texts.push(fragmented);
+    frames.push(clientFrame(0x1, bytes.subarray(0, 333), false));
+    frames.push(clientFrame(0x0, bytes.subarray(333, 20_001), false));
+    frames.push(clientFrame(0x0, bytes.subarray(20_001), true));
+    const writing = (async () => {
+      for (const frame of frames) {
+        let written = 0;
+        while (written < frame.length) written += await client.write(frame.subarray(written));
+      }
+    })();
+    for (const text of texts) {
+      const { value } = await reader.read();
+      assert.equal(value, text);
+    }
+    await writing;
+  } finally {
+    reader.releaseLock();
+    transport.close();
+    client.close();
   }
 });

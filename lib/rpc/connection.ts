@@ -19,7 +19,7 @@ import {
 } from "../protocol/envelope.ts";
 import { ErrorCode, RpcError, toWireError, type WireError } from "../protocol/errors.ts";
 import type { Semaphore } from "./semaphore.ts";
-import type { Transport } from "./transport.ts";
+import type { OutboundText, Transport } from "./transport.ts";
 
 /** The connection closed before the call was answered (a local condition, never a remote error). */
 export class ClosedError extends Error {
@@ -127,8 +127,10 @@ export interface ConnectionOptions {
   maxIncoming?: number;
   /**
    * Inbound text (UTF-16 units) that may be held unanswered, queued or
-   * waiting for a concurrency permit, before the transport stops being read.
-   * One message is always admitted, whatever its size.
+   * waiting for a concurrency permit: a message that would take the held
+   * text beyond it waits (read, not yet queued) until answers make room,
+   * and the transport is not read meanwhile. A message is always admitted
+   * when nothing else is held, whatever its size.
    *
    * @default {Infinity}
    */
@@ -294,8 +296,8 @@ export class Connection {
     return this.#transport.send(encodeMessage({ kind: "notification", method, params }));
   }
 
-  /** Sends pre-encoded message text (used for hot paths that build JSON themselves). */
-  sendRaw(text: string): Promise<void> {
+  /** Sends pre-encoded message text, whole or in parts (used for hot paths that build JSON themselves). */
+  sendRaw(text: OutboundText): Promise<void> {
     if (this.#closed) return Promise.resolve();
     return this.#transport.send(text);
   }
@@ -331,12 +333,12 @@ export class Connection {
     try {
       for await (const item of this.#transport.readable) {
         if (this.#closed) break;
-        while (!this.#closed && this.#full()) {
+        const units = typeof item === "string" ? item.length : 0;
+        while (!this.#closed && this.#full(units)) {
           await new Promise<void>((resolve) => (this.#space = resolve));
           this.#space = undefined;
         }
         if (this.#closed) break;
-        const units = typeof item === "string" ? item.length : 0;
         this.#heldUnits += units;
         this.#queue.push({ item: typeof item === "string" ? decodeOrFault(item) : item, units });
         this.#wake?.();
@@ -353,9 +355,11 @@ export class Connection {
     this.close();
   }
 
-  #full(): boolean {
+  /** True while a message of `units` must wait: it would be the 129th held, or take the held text past the bound. */
+  #full(units: number): boolean {
     const held = this.#queue.length + this.#admitted;
-    return held >= INBOUND_QUEUE_LIMIT || (held > 0 && this.#heldUnits >= this.#maxHeldUnits);
+    return held >= INBOUND_QUEUE_LIMIT ||
+      (held > 0 && this.#heldUnits + units > this.#maxHeldUnits);
   }
 
   #release(units: number): void {

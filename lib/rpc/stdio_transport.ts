@@ -9,6 +9,8 @@ import {
   DEFAULT_MAX_MESSAGE_BYTES,
   type Inbound,
   OUTBOUND_HIGH_WATER_BYTES,
+  outboundString,
+  type OutboundText,
   type Transport,
 } from "./transport.ts";
 
@@ -151,8 +153,9 @@ export class OutboundQueue {
   }
 
   /** Queues a message; resolves when the buffer is below the high-water mark. */
-  push(text: string): Promise<void> {
+  push(message: OutboundText): Promise<void> {
     if (this.#closed) return Promise.resolve();
+    const text = outboundString(message);
     this.#pending.push(text);
     this.#bytes += text.length;
     if (!this.#flushing) this.#flush();

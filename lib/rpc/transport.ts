@@ -14,6 +14,28 @@ export interface TransportFault {
 export type Inbound = string | TransportFault;
 
 /**
+ * An outbound message's text: whole, or in parts that are sent one after
+ * the other (a large notification is cheaper to send as its pieces than as
+ * one joined string).
+ */
+export type OutboundText = string | readonly string[];
+
+/**
+ * The whole text of an outbound message.
+ *
+ * @example
+ * ```ts
+ * import { outboundString } from "./transport.ts";
+ * console.log(outboundString(['{"a":', '"b"}'])); // {"a":"b"}
+ * ```
+ *
+ * @param text The message, whole or in parts.
+ */
+export function outboundString(text: OutboundText): string {
+  return typeof text === "string" ? text : text.join("");
+}
+
+/**
  * One bidirectional message channel (a stdio pipe pair or a WebSocket).
  *
  * Backpressure: {@linkcode Transport.send} resolves once the message is
@@ -25,7 +47,7 @@ export interface Transport {
   /** Inbound messages; ends when the peer closes. */
   readonly readable: ReadableStream<Inbound>;
   /** Sends one message; resolves when the outbound buffer has room again. */
-  send(text: string): Promise<void>;
+  send(text: OutboundText): Promise<void>;
   /** Closes the channel; idempotent. */
   close(): void;
   /** Prefix for malformed-message replies, e.g. `failed to parse JSON-RPC message from exec-server stdio`. */

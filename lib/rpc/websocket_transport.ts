@@ -6,7 +6,13 @@
  * @module
  */
 
-import { type Inbound, OUTBOUND_HIGH_WATER_BYTES, type Transport } from "./transport.ts";
+import {
+  type Inbound,
+  OUTBOUND_HIGH_WATER_BYTES,
+  outboundString,
+  type OutboundText,
+  type Transport,
+} from "./transport.ts";
 
 /** Options for {@linkcode websocketTransport}. */
 export interface WebSocketTransportOptions {
@@ -104,10 +110,10 @@ export function websocketTransport(
       done = true;
     },
   }, { highWaterMark: 0, size: (item) => typeof item === "string" ? item.length : 1 });
-  async function send(text: string): Promise<void> {
+  async function send(text: OutboundText): Promise<void> {
     if (socket.readyState !== WebSocket.OPEN && !(await opened)) return;
     if (socket.readyState !== WebSocket.OPEN) return;
-    socket.send(text);
+    socket.send(outboundString(text));
     while (socket.bufferedAmount > highWater && socket.readyState === WebSocket.OPEN) {
       await new Promise((resolve) => setTimeout(resolve, 2));
     }

@@ -14,9 +14,13 @@ import {
   close,
   F,
   fchmod,
+  fdPath,
+  fstatat,
   mkdirat,
   openat,
   readInto,
+  readlinkat,
+  type Stat,
   symlinkat,
   writeAll,
 } from "../host/fs_syscalls.ts";
@@ -27,11 +31,9 @@ import {
   createDirectoryAt,
   openForRead,
   raceFreeWrites,
-  type WriteScope,
   writeScope,
 } from "./resolve.ts";
 import { lstatOrUndefined } from "./stat.ts";
-import { openDirectoryToList } from "./inspect_at.ts";
 
 /**
  * `fs/copy`: copies a regular file, a symlink (as a link) or, with
@@ -42,9 +44,11 @@ import { openDirectoryToList } from "./inspect_at.ts";
  * @param source Native absolute path, its read access already checked.
  * @param destination Native absolute path, its write access already checked.
  * @param recursive Must be `true` to copy a directory.
- * @param plans The sandbox plans the copy must stay inside. With `--allow-ffi` every entry of
- * the copy is created on a directory descriptor below the destination's scope root
- * (see `resolve.ts`): no symlink, dangling or swapped in, leads it elsewhere.
+ * @param plans The sandbox plans the copy must stay inside. With `--allow-ffi` the source is
+ * opened once below the read scope's root and checked, and its type, link target and content
+ * are read from that descriptor; every entry of the copy is created on a directory descriptor
+ * below the destination's scope root (see `resolve.ts`): no symlink, dangling or swapped in,
+ * leads it elsewhere.
  *
  * @example
  * ```ts
@@ -63,21 +67,22 @@ export async function copy(
   plans: readonly SandboxPlan[] = [],
 ): Promise<ResultOf<"fs/copy">> {
   try {
+    if (raceFreeWrites()) {
+      await copyOnDescriptors(source, destination, recursive, plans);
+      return {};
+    }
     const info = await Deno.lstat(source);
-    const scope = raceFreeWrites() ? writeScope(destination, plans) : undefined;
-    if (scope !== undefined) {
-      await copyOnDescriptors(source, info, destination, recursive, scope, plans);
-    } else if (info.isSymlink) {
+    if (info.isSymlink) {
       await Deno.symlink(await Deno.readLink(source), destination);
     } else if (info.isFile) {
       if (!(await isSameFile(info, destination))) await copyFileContent(source, destination);
     } else if (info.isDirectory) {
-      await checkDirectoryCopy(source, destination, recursive);
+      await checkDirectoryCopy(await Deno.realPath(source), destination, recursive);
       if ((await lstatOrUndefined(destination)) !== undefined) throw osError("EEXIST");
       await Deno.mkdir(destination, { recursive: true });
       await copyTree(source, destination);
     } else {
-      throw invalidRequest("fs/copy only supports regular files, directories, and symlinks");
+      throw notCopyable();
     }
     return {};
   } catch (err) {
@@ -85,70 +90,106 @@ export async function copy(
   }
 }
 
-/** {@linkcode copy} with every destination entry created below its scope root. */
+function notCopyable(): Error {
+  return invalidRequest("fs/copy only supports regular files, directories, and symlinks");
+}
+
+/**
+ * {@linkcode copy} on descriptors: the source entry itself is opened below
+ * the read scope's root without following it (`O_PATH | O_NOFOLLOW`) and
+ * its real path checked; its type, mode, link target and content are all
+ * read from that descriptor, and every destination entry is created below
+ * the destination's scope root.
+ */
 async function copyOnDescriptors(
   source: string,
-  info: Deno.FileInfo,
   destination: string,
   recursive: boolean,
-  scope: WriteScope,
   plans: readonly SandboxPlan[],
 ): Promise<void> {
-  if (info.isSymlink) {
-    const target = await Deno.readLink(source);
-    await createAt(destination, false, scope, (dir, name) => symlinkat(target, dir, name));
-  } else if (info.isFile) {
-    if (await isSameFile(info, destination)) return;
-    await createAt(destination, true, scope, async (dir, name, existing) => {
-      if (existing !== undefined && (existing.mode & F.S_IFMT) === F.S_IFIFO) {
-        throw osError("ENXIO");
-      }
-      const flags = F.O_WRONLY | F.O_CREAT | F.O_TRUNC | F.O_NOFOLLOW | F.O_NONBLOCK;
-      const fd = openat(dir, name, flags, (info.mode ?? 0o644) & 0o777);
-      try {
-        // The source is opened below the read scope's root and checked after the open.
-        const from = openForRead(source, plans);
+  const entry = openForRead(source, plans, F.O_PATH | F.O_NOFOLLOW);
+  try {
+    const info = fstatat(entry, "", false)!;
+    const type = info.mode & F.S_IFMT;
+    const scope = writeScope(destination, plans);
+    if (type === F.S_IFLNK) {
+      const target = readlinkat(entry, "");
+      await createAt(destination, false, scope, (dir, name) => symlinkat(target, dir, name));
+    } else if (type === F.S_IFREG) {
+      await createAt(destination, true, scope, (dir, name, existing) => {
+        // A file copied onto itself: a no-op.
+        if (existing?.dev === info.dev && existing.ino === info.ino) return;
+        return copyFileAt(entry, info.mode, dir, name, existing);
+      });
+    } else if (type === F.S_IFDIR) {
+      const from = fdPath(entry);
+      await checkDirectoryCopy(from, destination, recursive);
+      // Missing parents are created, as `mkdir -p` would.
+      createDirectoryAt(dirname(destination), true, scope);
+      await createAt(destination, false, scope, async (dir, name, existing) => {
+        if (existing !== undefined) throw osError("EEXIST");
+        // Checked again on the descriptors: the destination must not be inside the source.
+        refuseCopyInto(from, joinPath(fdPath(dir), name));
+        const tree = openat(entry, ".", F.O_RDONLY | F.O_DIRECTORY);
         try {
-          await pump(from, fd);
+          mkdirat(dir, name);
+          await copyTreeAt(tree, dir, name, plans, pump);
         } finally {
-          close(from);
+          close(tree);
         }
-        fchmod(fd, (info.mode ?? 0o644) & 0o7777);
-      } finally {
-        close(fd);
-      }
-    });
-  } else if (info.isDirectory) {
-    await checkDirectoryCopy(source, destination, recursive);
-    // Missing parents are created, as `mkdir -p` would.
-    createDirectoryAt(dirname(destination), true, scope);
-    await createAt(destination, false, scope, async (dir, name, existing) => {
-      if (existing !== undefined) throw osError("EEXIST");
-      // The source tree is read through descriptors opened and checked one by one.
-      const from = openDirectoryToList(source, plans);
-      try {
-        mkdirat(dir, name);
-        await copyTreeAt(from, dir, name, plans, pump);
-      } finally {
-        close(from);
-      }
-    });
-  } else {
-    throw invalidRequest("fs/copy only supports regular files, directories, and symlinks");
+      });
+    } else {
+      throw notCopyable();
+    }
+  } finally {
+    close(entry);
   }
 }
 
-/** Refuses a directory copy without `recursive`, or into itself or one of its descendants. */
+/** Copies the regular file `entry` (an `O_PATH` descriptor) to `name` in `dir`. */
+async function copyFileAt(
+  entry: number,
+  mode: number,
+  dir: number,
+  name: string,
+  existing: Stat | undefined,
+): Promise<void> {
+  if (existing !== undefined && (existing.mode & F.S_IFMT) === F.S_IFIFO) throw osError("ENXIO");
+  // The checked file itself, reopened for reading (never by its path).
+  const from = openat(F.AT_FDCWD, `/proc/self/fd/${entry}`, F.O_RDONLY | F.O_NONBLOCK);
+  try {
+    const flags = F.O_WRONLY | F.O_CREAT | F.O_TRUNC | F.O_NOFOLLOW | F.O_NONBLOCK;
+    const fd = openat(dir, name, flags, mode & 0o777);
+    try {
+      await pump(from, fd);
+      fchmod(fd, mode & 0o7777);
+    } finally {
+      close(fd);
+    }
+  } finally {
+    close(from);
+  }
+}
+
+/**
+ * Refuses a directory copy without `recursive`, or into itself or one of
+ * its descendants (by the destination's path, before anything is created;
+ * the descriptor-based copy checks again where it creates the copy).
+ *
+ * @param from Canonical path of the source directory.
+ */
 async function checkDirectoryCopy(
-  source: string,
+  from: string,
   destination: string,
   recursive: boolean,
 ): Promise<void> {
   if (!recursive) {
     throw invalidRequest("fs/copy requires recursive: true when sourcePath is a directory");
   }
-  const from = await Deno.realPath(source);
-  const to = await canonicalizeMissing(destination);
+  refuseCopyInto(from, await canonicalizeMissing(destination));
+}
+
+function refuseCopyInto(from: string, to: string): void {
   if (to === from || to.startsWith(from === "/" ? "/" : `${from}/`)) {
     throw invalidRequest("fs/copy cannot copy a directory to itself or one of its descendants");
   }

@@ -38,8 +38,9 @@ export function getMetadata(
 ): ResultOf<"fs/getMetadata"> {
   try {
     if (readsScoped(path, plans)) return metadataAt(path, plans);
-    const info = Deno.statSync(path);
+    // One syscall for everything but a symlink, whose target is then asked for.
     const link = Deno.lstatSync(path);
+    const info = link.isSymlink ? Deno.statSync(path) : link;
     return {
       isDirectory: info.isDirectory,
       isFile: info.isFile,

@@ -8,7 +8,10 @@
  * holds it. The path's parent is opened with Linux `openat2` relative to
  * the root with `RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS`: symlinks are
  * followed only while they stay below the root, `..` cannot climb out, and
- * a concurrent swap of a directory for a symlink cannot redirect it. The
+ * a concurrent swap of a directory for a symlink cannot redirect it (where
+ * `RESOLVE_BENEATH` refuses an absolute symlink, {@linkcode openBelow} walks
+ * the path component by component instead, and follows the link when its
+ * target lies below the root, as the reference does). The
  * parent's real path (from `/proc/self/fd`) is then checked against the
  * server's permissions and the sandbox (read-only carve-outs, denied
  * paths), and the final create, replace, unlink or rename is done relative
@@ -29,7 +32,7 @@
 import { dirname, relative, resolve } from "../host/posix_path.ts";
 import { osError } from "../host/os_errors.ts";
 import { joinPath } from "../host/path_uri.ts";
-import { permissionDenied } from "../host/permissions.ts";
+import { grantedEverywhere, permissionDenied } from "../host/permissions.ts";
 import {
   close,
   F,
@@ -63,6 +66,109 @@ export function raceFreeWrites(): boolean {
   return fsSyscallsAvailable();
 }
 
+/**
+ * Opens `rel` below the directory `rootfd`: `openat2` with `RESOLVE_BENEATH
+ * | RESOLVE_NO_MAGICLINKS`, and where the kernel refuses that (`EXDEV`: an
+ * absolute symlink on the way, which `RESOLVE_BENEATH` never follows, or a
+ * `..` above the root), a walk component by component from `rootfd`: each
+ * directory opened with `O_NOFOLLOW` relative to the one before, each
+ * symlink read (`readlinkat`) on the descriptor that was examined and its
+ * target resolved the same way. An absolute target is followed only when it
+ * names a path below the root's canonical path, and then from `rootfd`
+ * itself (never by path); `..` never climbs above the root. So an absolute
+ * link that stays in the scope resolves as the kernel would resolve it, and
+ * anything that leaves the scope is refused with `EXDEV`.
+ *
+ * @param rootfd Descriptor of the root directory.
+ * @param rel A relative path below it.
+ * @param flags The final open's flags (`O_NOFOLLOW`: a last-component link is not followed).
+ * @param rootReal The root's canonical path, when the caller has it.
+ * @returns The new descriptor; close it.
+ * @throws {SyscallError} `EXDEV` for a path that leaves the root, `ELOOP` after 40 links.
+ */
+export function openBelow(rootfd: number, rel: string, flags: number, rootReal?: string): number {
+  try {
+    return openat2(rootfd, rel, flags, 0, BENEATH);
+  } catch (err) {
+    if (!(err instanceof SyscallError && err.code === "EXDEV")) throw err;
+  }
+  return walkBelow(rootfd, rel, flags, rootReal ?? fdPath(rootfd));
+}
+
+const EXDEV = 18;
+const ELOOP = 40;
+const ENOTDIR = 20;
+
+function components(path: string): string[] {
+  return path.split("/").filter((part) => part !== "" && part !== ".");
+}
+
+/** {@linkcode openBelow}'s walk; `rootReal` is the canonical path of `rootfd`. */
+function walkBelow(rootfd: number, rel: string, flags: number, rootReal: string): number {
+  const follow = (flags & F.O_NOFOLLOW) === 0;
+  const rootParts = components(rootReal);
+  // The directories walked through, the root first: `..` pops one, never the root.
+  const dirs = [openat(rootfd, ".", F.O_PATH | F.O_DIRECTORY)];
+  let pending = components(rel);
+  let hops = 0;
+  /** The components a link's target stands for, from where the walk now is. */
+  const throughLink = (target: string): string[] => {
+    if (++hops > MAX_SYMLINK_HOPS) throw new SyscallError(ELOOP, "openBelow");
+    if (!target.startsWith("/")) return components(target);
+    const parts = target.split("/").filter((part) => part !== "");
+    if (!rootParts.every((part, i) => parts[i] === part)) {
+      throw new SyscallError(EXDEV, "openBelow");
+    }
+    while (dirs.length > 1) close(dirs.pop()!);
+    return parts.slice(rootParts.length).filter((part) => part !== ".");
+  };
+  try {
+    while (pending.length > 0) {
+      const [part, ...rest] = pending as [string, ...string[]];
+      pending = rest;
+      const dir = dirs.at(-1)!;
+      if (part === "..") {
+        if (dirs.length === 1) throw new SyscallError(EXDEV, "openBelow");
+        close(dirs.pop()!);
+        continue;
+      }
+      const last = pending.length === 0;
+      if (last && !follow) return openat(dir, part, flags);
+      // The entry itself, examined on its descriptor: a link is read there, never by path.
+      const fd = openat(dir, part, F.O_PATH | F.O_NOFOLLOW);
+      const type = (fstatat(fd, "", false)?.mode ?? 0) & F.S_IFMT;
+      if (type === F.S_IFLNK) {
+        const target = readlinkat(fd, "");
+        close(fd);
+        pending = [...throughLink(target), ...pending];
+        continue;
+      }
+      if (last) {
+        close(fd);
+        try {
+          return openat(dir, part, flags | F.O_NOFOLLOW);
+        } catch (err) {
+          // A link swapped in meanwhile (`ELOOP`, or `ENOTDIR` with `O_DIRECTORY`): look again.
+          const code = err instanceof SyscallError ? err.code : "";
+          if (code !== "ELOOP" && code !== "ENOTDIR") throw err;
+          if (++hops > MAX_SYMLINK_HOPS) throw err;
+          pending = [part];
+          continue;
+        }
+      }
+      if (type !== F.S_IFDIR) {
+        close(fd);
+        throw new SyscallError(ENOTDIR, "openBelow");
+      }
+      dirs.push(fd);
+    }
+    // Nothing left to walk (`.`, or a path ending at a `..` or at a link to a directory).
+    return openat(dirs.at(-1)!, ".", flags);
+  } finally {
+    for (const fd of dirs) close(fd);
+  }
+}
+
 /** Where a write may land: the root it is resolved beneath and the check of each real path. */
 export interface WriteScope {
   /** The scope root (native absolute path as granted, not canonicalized). */
@@ -74,7 +180,7 @@ export interface WriteScope {
 }
 
 function granted(name: "read" | "write", path: string): boolean {
-  return Deno.permissions.querySync({ name, path }).state === "granted";
+  return grantedEverywhere(name) || Deno.permissions.querySync({ name, path }).state === "granted";
 }
 
 function writeGranted(path: string): boolean {
@@ -83,7 +189,7 @@ function writeGranted(path: string): boolean {
 
 /** The topmost ancestor of `path` (itself included) the server may read or write. */
 function permissionRoot(path: string, name: "read" | "write" = "write"): string | undefined {
-  if (Deno.permissions.querySync({ name }).state === "granted") return "/";
+  if (grantedEverywhere(name)) return "/";
   let prefix = "";
   for (const part of path.split("/").filter((p) => p !== "")) {
     prefix += `/${part}`;
@@ -202,7 +308,9 @@ export function openForRead(
   try {
     const rel = relative(root, path) || ".";
     // Nothing is above `/`: there absolute symlinks are followed (`RESOLVE_BENEATH` refuses them).
-    fd = openat2(rootfd, rel, flags, 0, root === "/" ? F.RESOLVE_NO_MAGICLINKS : BENEATH);
+    fd = root === "/"
+      ? openat2(rootfd, rel, flags, 0, F.RESOLVE_NO_MAGICLINKS)
+      : openBelow(rootfd, rel, flags);
   } catch (err) {
     if (err instanceof SyscallError && (err.code === "EXDEV" || err.code === "ELOOP")) {
       throw permissionDenied("read", path);
@@ -272,7 +380,7 @@ function openParentBelow(
       dirfd = openat(F.AT_FDCWD, parent, F.O_PATH | F.O_DIRECTORY);
     } else {
       const rel = relative(root.real, parent) || ".";
-      dirfd = openat2(root.fd, rel, F.O_PATH | F.O_DIRECTORY, 0, BENEATH);
+      dirfd = openBelow(root.fd, rel, F.O_PATH | F.O_DIRECTORY, root.real);
     }
   } catch (err) {
     rethrow(err, scope, shown);
@@ -483,7 +591,7 @@ export function createDirectoryAt(path: string, recursive: boolean, scope: Write
         }
         let next: number;
         try {
-          next = openat2(root.fd, parts.slice(0, i + 1).join("/"), F.O_DIRECTORY, 0, BENEATH);
+          next = openBelow(root.fd, parts.slice(0, i + 1).join("/"), F.O_DIRECTORY, root.real);
         } catch (err) {
           const last = i === parts.length - 1;
           if (last && err instanceof SyscallError && err.code === "ENOTDIR") {

@@ -28,9 +28,10 @@ const MAX_DIRECTORIES = 10_000;
 /** Largest accepted `maxEntries`. */
 const MAX_ENTRIES = 50_000;
 /**
- * Most characters of paths and messages one walk reply carries (16 Mi);
- * beyond it the walk stops with `truncated: true`, as at `maxEntries`, so
- * long paths cannot make the reply unbounded.
+ * Most characters of paths and messages one walk reply carries (16 Mi): an
+ * entry or error that would take the reply past it is left out and the walk
+ * stops with `truncated: true`, as at `maxEntries`, so long paths cannot make
+ * the reply unbounded.
  */
 export const WALK_REPLY_CHARS = 16 * 1024 * 1024;
 
@@ -111,23 +112,25 @@ export async function walk(
   let counted = 0;
   // Characters of the reply so far: every entry's path, every error's path and message.
   let chars = 0;
-  const charged = (from: number) => {
-    for (let i = from; i < result.errors.length; i++) {
-      chars += result.errors[i]!.path.length + result.errors[i]!.message.length;
+  /** Adds an error unless it would take the reply past its characters (then the walk is truncated). */
+  const addError = (path: string, err: unknown): boolean => {
+    const error = { path: uriFromPath(path), message: fsError(err).message };
+    if (chars + error.path.length + error.message.length > WALK_REPLY_CHARS) {
+      result.truncated = true;
+      return false;
     }
+    chars += error.path.length + error.message.length;
+    result.errors.push(error);
+    return true;
   };
   for (let next = queue.shift(); next !== undefined; next = queue.shift()) {
-    if (expanded >= maxDirectories || chars > WALK_REPLY_CHARS) {
+    if (expanded >= maxDirectories) {
       result.truncated = true;
       break;
     }
     expanded++;
-    const errorsBefore = result.errors.length;
     const listing = scoped ? listAt(next.path, plans) : await listPath(next.path);
-    if (listing instanceof Error) {
-      result.errors.push({ path: uriFromPath(next.path), message: fsError(listing).message });
-    }
-    charged(errorsBefore);
+    if (listing instanceof Error && !addError(next.path, listing)) return result;
     const names = listing instanceof Error ? [] : listing.names.sort(compareCodePoints);
     try {
       for (const name of names) {
@@ -136,8 +139,7 @@ export async function walk(
         try {
           link = await (listing as Listing).entry(name);
         } catch (err) {
-          result.errors.push({ path: uriFromPath(path), message: fsError(err).message });
-          charged(result.errors.length - 1);
+          if (!addError(path, err)) return result;
           continue;
         }
         let isDirectory = link.isDirectory;
@@ -150,17 +152,18 @@ export async function walk(
           isDirectory = target.isDirectory && followDirectorySymlinks;
           linkReal = target.real;
         }
-        if (counted >= maxEntries || chars > WALK_REPLY_CHARS) {
+        // Counted toward maxEntries even when not listed (a link to a file, a FIFO...).
+        const uri = link.isFile || isDirectory ? uriFromPath(path) : "";
+        if (counted >= maxEntries || chars + uri.length > WALK_REPLY_CHARS) {
           result.truncated = true;
           return result;
         }
         counted++;
+        chars += uri.length;
         if (link.isFile) {
-          result.entries.push({ path: uriFromPath(path), kind: "file" });
-          chars += result.entries.at(-1)!.path.length;
+          result.entries.push({ path: uri, kind: "file" });
         } else if (isDirectory) {
-          result.entries.push({ path: uriFromPath(path), kind: "directory" });
-          chars += result.entries.at(-1)!.path.length;
+          result.entries.push({ path: uri, kind: "directory" });
           if (next.depth >= maxDepth || (prune && name.startsWith("."))) continue;
           const parent = canonical.get(next.path);
           const real = link.isSymlink || parent === undefined ? linkReal : joinPath(parent, name);

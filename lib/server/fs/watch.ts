@@ -8,6 +8,8 @@ import { dirname } from "../host/posix_path.ts";
 import { fsError, osErrorCode } from "../host/os_errors.ts";
 import type { ResultOf } from "../../protocol/methods.ts";
 import { requireRead } from "../host/permissions.ts";
+import { close, F } from "../host/fs_syscalls.ts";
+import { openForRead, readsScoped } from "./resolve.ts";
 
 interface Watch {
   watchers: Deno.FsWatcher[];
@@ -130,25 +132,47 @@ async function watchLoop(
   children: Set<string>,
   fire: () => void,
 ): Promise<void> {
+  // Under a read scope the watcher, installed by path, may watch a directory a link swapped in
+  // leads to: an event fires the watch only once a child is seen on checked descriptors.
+  const confirm = [...children].some((child) => readsScoped(child, []));
   try {
     for await (const event of watcher) {
-      if (event.paths.some((path) => children.has(path))) return fire();
+      if (!confirm && event.paths.some((path) => children.has(path))) return fire();
       // Paths in events may be spelled differently from ours; check the children directly.
-      for (const child of children) if (await exists(child)) return fire();
+      for (const child of children) if (await exists(child).catch(() => false)) return fire();
     }
   } catch {
     // The watcher was closed or the directory went away; nothing more to report.
   }
 }
 
-/** Whether `path` exists, without following a final symlink (a broken link exists). */
+/**
+ * Whether `path` exists, without following a final symlink (a broken link
+ * exists). Under a read scope (with `--allow-ffi`) the entry is opened below
+ * the read scope's root and checked (`openForRead`): a path a swapped link
+ * leads out of the scope throws the permission error instead of answering
+ * for what is there.
+ */
 async function exists(path: string): Promise<boolean> {
   try {
-    await Deno.lstat(path);
+    if (readsScoped(path, [])) close(openForRead(path, [], F.O_PATH | F.O_NOFOLLOW, true));
+    else await Deno.lstat(path);
     return true;
   } catch (err) {
     const code = osErrorCode(err);
     if (code === "ENOENT" || code === "ENOTDIR") return false;
+    throw err;
+  }
+}
+
+/** Whether `path` is a directory (symlinks followed, checked as {@linkcode exists} does). */
+async function isDirectory(path: string): Promise<boolean> {
+  if (!readsScoped(path, [])) return (await Deno.stat(path)).isDirectory;
+  try {
+    close(openForRead(path, [], F.O_PATH | F.O_DIRECTORY, true));
+    return true;
+  } catch (err) {
+    if (osErrorCode(err) === "ENOTDIR") return false;
     throw err;
   }
 }
@@ -163,7 +187,7 @@ async function nextMissing(path: string): Promise<string | undefined> {
     const parent = dirname(current);
     if (parent === current) return undefined;
     try {
-      return (await Deno.stat(parent)).isDirectory ? current : undefined;
+      return (await isDirectory(parent)) ? current : undefined;
     } catch (err) {
       const code = osErrorCode(err);
       if (code !== "ENOENT" && code !== "ENOTDIR") throw err;

@@ -288,6 +288,10 @@ export interface Stat {
   gid: number;
   /** Size in bytes. */
   size: number;
+  /** Device. */
+  dev: bigint;
+  /** Inode number. */
+  ino: bigint;
 }
 
 /** `fstatat`; `undefined` when the name does not exist. */
@@ -300,13 +304,16 @@ export function fstatat(dirfd: number, name: string, follow: boolean): Stat | un
     throw new SyscallError(code, "fstatat");
   }
   const view = new DataView(buf.buffer);
-  // struct stat: x86_64 st_mode at 24, uid 28, gid 32, size 48; aarch64 mode 16, uid 24, gid 28, size 48.
+  // struct stat: dev at 0, ino 8; x86_64 st_mode at 24, uid 28, gid 32, size 48; aarch64 mode 16,
+  // uid 24, gid 28, size 48.
   const arm = Deno.build.arch === "aarch64";
   return {
     mode: view.getUint32(arm ? 16 : 24, true),
     uid: view.getUint32(arm ? 24 : 28, true),
     gid: view.getUint32(arm ? 28 : 32, true),
     size: Number(view.getBigInt64(48, true)),
+    dev: view.getBigUint64(0, true),
+    ino: view.getBigUint64(8, true),
   };
 }
 

@@ -69,8 +69,29 @@ function notNativeMessage(href: string): string {
   return `'${href}' is invalid on 'linux'`;
 }
 
+/**
+ * A `file:///` URI whose path has only characters the URL parser keeps as
+ * they are: no percent sign, no character it would encode, no backslash, no
+ * `:` or `|` (drive letters), no query or fragment.
+ */
+const PLAIN_FILE_URI = /^file:\/\/\/[A-Za-z0-9\-._~!$&'()*+,;=@/]*$/;
+
+/**
+ * The path of a plain URI (see {@linkcode PLAIN_FILE_URI}) without dot
+ * segments, as the URL parser would give it; `undefined` for any other URI.
+ * Almost every URI a client sends is one, and this skips the parser.
+ */
+function plainPath(uri: string): string | undefined {
+  if (!PLAIN_FILE_URI.test(uri)) return undefined;
+  const parts = uri.slice("file:///".length).split("/").filter((part) => part !== "");
+  if (parts.some((part) => part === "." || part === "..")) return undefined;
+  return "/" + parts.join("/");
+}
+
 /** The native path, or the normalised URI when it names another host or a drive. */
 function parseFileUri(uri: string): string | { foreign: string } {
+  const plain = plainPath(uri);
+  if (plain !== undefined) return plain;
   let url: URL;
   try {
     url = new URL(uri);
@@ -113,7 +134,11 @@ export function uriFromPath(path: string): string {
   return "file:///" + parts.map(encodeSegment).join("/");
 }
 
+/** A segment of printable ASCII with nothing to escape: its encoding is itself. */
+const PLAIN_SEGMENT = /^[!$&-;=@-[\]-_a-z|~]*$/;
+
 function encodeSegment(segment: string): string {
+  if (PLAIN_SEGMENT.test(segment)) return segment;
   let out = "";
   for (const byte of new TextEncoder().encode(segment)) {
     if (byte <= 0x20 || byte >= 0x7f || ` "#%<>?\\\`{}`.includes(String.fromCharCode(byte))) {

@@ -1,10 +1,13 @@
 /**
  * Scoping of requests by the server's own Deno permission flags.
  *
- * Every check queries `Deno.permissions.querySync` before the operation runs,
- * so a request outside the flags gets a typed protocol error instead of
- * Deno's interactive prompt or a `NotCapable` crash. Nothing is cached: a
- * query costs a few microseconds and permissions can be revoked at runtime.
+ * Every check asks Deno's permissions before the operation runs, so a
+ * request outside the flags gets a typed protocol error instead of Deno's
+ * interactive prompt or a `NotCapable` crash. Whether a whole permission is
+ * granted without a scope (`--allow-read`, `--allow-all`) is asked once per
+ * name and remembered ({@linkcode grantedEverywhere}): a grant changes at run
+ * time only through `Deno.permissions.revoke` or `request`, which the server
+ * never calls. Scoped answers are asked per path, each time.
  *
  * @module
  */
@@ -66,6 +69,30 @@ export function permissionDeniedFromDeno(err: unknown): RpcError | undefined {
   return undefined;
 }
 
+const UNSCOPED = new Map<PermissionName, boolean>();
+
+/**
+ * Whether `permission` is granted for every resource (the flag without a
+ * scope, or `--allow-all`). Asked once per name: the server never revokes
+ * nor requests a permission, so the answer holds for its lifetime.
+ *
+ * @example
+ * ```ts
+ * import { grantedEverywhere } from "./permissions.ts";
+ * console.log(typeof grantedEverywhere("read")); // "boolean"
+ * ```
+ *
+ * @param permission The permission's name.
+ */
+export function grantedEverywhere(permission: PermissionName): boolean {
+  let granted = UNSCOPED.get(permission);
+  if (granted === undefined) {
+    granted = Deno.permissions.querySync({ name: permission }).state === "granted";
+    UNSCOPED.set(permission, granted);
+  }
+  return granted;
+}
+
 function check(
   descriptor: Deno.PermissionDescriptor,
   permission: PermissionName,
@@ -105,8 +132,8 @@ function resolvedPath(path: string): string | undefined {
  * (A check-then-use race with a concurrent link swap remains.)
  */
 function checkPath(permission: "read" | "write", path: string): void {
+  if (grantedEverywhere(permission)) return;
   check({ name: permission, path }, permission, path);
-  if (Deno.permissions.querySync({ name: permission }).state === "granted") return;
   const real = resolvedPath(path);
   if (real !== undefined && real !== path) {
     check({ name: permission, path: real }, permission, real);
@@ -199,7 +226,7 @@ export function requireRun(program: string): void {
  * @throws {RpcError} `-32600` with {@linkcode PermissionDeniedData}.
  */
 export function requireSafeLoaderEnv(env: Record<string, string>): void {
-  if (Deno.permissions.querySync({ name: "run" }).state === "granted") return;
+  if (grantedEverywhere("run")) return;
   const name = Object.keys(env).find((key) => /^(LD|DYLD)_/.test(key));
   if (name === undefined) return;
   const data: PermissionDeniedData = {
@@ -222,7 +249,8 @@ export function requireSafeLoaderEnv(env: Record<string, string>): void {
  * @param path An absolute native path.
  */
 export function mayWrite(path: string): boolean {
-  return Deno.permissions.querySync({ name: "write", path }).state === "granted";
+  return grantedEverywhere("write") ||
+    Deno.permissions.querySync({ name: "write", path }).state === "granted";
 }
 
 /**
@@ -231,5 +259,6 @@ export function mayWrite(path: string): boolean {
  * @param path An absolute native path.
  */
 export function mayRead(path: string): boolean {
-  return Deno.permissions.querySync({ name: "read", path }).state === "granted";
+  return grantedEverywhere("read") ||
+    Deno.permissions.querySync({ name: "read", path }).state === "granted";
 }

@@ -31,6 +31,8 @@ const MAX_ROUNDS = 20;
 
 let library: Deno.DynamicLibrary<typeof SYMBOLS> | null = null;
 let subreaper = false;
+/** Set once becoming the subreaper failed (no `--allow-ffi`, no glibc): it is not retried. */
+let subreaperRefused = false;
 /** Pids of process leaders the server spawned and still waits for (never reaped here). */
 const leaders = new Set<number>();
 
@@ -108,8 +110,17 @@ export function descendantsOf(root: number): number[] {
  */
 export function becomeSubreaper(): boolean {
   if (subreaper) return true;
-  if (!fsSyscallsAvailable()) return false;
-  subreaper = lib().prctl(PR_SET_CHILD_SUBREAPER, 1n, 0n, 0n, 0n) === 0;
+  if (subreaperRefused || Deno.build.os !== "linux") return false;
+  // Only the three symbols above are bound here: the first process start does not wait for the
+  // descriptor calls of `fs_syscalls.ts` (about 0.3 ms of binding per symbol, 30 of them), which
+  // the `/proc` reads bind when they first run.
+  try {
+    subreaper = Deno.permissions.querySync({ name: "ffi" }).state === "granted" &&
+      lib().prctl(PR_SET_CHILD_SUBREAPER, 1n, 0n, 0n, 0n) === 0;
+  } catch {
+    subreaper = false;
+  }
+  subreaperRefused = !subreaper;
   return subreaper;
 }
 

@@ -14,10 +14,10 @@ import { isSandboxedPeer } from "../sandbox/peer.ts";
 import { deadline } from "../host/deadline.ts";
 import { audit } from "../observe/audit.ts";
 import { authorizeRequest, operatorRoutes } from "../observe/routes.ts";
-import { CONSOLE_MAX_MESSAGE_BYTES, type ConsoleFeed } from "../observe/console_feed.ts";
-import { type ConsoleAnswer, consoleRoutes } from "../observe/console_routes.ts";
+import type { ConsoleFeed } from "../observe/console_feed.ts";
+import type { ConsoleAnswer } from "../observe/console_routes.ts";
 import { osErrorCode } from "../host/os_errors.ts";
-import { readRequestHead, writeResponse } from "./http_head.ts";
+import { readRequestHead, type RequestHead, writeResponse } from "./http_head.ts";
 import { upgradeProblem, websocketConnTransport, writeUpgrade } from "./websocket_conn.ts";
 import { originGate } from "./origin.ts";
 import { serveConnection } from "../session/serve_connection.ts";
@@ -153,6 +153,19 @@ function textResponse(status: number, text: string): Response {
   });
 }
 
+/** The fetch API's view of a request head; `undefined` when it refuses the head. */
+function requestOf(head: RequestHead): Request | undefined {
+  try {
+    // Origin-form targets ("/path") are the path of this server, whatever they look like.
+    const url = head.target.startsWith("/")
+      ? new URL(`http://exec-server${head.target}`)
+      : new URL(head.target);
+    return new Request(url, { method: head.method, headers: head.headers });
+  } catch {
+    return undefined;
+  }
+}
+
 function describeError(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
@@ -198,12 +211,26 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
   let connections = 0;
   /** Open web console feeds. */
   const feeds = new Set<ConsoleFeed>();
-  const consoleAnswer = consoleRoutes({
-    sessions,
-    authorize: options.authorize,
-    tls: options.tls !== undefined,
-    allowedOrigins: options.allowedOrigins ?? [],
-  });
+  /**
+   * The web console's routes and the largest message of its feed, loaded with the first request
+   * that is not a plain upgrade (the protocol's connections never need them).
+   */
+  async function loadConsole() {
+    const [{ consoleRoutes }, { CONSOLE_MAX_MESSAGE_BYTES }] = await Promise.all([
+      import("../observe/console_routes.ts"),
+      import("../observe/console_feed.ts"),
+    ]);
+    return {
+      answer: consoleRoutes({
+        sessions,
+        authorize: options.authorize,
+        tls: options.tls !== undefined,
+        allowedOrigins: options.allowedOrigins ?? [],
+      }),
+      maxMessageBytes: CONSOLE_MAX_MESSAGE_BYTES,
+    };
+  }
+  let webConsole: ReturnType<typeof loadConsole> | undefined;
   const operator = operatorRoutes({
     authorize: options.authorize,
     state: {
@@ -229,21 +256,38 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
     closeQuietly(oldest);
   }
 
-  async function route(request: Request, peer: string): Promise<Route> {
+  /**
+   * Where a request goes. A WebSocket upgrade of `/` on a server without authorization is
+   * decided on its head alone, so no `Request` is built for it (the first one loads Deno's
+   * fetch module: several ms of CPU on the first connection); every other request is routed
+   * as the `Request` of its head.
+   */
+  async function route(head: RequestHead, peer: string): Promise<Route> {
+    // The console answers `/` only without an upgrade header, the operator routes never.
+    const plainUpgrade = head.method === "GET" && head.target === "/" &&
+      head.headers.has("upgrade") && options.authorize === undefined;
+    const request = plainUpgrade ? undefined : requestOf(head);
+    if (!plainUpgrade && request === undefined) {
+      return { response: textResponse(400, "malformed request") };
+    }
     // The web console admits its own origin; every other path refuses any Origin below.
-    const consoleAnswered = await consoleAnswer(request, peer);
+    const consoleAnswered = request && await (await (webConsole ??= loadConsole())).answer(
+      request,
+      peer,
+    );
     if (consoleAnswered) return consoleAnswered;
-    const refused = crossOrigin(request.headers);
+    const refused = crossOrigin(head.headers);
     if (refused) return { response: refused };
-    const answered = await operator(request, peer);
+    const answered = request && await operator(request, peer);
     if (answered) return { response: answered };
-    const url = new URL(request.url);
-    if (url.pathname !== "/" || request.method !== "GET") {
+    if (request && (new URL(request.url).pathname !== "/" || request.method !== "GET")) {
       return { response: new Response(null, { status: 404 }) };
     }
-    const problem = upgradeProblem(request.headers);
+    const problem = upgradeProblem(head.headers);
     if (problem) return { response: textResponse(400, problem) };
-    const auth = await authorizeRequest(options.authorize, request, peer);
+    const auth: AuthResult = request
+      ? await authorizeRequest(options.authorize, request, peer)
+      : { ok: true };
     if (!auth.ok) return { response: auth.response };
     if (open.size >= maxConnections) {
       return { response: textResponse(503, `at most ${maxConnections} connections are served`) };
@@ -277,22 +321,11 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
         await writeResponse(conn, textResponse(431, "request head too large"));
         return;
       }
-      let request: Request;
-      try {
-        if (head === "malformed") throw new TypeError("malformed request head");
-        // Origin-form targets ("/path") are the path of this server, whatever they look like.
-        const url = head.target.startsWith("/")
-          ? new URL(`http://exec-server${head.target}`)
-          : new URL(head.target);
-        request = new Request(url, {
-          method: head.method,
-          headers: head.headers,
-        });
-      } catch {
+      if (head === "malformed") {
         await writeResponse(conn, textResponse(400, "malformed request"));
         return;
       }
-      const decision = await route(request, peer);
+      const decision = await route(head, peer);
       if (!pending.has(conn)) return;
       if ("response" in decision) {
         await writeResponse(conn, decision.response);
@@ -300,7 +333,7 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
       }
       await writeUpgrade(
         conn,
-        request.headers,
+        head.headers,
         "protocol" in decision ? decision.protocol : undefined,
       );
       if (!pending.delete(conn)) return;
@@ -309,7 +342,7 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
       if ("attach" in decision) {
         const feed = decision.attach(websocketConnTransport(conn, {
           label: `exec-server console ${peer}`,
-          maxMessageBytes: CONSOLE_MAX_MESSAGE_BYTES,
+          maxMessageBytes: (await webConsole!).maxMessageBytes,
           initial: head.rest,
         }));
         feeds.add(feed);

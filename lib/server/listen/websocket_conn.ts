@@ -13,8 +13,14 @@
  * @module
  */
 
-import { type Inbound, OUTBOUND_HIGH_WATER_BYTES, type Transport } from "../../rpc/transport.ts";
+import {
+  type Inbound,
+  OUTBOUND_HIGH_WATER_BYTES,
+  type OutboundText,
+  type Transport,
+} from "../../rpc/transport.ts";
 import { concatBytes } from "../host/bytes.ts";
+import { FrameWriter } from "./frame_writer.ts";
 import { responseHead, writeAll } from "./http_head.ts";
 
 const GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
@@ -106,7 +112,18 @@ class ProtocolViolation extends Error {
   }
 }
 
-/** Reads bytes from a connection on demand, keeping what was read ahead. */
+/** The read buffer a connection starts with; most messages are far smaller. */
+const INITIAL_READ_BYTES = 4096;
+
+/** The read buffer grows (while reads fill it) up to this size. */
+const READ_BYTES = 64 * 1024;
+
+/**
+ * Reads bytes from a connection on demand, keeping what was read ahead. The
+ * buffer starts small (an idle connection holds 4 KiB, not 64) and doubles
+ * while reads fill it, up to {@linkcode READ_BYTES}, or to the size of a
+ * frame that must be whole.
+ */
 class ByteReader {
   #conn: Deno.Conn;
   #buffer: Uint8Array;
@@ -115,7 +132,7 @@ class ByteReader {
 
   constructor(conn: Deno.Conn, initial: Uint8Array) {
     this.#conn = conn;
-    this.#buffer = new Uint8Array(Math.max(65536, initial.length));
+    this.#buffer = new Uint8Array(Math.max(INITIAL_READ_BYTES, initial.length));
     this.#buffer.set(initial);
     this.#end = initial.length;
   }
@@ -124,14 +141,21 @@ class ByteReader {
     return this.#end - this.#start;
   }
 
+  /** Moves the buffered bytes to the front of a buffer of at least `capacity` bytes. */
+  #compact(capacity: number): void {
+    if (capacity > this.#buffer.length) {
+      const grown = new Uint8Array(capacity);
+      grown.set(this.#buffer.subarray(this.#start, this.#end));
+      this.#buffer = grown;
+    } else this.#buffer.copyWithin(0, this.#start, this.#end);
+    this.#end -= this.#start;
+    this.#start = 0;
+  }
+
   /** Makes at least one byte available; false at end of stream. */
   async fill(): Promise<boolean> {
     if (this.#start === this.#end) this.#start = this.#end = 0;
-    else if (this.#end === this.#buffer.length) {
-      this.#buffer.copyWithin(0, this.#start, this.#end);
-      this.#end -= this.#start;
-      this.#start = 0;
-    }
+    else if (this.#end === this.#buffer.length) this.#compact(this.#buffer.length);
     let n: number | null;
     try {
       n = await this.#conn.read(this.#buffer.subarray(this.#end));
@@ -140,6 +164,9 @@ class ByteReader {
     }
     if (n === null) return false;
     this.#end += n;
+    if (this.#end === this.#buffer.length && this.#buffer.length < READ_BYTES) {
+      this.#compact(Math.min(READ_BYTES, this.#buffer.length * 2));
+    }
     return true;
   }
 
@@ -148,16 +175,11 @@ class ByteReader {
     return this.#end - this.#start >= n;
   }
 
-  /**
-   * Reads until `n` bytes (at most the buffer's size) are buffered; false at
-   * end of stream.
-   */
+  /** Reads until `n` bytes are buffered (growing the buffer to hold them); false at end of stream. */
   async ensure(n: number): Promise<boolean> {
     while (this.buffered < n) {
       if (this.#buffer.length - this.#start < n) {
-        this.#buffer.copyWithin(0, this.#start, this.#end);
-        this.#end -= this.#start;
-        this.#start = 0;
+        this.#compact(Math.max(n, this.#buffer.length));
       }
       if (!(await this.fill())) return false;
     }
@@ -176,16 +198,7 @@ class ByteReader {
 
   /** Takes exactly `n` bytes (a copy), or `null` at end of stream. */
   async take(n: number): Promise<Uint8Array | null> {
-    while (this.buffered < n) {
-      if (this.#buffer.length - this.#start < n) {
-        const grown = new Uint8Array(Math.max(n, this.#buffer.length * 2));
-        grown.set(this.#buffer.subarray(this.#start, this.#end));
-        this.#end -= this.#start;
-        this.#start = 0;
-        this.#buffer = grown;
-      }
-      if (!(await this.fill())) return null;
-    }
+    if (!(await this.ensure(n))) return null;
     const out = this.#buffer.slice(this.#start, this.#start + n);
     this.#start += n;
     return out;
@@ -222,49 +235,31 @@ async function readFrameHead(reader: ByteReader): Promise<FrameHead | null> {
   return { fin: (b0! & 0x80) !== 0, opcode: b0! & 0x0f, length, mask };
 }
 
-function unmask(bytes: Uint8Array, mask: Uint8Array, offset: number): void {
-  for (let i = 0; i < bytes.length; i++) bytes[i]! ^= mask[(offset + i) & 3]!;
-}
-
-function encodeFrame(opcode: number, payload: Uint8Array): Uint8Array {
-  const extra = payload.length < 126 ? 0 : payload.length < 65536 ? 2 : 8;
-  const frame = new Uint8Array(2 + extra + payload.length);
-  frame[0] = 0x80 | opcode;
-  if (extra === 0) frame[1] = payload.length;
-  else if (extra === 2) {
-    frame[1] = 126;
-    frame[2] = payload.length >> 8;
-    frame[3] = payload.length & 0xff;
-  } else {
-    frame[1] = 127;
-    new DataView(frame.buffer).setBigUint64(2, BigInt(payload.length));
-  }
-  frame.set(payload, 2 + extra);
-  return frame;
-}
+/** Whether this machine stores the low byte of a 32-bit word first (it decides the mask word). */
+const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
 
 /**
- * A text frame with `text` encoded straight into it (one copy instead of encoding and then
- * copying into the frame: most of a `process/output` frame's cost is moving its bytes). The text
- * is first assumed to be ASCII, as JSON of base64 output is; other text is encoded and framed.
+ * XORs `bytes` with the mask, `offset` being the position of `bytes[0]` in
+ * the frame's payload: byte by byte up to a 4-byte boundary of the buffer,
+ * then a 32-bit word at a time.
  */
-function encodeTextFrame(text: string, encoder: TextEncoder): Uint8Array {
-  const buffer = new Uint8Array(10 + text.length);
-  const { read, written } = encoder.encodeInto(text, buffer.subarray(10));
-  if (read < text.length) return encodeFrame(0x1, encoder.encode(text));
-  const extra = written < 126 ? 0 : written < 65536 ? 2 : 8;
-  const start = 10 - 2 - extra;
-  buffer[start] = 0x81;
-  if (extra === 0) buffer[start + 1] = written;
-  else if (extra === 2) {
-    buffer[start + 1] = 126;
-    buffer[start + 2] = written >> 8;
-    buffer[start + 3] = written & 0xff;
-  } else {
-    buffer[start + 1] = 127;
-    new DataView(buffer.buffer).setBigUint64(start + 2, BigInt(written));
+function unmask(bytes: Uint8Array, mask: Uint8Array, offset: number): void {
+  const length = bytes.length;
+  let i = 0;
+  if (length >= 32) {
+    const lead = Math.min(length, (4 - (bytes.byteOffset & 3)) & 3);
+    for (; i < lead; i++) bytes[i]! ^= mask[(offset + i) & 3]!;
+    const words = (length - i) >>> 2;
+    const k = (offset + i) & 3;
+    const [b0, b1, b2, b3] = [mask[k]!, mask[(k + 1) & 3]!, mask[(k + 2) & 3]!, mask[(k + 3) & 3]!];
+    const word = LITTLE_ENDIAN
+      ? (b0 | (b1 << 8) | (b2 << 16) | (b3 << 24))
+      : ((b0 << 24) | (b1 << 16) | (b2 << 8) | b3);
+    const view = new Uint32Array(bytes.buffer, bytes.byteOffset + i, words);
+    for (let w = 0; w < words; w++) view[w]! ^= word;
+    i += words * 4;
   }
-  return buffer.subarray(start, 10 + written);
+  for (; i < length; i++) bytes[i]! ^= mask[(offset + i) & 3]!;
 }
 
 function closePayload(code: number, reason = ""): Uint8Array {
@@ -282,9 +277,6 @@ const INLINE_FRAME_BYTES = 60 * 1024;
 /** How long a closing connection may take to flush what was queued before it. */
 const CLOSE_LINGER_MS = 2000;
 
-/** Largest write handed to the socket at once when small frames are batched. */
-const BATCH_BYTES = 256 * 1024;
-
 /**
  * Wraps an upgraded connection as a {@linkcode Transport}.
  *
@@ -300,17 +292,12 @@ export function websocketConnTransport(
   const maxBytes = options.maxMessageBytes;
   // A byte order mark stays in the text (and makes the message malformed, as the reference has it).
   const decoder = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
-  const encoder = new TextEncoder();
   let closing = false;
   let connClosed = false;
   let lingerTimer: ReturnType<typeof setTimeout> | undefined;
 
-  // Outbound: frames queue here and one writer drains them, batching small ones.
-  let queue: Uint8Array[] = [];
-  let queuedBytes = 0;
-  let writing = false;
-  const drained: (() => void)[] = [];
-  let flushed = Promise.resolve();
+  // Outbound: frames are encoded into write batches that one writer drains.
+  const writer = new FrameWriter(conn, highWater, closeConn);
 
   function closeConn(): void {
     if (connClosed) return;
@@ -321,40 +308,7 @@ export function websocketConnTransport(
     } catch {
       // Already closed.
     }
-    queue = [];
-    queuedBytes = 0;
-    for (const wake of drained.splice(0)) wake();
-  }
-
-  async function drain(): Promise<void> {
-    writing = true;
-    try {
-      while (queue.length > 0 && !connClosed) {
-        let take = 0;
-        let bytes = 0;
-        while (take < queue.length && (take === 0 || bytes + queue[take]!.length <= BATCH_BYTES)) {
-          bytes += queue[take]!.length;
-          take++;
-        }
-        const parts = queue.splice(0, take);
-        await writeAll(conn, concatBytes(parts, bytes));
-        queuedBytes -= bytes;
-        if (queuedBytes <= highWater) { for (const wake of drained.splice(0)) wake(); }
-      }
-    } catch {
-      closeConn();
-    } finally {
-      writing = false;
-    }
-  }
-
-  function enqueue(frame: Uint8Array): Promise<void> {
-    if (connClosed) return Promise.resolve();
-    queue.push(frame);
-    queuedBytes += frame.length;
-    if (!writing) flushed = drain();
-    if (queuedBytes <= highWater) return Promise.resolve();
-    return new Promise((resolve) => drained.push(resolve));
+    writer.close();
   }
 
   /**
@@ -366,12 +320,8 @@ export function websocketConnTransport(
     if (closing) return;
     closing = true;
     lingerTimer = setTimeout(closeConn, CLOSE_LINGER_MS);
-    enqueue(encodeFrame(0x8, closePayload(code, reason)));
-    flushed.then(async () => {
-      // The close frame may have been queued behind a drain already running.
-      while (writing) await flushed;
-      closeConn();
-    });
+    void writer.frame(0x8, closePayload(code, reason));
+    writer.idle().then(closeConn);
   }
 
   /** Decodes a whole message's payload (invalid UTF-8: close for text, a fault for binary). */
@@ -405,7 +355,7 @@ export function websocketConnTransport(
           closeWith(code === 1005 || code === 1006 ? 1000 : code);
           return null;
         }
-        if (head.opcode === 0x9) enqueue(encodeFrame(0xa, payload));
+        if (head.opcode === 0x9) void writer.frame(0xa, payload);
         else if (head.opcode !== 0xa) throw new ProtocolViolation(1002, "unknown opcode");
         continue;
       }
@@ -483,9 +433,9 @@ export function websocketConnTransport(
 
   return {
     readable,
-    send(text: string): Promise<void> {
+    send(text: OutboundText): Promise<void> {
       if (closing) return Promise.resolve();
-      return enqueue(encodeTextFrame(text, encoder));
+      return writer.text(text);
     },
     close() {
       closeWith(1000);

@@ -8,6 +8,7 @@
  */
 
 import type { ExtensionName, ResultOf } from "../../protocol/methods.ts";
+import type { OutboundText } from "../../rpc/transport.ts";
 import type { ProcessWatch } from "../observe/process_watch.ts";
 import { looksSandboxDenied, type OutputTail } from "../sandbox/denial.ts";
 import type { Backend, BackendEvents } from "./backend.ts";
@@ -21,7 +22,7 @@ export const REMEMBERED_WRITE_IDS = 4096;
  * connection's outbound buffer is full: the process then stops reading its
  * child's output until it resolves (backpressure reaches the child's pipe).
  */
-export type NotificationSink = (text: string) => Promise<void> | void;
+export type NotificationSink = (text: OutboundText) => Promise<void> | void;
 
 /** The life of a process. */
 export type ProcessState = "running" | "exited" | "closed";
@@ -126,13 +127,16 @@ export class ManagedProcess implements BackendEvents {
   output(stream: OutputStream, bytes: Uint8Array): Promise<void> | void {
     this.#options.tail?.push(bytes);
     this.watch?.output(bytes.length);
-    const chunk = bytes.toBase64();
-    const seq = this.ring.push(stream, chunk, bytes.length);
+    const seq = this.ring.push(stream, bytes);
     this.#wake();
-    const sent = this.#emit(
-      `{"method":"process/output","params":{"processId":${this.#idJson},"seq":${seq},"stream":"${stream}","chunk":"${chunk}"}}`,
-    );
-    const detachedAtLimit = this.#options.sink() === undefined && this.ring.atLimit;
+    const sink = this.#options.sink();
+    // In parts: joining them would copy the base64 text once more.
+    const sent = sink?.([
+      `{"method":"process/output","params":{"processId":${this.#idJson},"seq":${seq},"stream":"${stream}","chunk":"`,
+      bytes.toBase64(),
+      '"}}',
+    ]);
+    const detachedAtLimit = sink === undefined && this.ring.atLimit;
     if (!this.ring.full && !detachedAtLimit) return sent;
     const room = new Promise<void>((resolve) => this.#roomWaiters.push(resolve));
     return sent ? Promise.all([sent, room]).then(() => {}) : room;

@@ -97,6 +97,16 @@ class EvictionHistory {
   }
 }
 
+/** One retained chunk: its seq, its stream and its bytes (off the JavaScript heap). */
+interface Retained {
+  seq: number;
+  stream: OutputStream;
+  bytes: Uint8Array;
+}
+
+/** What an evicted slot holds until the ring is compacted: nothing that keeps output alive. */
+const EVICTED_BYTES = new Uint8Array(0);
+
 /**
  * A process's seq counter and retained output. Every event of a process
  * (output, exit, close) takes the next seq; output chunks are retained
@@ -104,22 +114,27 @@ class EvictionHistory {
  * {@linkcode RETAINED_OUTPUT_CHUNKS} (the byte limit never evicts the only
  * chunk), oldest first.
  *
+ * Chunks are kept as bytes and encoded to base64 only when a page is taken:
+ * a streamed chunk is sent once and usually never read back, and bytes do
+ * not burden the garbage collector the way strings that outlive a
+ * collection or two do.
+ *
  * @example Page through retained output
  * ```ts
  * import { OutputRing } from "./output_ring.ts";
  * const ring = new OutputRing({ maxChunks: 2 });
- * for (const text of ["a", "b", "c"]) ring.push("stdout", btoa(text), 1);
+ * for (const text of ["a", "b", "c"]) ring.push("stdout", new TextEncoder().encode(text));
  * const page = ring.page(0, undefined);
  * console.log(page.chunks.map((c) => c.seq), page.nextSeq); // [2, 3] 4
+ * console.log(page.chunks.map((c) => c.chunk)); // ["Yg==", "Yw=="]
  * console.log(ring.evictedBytesAfter(0)); // 1
  * ```
  */
 export class OutputRing {
   /** The seq the next event gets. */
   nextSeq = 1;
-  #ring: OutputChunk[] = [];
+  #ring: Retained[] = [];
   #head = 0;
-  #sizes: number[] = [];
   #bytes = 0;
   /** Output bytes produced through each retained chunk (parallel to the ring). */
   #ends: number[] = [];
@@ -151,19 +166,21 @@ export class OutputRing {
 
   /**
    * Retains a chunk under the next seq, evicting what the limits require.
+   * The ring keeps `bytes` (the caller must not change them afterwards); a
+   * small view of a much larger buffer is copied so that it does not keep
+   * the whole buffer alive.
    *
    * @param stream Where it came from.
-   * @param chunk The bytes, standard base64.
-   * @param size The number of bytes.
+   * @param bytes The output.
    * @returns The chunk's seq.
    */
-  push(stream: OutputStream, chunk: string, size: number): number {
+  push(stream: OutputStream, bytes: Uint8Array): number {
     const seq = this.nextSeq++;
-    this.#produced += size;
-    this.#ring.push({ seq, stream, chunk });
-    this.#sizes.push(size);
+    const kept = bytes.byteLength * 2 < bytes.buffer.byteLength ? bytes.slice() : bytes;
+    this.#produced += kept.length;
+    this.#ring.push({ seq, stream, bytes: kept });
     this.#ends.push(this.#produced);
-    this.#bytes += size;
+    this.#bytes += kept.length;
     this.#evict();
     return seq;
   }
@@ -203,26 +220,31 @@ export class OutputRing {
     this.#evict();
   }
 
-  /** Evicts the oldest chunks while the ring is over its limits (in block mode: read ones only). */
+  /**
+   * Evicts the oldest chunks while the ring is over its limits (in block
+   * mode: read ones only). An evicted slot lets go of its bytes at once;
+   * the slots themselves are dropped in bulk.
+   */
   #evict(): void {
     while (this.full && (!this.#block || this.#ring[this.#head]!.seq <= this.#readCursor)) {
-      const size = this.#sizes[this.#head]!;
-      this.#bytes -= size;
-      this.#evicted += size;
-      this.#history.add(this.#ring[this.#head]!.seq, this.#ends[this.#head]!);
+      const oldest = this.#ring[this.#head]!;
+      this.#bytes -= oldest.bytes.length;
+      this.#evicted += oldest.bytes.length;
+      this.#history.add(oldest.seq, this.#ends[this.#head]!);
+      oldest.bytes = EVICTED_BYTES;
       this.#head++;
     }
     if (this.#head > 1024 && this.#head * 2 > this.#ring.length) {
       this.#ring = this.#ring.slice(this.#head);
-      this.#sizes = this.#sizes.slice(this.#head);
       this.#ends = this.#ends.slice(this.#head);
       this.#head = 0;
     }
   }
 
   /**
-   * The retained chunks after `afterSeq`: all of them, or with `maxBytes`
-   * whole chunks up to that many bytes (at least one).
+   * The retained chunks after `afterSeq` (their bytes in base64): all of
+   * them, or with `maxBytes` whole chunks up to that many bytes (at least
+   * one).
    *
    * @param afterSeq Chunks with a greater seq are returned.
    * @param maxBytes The page's byte budget.
@@ -236,16 +258,16 @@ export class OutputRing {
       if (ring[mid]!.seq <= afterSeq) lo = mid + 1;
       else hi = mid;
     }
-    if (maxBytes === undefined) return { chunks: ring.slice(lo), nextSeq: this.nextSeq };
     const chunks: OutputChunk[] = [];
     let total = 0;
     for (let i = lo; i < ring.length; i++) {
-      const size = this.#sizes[i]!;
-      if (chunks.length > 0 && total + size > maxBytes) break;
-      chunks.push(ring[i]!);
-      total += size;
-      if (total >= maxBytes) break;
+      const { seq, stream, bytes } = ring[i]!;
+      if (maxBytes !== undefined && chunks.length > 0 && total + bytes.length > maxBytes) break;
+      chunks.push({ seq, stream, chunk: bytes.toBase64() });
+      total += bytes.length;
+      if (maxBytes !== undefined && total >= maxBytes) break;
     }
+    if (maxBytes === undefined) return { chunks, nextSeq: this.nextSeq };
     const last = chunks[chunks.length - 1];
     return { chunks, nextSeq: last ? last.seq + 1 : this.nextSeq };
   }

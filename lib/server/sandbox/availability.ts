@@ -219,5 +219,9 @@ export function warmSandboxProbe(): Promise<SandboxAvailability> {
  */
 export function sandboxCapability(): boolean {
   if (probed !== undefined) return probed.ok;
-  return staticCheck(findBwrap()) === undefined;
+  // Made once: looking for `bwrap` along PATH is a failed stat per directory, per `initialize`.
+  staticallyAvailable ??= staticCheck(findBwrap()) === undefined;
+  return staticallyAvailable;
 }
+
+let staticallyAvailable: boolean | undefined;

@@ -11,7 +11,7 @@ import { type ClientRequestName, lookupMethod, type ParamsOf } from "../../proto
 import { parseParams, SchemaError } from "../../protocol/schema.ts";
 import { Connection, type Schedule } from "../../rpc/connection.ts";
 import { Semaphore } from "../../rpc/semaphore.ts";
-import type { Transport } from "../../rpc/transport.ts";
+import type { OutboundText, Transport } from "../../rpc/transport.ts";
 import { environmentInfo } from "./environment.ts";
 import { FileHandleTable } from "../fs/handles.ts";
 import { MissingWatchTable } from "../fs/watch.ts";
@@ -73,7 +73,7 @@ export function serveConnection(
   let session: Session | undefined;
   let initializedNotified = false;
 
-  const sink = (text: string) => connection.sendRaw(text);
+  const sink = (text: OutboundText) => connection.sendRaw(text);
   const files = new FileHandleTable();
   const watches = new MissingWatchTable();
   const http = new HttpRequestTable((delta) => connection.notify("http/request/bodyDelta", delta));

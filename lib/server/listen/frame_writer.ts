@@ -1,0 +1,214 @@
+/**
+ * The outbound half of a server WebSocket: frames are encoded straight into
+ * write batches (no buffer per frame, no copy to join them), one writer
+ * drains the batches in order, and the large batch buffers are reused.
+ *
+ * @module
+ */
+
+import type { OutboundText } from "../../rpc/transport.ts";
+import { writeAll } from "./http_head.ts";
+
+/** A batch for a lone small frame on an idle connection starts this large. */
+const SMALL_BATCH_BYTES = 16 * 1024;
+
+/**
+ * Frames are appended to one batch (one socket write) until it holds this
+ * many bytes; a larger frame gets a batch of its own size.
+ */
+export const BATCH_BYTES = 256 * 1024;
+
+/** How many written batches of {@linkcode BATCH_BYTES} a connection keeps for reuse. */
+const SPARE_BATCHES = 2;
+
+/** Bytes of a frame's header for a payload of `length` bytes (server frames are unmasked). */
+function headerBytes(length: number): number {
+  return length < 126 ? 2 : length < 65536 ? 4 : 10;
+}
+
+/** Writes a final frame's header at `at`; returns the payload's offset. */
+function writeHeader(buffer: Uint8Array, at: number, opcode: number, length: number): number {
+  buffer[at] = 0x80 | opcode;
+  if (length < 126) {
+    buffer[at + 1] = length;
+    return at + 2;
+  }
+  if (length < 65536) {
+    buffer[at + 1] = 126;
+    buffer[at + 2] = length >> 8;
+    buffer[at + 3] = length & 0xff;
+    return at + 4;
+  }
+  buffer[at + 1] = 127;
+  new DataView(buffer.buffer, buffer.byteOffset).setBigUint64(at + 2, BigInt(length));
+  return at + 10;
+}
+
+/**
+ * Queues frames for one connection and writes them in order.
+ *
+ * Backpressure: {@linkcode FrameWriter.text} and {@linkcode FrameWriter.frame}
+ * resolve once what is queued (including the batch being written) is at most
+ * the high-water mark.
+ *
+ * @example Frames queued in one turn, or while a write is in flight, go out together
+ * ```ts
+ * import { FrameWriter } from "./frame_writer.ts";
+ * const writes: number[] = [];
+ * const conn = { write: (b: Uint8Array) => (writes.push(b.length), Promise.resolve(b.length)) };
+ * const writer = new FrameWriter(conn as unknown as Deno.Conn, 1024, () => {});
+ * void writer.text("hello");
+ * void writer.text(["wor", "ld"]);
+ * await writer.idle();
+ * void writer.text("!");
+ * await writer.idle();
+ * console.log(writes); // [14, 3]
+ * ```
+ */
+export class FrameWriter {
+  #conn: Deno.Conn;
+  #highWater: number;
+  #onError: () => void;
+  #encoder = new TextEncoder();
+  /** Sealed batches waiting for the writer, oldest first. */
+  #sealed: Uint8Array[] = [];
+  /** The batch frames are appended to, and how much of it is used. */
+  #current: Uint8Array | undefined;
+  #used = 0;
+  /** Written batches of {@linkcode BATCH_BYTES}, for reuse. */
+  #spare: Uint8Array[] = [];
+  /** Bytes queued, including the batch being written. */
+  #queued = 0;
+  #writing: Promise<void> | undefined;
+  #roomWaiters: (() => void)[] = [];
+  #closed = false;
+
+  /**
+   * Creates a writer.
+   *
+   * @param conn The connection.
+   * @param highWater Queued bytes above which sends wait.
+   * @param onError Called once when a write fails (the writer then drops everything).
+   */
+  constructor(conn: Deno.Conn, highWater: number, onError: () => void) {
+    this.#conn = conn;
+    this.#highWater = highWater;
+    this.#onError = onError;
+  }
+
+  /**
+   * Queues a text frame: `text` (or its parts, one after the other) as its
+   * UTF-8 payload.
+   *
+   * @param text The message, whole or in parts.
+   */
+  text(text: OutboundText): Promise<void> {
+    if (this.#closed) return Promise.resolve();
+    const parts = typeof text === "string" ? [text] : text;
+    let length = 0;
+    for (const part of parts) length += part.length;
+    // Assume ASCII (JSON of base64 output is): UTF-16 length = UTF-8 length.
+    const size = headerBytes(length) + length;
+    const buffer = this.#reserve(size);
+    const start = this.#used;
+    let at = writeHeader(buffer, start, 0x1, length);
+    for (const part of parts) {
+      const { read, written } = this.#encoder.encodeInto(part, buffer.subarray(at, start + size));
+      if (read < part.length) {
+        return this.frame(
+          0x1,
+          this.#encoder.encode(typeof text === "string" ? text : parts.join("")),
+        );
+      }
+      at += written;
+    }
+    return this.#commit(size);
+  }
+
+  /**
+   * Queues a final frame with a binary payload (control frames, binary fallback of text).
+   *
+   * @param opcode The frame's opcode.
+   * @param payload The payload.
+   */
+  frame(opcode: number, payload: Uint8Array): Promise<void> {
+    if (this.#closed) return Promise.resolve();
+    const size = headerBytes(payload.length) + payload.length;
+    const buffer = this.#reserve(size);
+    buffer.set(payload, writeHeader(buffer, this.#used, opcode, payload.length));
+    return this.#commit(size);
+  }
+
+  /** Resolves once everything queued so far is written (or dropped). */
+  async idle(): Promise<void> {
+    while (this.#writing) await this.#writing;
+  }
+
+  /** Drops everything queued and releases the senders waiting for room. */
+  close(): void {
+    this.#closed = true;
+    this.#sealed = [];
+    this.#current = undefined;
+    this.#used = 0;
+    this.#spare = [];
+    this.#queued = 0;
+    for (const wake of this.#roomWaiters.splice(0)) wake();
+  }
+
+  /** A batch with room for `size` more bytes at `#used`. */
+  #reserve(size: number): Uint8Array {
+    const current = this.#current;
+    if (current !== undefined && this.#used + size <= current.length) return current;
+    if (current !== undefined) this.#seal();
+    const buffer = size <= SMALL_BATCH_BYTES && this.#queued === 0
+      ? new Uint8Array(SMALL_BATCH_BYTES)
+      : size <= BATCH_BYTES
+      ? this.#spare.pop() ?? new Uint8Array(BATCH_BYTES)
+      : new Uint8Array(size);
+    this.#current = buffer;
+    this.#used = 0;
+    return buffer;
+  }
+
+  #seal(): void {
+    if (this.#used > 0) this.#sealed.push(this.#current!.subarray(0, this.#used));
+    this.#current = undefined;
+    this.#used = 0;
+  }
+
+  #commit(size: number): Promise<void> {
+    this.#used += size;
+    this.#queued += size;
+    this.#writing ??= this.#drain();
+    if (this.#queued <= this.#highWater) return Promise.resolve();
+    return new Promise((resolve) => this.#roomWaiters.push(resolve));
+  }
+
+  async #drain(): Promise<void> {
+    // Frames queued in this turn of the event loop (the answers to every request of one read,
+    // say) go out in one write: wait until the turn's microtasks have run.
+    await new Promise((resolve) => setImmediate(resolve));
+    try {
+      while (!this.#closed) {
+        if (this.#sealed.length === 0) this.#seal();
+        const batch = this.#sealed.shift();
+        if (batch === undefined) break;
+        await writeAll(this.#conn, batch);
+        if (this.#closed) break;
+        this.#queued -= batch.length;
+        const buffer = batch.buffer as ArrayBuffer;
+        if (buffer.byteLength === BATCH_BYTES && this.#spare.length < SPARE_BATCHES) {
+          this.#spare.push(new Uint8Array(buffer));
+        }
+        if (this.#queued <= this.#highWater) {
+          for (const wake of this.#roomWaiters.splice(0)) wake();
+        }
+      }
+    } catch {
+      this.close();
+      this.#onError();
+    } finally {
+      this.#writing = undefined;
+    }
+  }
+}
