@@ -16,7 +16,21 @@
  * @module
  */
 
-import { C, cString, cStringArray, libc } from "./libc.ts";
+import { C, cString, cStringArray, libc, libcAvailable } from "./libc.ts";
+
+/**
+ * Whether {@linkcode posixSpawn} can run here: Linux, the FFI permission
+ * granted (checked first, so that no prompt appears) and glibc loadable.
+ */
+export function posixSpawnAvailable(): boolean {
+  if (Deno.build.os !== "linux") return false;
+  try {
+    if (Deno.permissions.querySync({ name: "ffi" }).state !== "granted") return false;
+  } catch {
+    return false;
+  }
+  return libcAvailable();
+}
 
 /** One descriptor the child starts with. */
 export type ChildFd =

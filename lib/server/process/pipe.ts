@@ -15,10 +15,10 @@ import type { Readable, Writable } from "node:stream";
 import { internalError, invalidRequest } from "../../protocol/errors.ts";
 import { PROCESS_SIGNALS } from "../../protocol/methods.ts";
 import { watchChildExit } from "../host/child_exits.ts";
-import { C, errno, libc, libcAvailable } from "../host/libc.ts";
+import { C, errno, libc } from "../host/libc.ts";
 import { osErrorName } from "../host/os_errors.ts";
 import { requireRun } from "../host/permissions.ts";
-import { type ChildFd, posixSpawn } from "../host/posix_spawn.ts";
+import { type ChildFd, posixSpawn, posixSpawnAvailable } from "../host/posix_spawn.ts";
 import type { Backend, BackendEvents } from "./backend.ts";
 import { OutputCoalescer } from "./output_coalescer.ts";
 import { killGroup, signalExitCode, signalGroup, signalNameOf } from "./signals.ts";
@@ -37,7 +37,7 @@ let net: NetModule | undefined;
  * yet) should not pay before its first `initialize` answer.
  */
 export async function loadChildProcess(): Promise<void> {
-  if (libcAvailable()) net ??= await import("node:net");
+  if (posixSpawnAvailable()) net ??= await import("node:net");
   else childProcess ??= await import("node:child_process");
 }
 
