@@ -13,7 +13,7 @@
  * @module
  */
 
-import { requireRun } from "../host/permissions.ts";
+import { grantedEverywhere, requireRun } from "../host/permissions.ts";
 import { osErrorName } from "../host/os_errors.ts";
 import { spawnErrorFromErrno } from "./spawn_errors.ts";
 import { posixSpawn } from "../host/posix_spawn.ts";
@@ -137,11 +137,7 @@ export interface PtyProcess {
  */
 export function ptySupported(options: { probe?: boolean } = {}): boolean {
   if (Deno.build.os !== "linux") return false;
-  try {
-    if (Deno.permissions.querySync({ name: "ffi" }).state !== "granted") return false;
-  } catch {
-    return false;
-  }
+  if (!grantedEverywhere("ffi")) return false;
   return options.probe === false ? !libcLoadFailed() : libcAvailable();
 }
 
