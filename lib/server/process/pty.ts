@@ -16,7 +16,6 @@
 import { grantedEverywhere, requireRun } from "../host/permissions.ts";
 import { osErrorName } from "../host/os_errors.ts";
 import { spawnErrorFromErrno } from "./spawn_errors.ts";
-import { posixSpawn } from "../host/posix_spawn.ts";
 import { kindError, type RpcError } from "../../protocol/errors.ts";
 import {
   C,
@@ -30,6 +29,7 @@ import {
   libcLoadFailed,
   osErrorMessage,
   SIGNALS,
+  spawnInNewSession,
   strerror,
 } from "../host/libc.ts";
 
@@ -286,30 +286,19 @@ function openAndSpawn(
     if (rc !== 0) throw errnoError(rc);
     const slavePath = nameBuf.subarray(0, nameBuf.indexOf(0) + 1);
     setWindowSize(lib, master, size.rows, size.cols);
-    const pid = spawnOnSlave(path, argv, envEntries, cwd, slavePath);
+    let pid: number;
+    try {
+      // The slave opened without O_NOCTTY after setsid() becomes the controlling terminal.
+      const slave = { open: slavePath, flags: C.O_RDWR };
+      pid = spawnInNewSession(path, argv, envEntries, cwd, [slave, { dup: 0 }, { dup: 0 }]);
+    } catch (err) {
+      throw errnoError((err as { code: number }).code);
+    }
     return { master, pid };
   } catch (err) {
     lib.close(master);
     throw err;
   }
-}
-
-function spawnOnSlave(
-  path: string,
-  argv: string[],
-  envEntries: string[],
-  cwd: string,
-  slavePath: Uint8Array,
-): number {
-  // With POSIX_SPAWN_SETSID, glibc calls setsid() before the file actions, so opening the
-  // slave without O_NOCTTY makes it the controlling terminal of the new session.
-  const outcome = posixSpawn(path, argv, envEntries, cwd, [
-    { fd: 0, open: slavePath, flags: C.O_RDWR },
-    { fd: 1, dup: 0 },
-    { fd: 2, dup: 0 },
-  ]);
-  if (outcome.errno !== undefined) throw errnoError(outcome.errno);
-  return outcome.pid;
 }
 
 function setWindowSize(lib: Libc, fd: number, rows: number, cols: number): void {

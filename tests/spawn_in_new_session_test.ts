@@ -1,9 +1,10 @@
 import assert from "node:assert/strict";
 import { type ChildExit, watchChildExit } from "../lib/server/host/child_exits.ts";
-import { C } from "../lib/server/host/libc.ts";
-import { posixSpawn } from "../lib/server/host/posix_spawn.ts";
+import { C, cString, spawnInNewSession } from "../lib/server/host/libc.ts";
 
 const O_WRONLY = 0o1;
+const devNull = { open: cString("/dev/null"), flags: C.O_RDWR };
+const NULL_STDIO = [devNull, devNull, devNull] as const;
 
 function exitOf(pid: number): Promise<ChildExit> {
   const { promise, resolve } = Promise.withResolvers<ChildExit>();
@@ -15,20 +16,19 @@ function exitOf(pid: number): Promise<ChildExit> {
 async function shellOutput(script: string): Promise<{ exit: ChildExit; output: string }> {
   const file = await Deno.makeTempFile();
   try {
-    const outcome = posixSpawn("/bin/sh", ["sh", "-c", script], ["PATH=/usr/bin:/bin"], "/", [
-      { fd: 0, open: "/dev/null", flags: C.O_RDONLY },
-      { fd: 1, open: file, flags: O_WRONLY },
-      { fd: 2, dup: 1 },
+    const pid = spawnInNewSession("/bin/sh", ["sh", "-c", script], ["PATH=/usr/bin:/bin"], "/", [
+      { open: cString("/dev/null"), flags: C.O_RDONLY },
+      { open: cString(file), flags: O_WRONLY },
+      { dup: 1 },
     ]);
-    assert.ok(outcome.pid !== undefined, `spawn failed with errno ${outcome.errno}`);
-    const exit = await exitOf(outcome.pid);
+    const exit = await exitOf(pid);
     return { exit, output: await Deno.readTextFile(file) };
   } finally {
     await Deno.remove(file);
   }
 }
 
-Deno.test("posixSpawn starts the child as the leader of a new session and process group", async () => {
+Deno.test("spawnInNewSession starts the child as the leader of a new session and process group", async () => {
   const { exit, output } = await shellOutput("cat /proc/$$/stat; echo; echo $$");
   assert.deepEqual(exit, { code: 0, signal: null });
   const [stat, pid] = output.split("\n").filter((line) => line !== "");
@@ -36,7 +36,7 @@ Deno.test("posixSpawn starts the child as the leader of a new session and proces
   assert.deepEqual([fields[2], fields[3]], [pid, pid]);
 });
 
-Deno.test("posixSpawn gives the child no descriptor beyond 0, 1 and 2, and every standard signal at its default disposition", async () => {
+Deno.test("spawnInNewSession gives the child no descriptor beyond 0, 1 and 2, and every standard signal at its default disposition", async () => {
   // `ls` lists its own descriptors, among them the one of the directory it reads.
   const { output } = await shellOutput("ls /proc/self/fd; grep SigIgn /proc/self/status");
   const [fds, ignored] = output.split("SigIgn:");
@@ -45,16 +45,17 @@ Deno.test("posixSpawn gives the child no descriptor beyond 0, 1 and 2, and every
   assert.equal(BigInt(`0x${ignored!.trim()}`) & 0x7fffffffn, 0n);
 });
 
-Deno.test("posixSpawn reports a missing program as its errno and starts nothing", () => {
-  const outcome = posixSpawn("/nonexistent/program", ["program"], [], "/", []);
-  assert.deepEqual(outcome, { errno: C.ENOENT });
+Deno.test("spawnInNewSession reports a missing program by its errno", () => {
+  assert.throws(() => spawnInNewSession("/nonexistent/program", ["program"], [], "/", NULL_STDIO), {
+    code: C.ENOENT,
+  });
 });
 
 Deno.test("watchChildExit reports the exit code, and the signal that ended a child", async () => {
-  const exited = posixSpawn("/bin/sh", ["sh", "-c", "exit 7"], [], "/", []);
-  assert.deepEqual(await exitOf(exited.pid!), { code: 7, signal: null });
-  const sleeping = posixSpawn("/bin/sleep", ["sleep", "30"], [], "/", []);
-  const exit = exitOf(sleeping.pid!);
-  Deno.kill(sleeping.pid!, "SIGKILL");
+  const exited = spawnInNewSession("/bin/sh", ["sh", "-c", "exit 7"], [], "/", NULL_STDIO);
+  assert.deepEqual(await exitOf(exited), { code: 7, signal: null });
+  const sleeping = spawnInNewSession("/bin/sleep", ["sleep", "30"], [], "/", NULL_STDIO);
+  const exit = exitOf(sleeping);
+  Deno.kill(sleeping, "SIGKILL");
   assert.deepEqual(await exit, { code: null, signal: 9 });
 });
