@@ -20,7 +20,7 @@ const CR = 0x0d;
 const LF = 0x0a;
 const READ_SIZE = 64 * 1024;
 
-/** Largest response head (status line plus headers) accepted, in bytes. */
+/** Largest response head accepted, in bytes: status line, headers and the empty line, each with its CR LF. */
 export const MAX_RESPONSE_HEAD_BYTES = 256 * 1024;
 /** Largest chunk-size or trailer line accepted in a chunked body, in bytes. */
 const MAX_LINE_BYTES = 64 * 1024;
@@ -230,9 +230,10 @@ export class ResponseReader {
   }
 
   async #readOneHead(): Promise<ResponseHead> {
+    // Every line counts with its line end (as CR LF), the empty line that ends the head included.
     let budget = MAX_RESPONSE_HEAD_BYTES;
     const statusLine = await this.#readLine(budget);
-    budget -= statusLine.length;
+    budget -= statusLine.length + 2;
     const match = /^HTTP\/1\.([01]) (\d{3})(?: .*)?$/.exec(statusLine);
     if (match === null) throw new HttpWireError("invalid status line");
     const minor = match[1] === "1" ? 1 : 0;
