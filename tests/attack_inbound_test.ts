@@ -100,7 +100,7 @@ Deno.test("a stdio client flooding requests at --concurrent-requests 4 without r
   for (let round = 0; round < 60 && stalled < 0 && written < total; round++) {
     const before = written;
     await sleep(1000);
-    if (written === before && written < total) stalled = written;
+    if (written > 0 && written === before && written < total) stalled = written;
   }
   const peak = rssKib(server.pid);
   console.log(
@@ -136,15 +136,22 @@ function paddedReads(chars: number): string[] {
 
 /**
  * A stdio server at `--max-message-bytes 1000` (so 2 000 characters of requests may be held)
- * and `--concurrent-requests 64`, running process `held`, which prints once `dir/go` exists.
+ * and `--concurrent-requests 64`, running process `held`, which prints once `dir/go` exists;
+ * sent reads of it and then {@linkcode STATUS}, `chars` characters in all.
  */
-async function heldServer(dir: string): Promise<InProcessServer & { stdio: StdioClient }> {
+async function heldServer(
+  dir: string,
+  chars: number,
+): Promise<InProcessServer & { stdio: StdioClient }> {
   const server = await inProcessSession({ maxMessageBytes: 1000, concurrentRequests: 64 });
   await startProcess(
     server.stdio,
     "held",
     sh(`until [ -e ${dir}/go ]; do sleep 0.05; done; echo out`),
   );
+  for (const text of [...paddedReads(chars - STATUS.length), STATUS]) {
+    await server.stdio.sendRaw(text);
+  }
   return server;
 }
 
@@ -156,10 +163,7 @@ function replyIndex(client: StdioClient, id: number): number {
 Deno.test("a server at --max-message-bytes 1000 admits a request that brings the held text to exactly 2000 characters", async () => {
   const dir = await Deno.makeTempDir({ prefix: "es-held-" });
   try {
-    await using server = await heldServer(dir);
-    for (const text of [...paddedReads(2000 - STATUS.length), STATUS]) {
-      await server.stdio.sendRaw(text);
-    }
+    await using server = await heldServer(dir, 2000);
     // Answered while all four reads still wait for output.
     await server.stdio.log.waitUntil(() => replyIndex(server.stdio, 900) >= 0, "the status reply");
     for (let id = 800; id < 804; id++) assert.equal(replyIndex(server.stdio, id), -1);
@@ -172,10 +176,7 @@ Deno.test("a server at --max-message-bytes 1000 admits a request that brings the
 Deno.test("a server at --max-message-bytes 1000 reads no request that would take the held text to 2001 characters until one is answered", async () => {
   const dir = await Deno.makeTempDir({ prefix: "es-held-" });
   try {
-    await using server = await heldServer(dir);
-    for (const text of [...paddedReads(2001 - STATUS.length), STATUS]) {
-      await server.stdio.sendRaw(text);
-    }
+    await using server = await heldServer(dir, 2001);
     // Time for a server without the bound to answer (it would fail the order below).
     await sleep(300);
     assert.equal(

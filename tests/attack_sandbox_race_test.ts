@@ -13,15 +13,20 @@
 import assert from "node:assert/strict";
 import { handshake, type ProtocolClient, ServerProcess } from "./helpers/server_harness.ts";
 import { attackLayout, b64, listNames, SANDBOX, sandboxValue, uri } from "./helpers/attack.ts";
+import {
+  Client,
+  PERL,
+  RACE_SKIP,
+  raceCases,
+  raceLayout,
+  runRace,
+  swapperScript,
+  TRIES as TABLE_TRIES,
+  zero,
+} from "./helpers/fs_race.ts";
 
 const TRIES = 200;
-/** `renameat2` by architecture. */
-const RENAMEAT2: Record<string, number> = { "x86_64": 316, aarch64: 276 };
-const SKIP = !SANDBOX.ok
-  ? ` (skipped: ${SANDBOX.reason})`
-  : RENAMEAT2[Deno.build.arch] === undefined
-  ? ` (skipped: no renameat2 number for ${Deno.build.arch})`
-  : "";
+const SKIP = !SANDBOX.ok ? ` (skipped: ${SANDBOX.reason})` : RACE_SKIP;
 
 /**
  * Starts, in the sandbox, a process that swaps `d` and `l` in `dir` with
@@ -32,11 +37,9 @@ async function startSwapper(
   dir: string,
   sandbox: Record<string, unknown>,
 ): Promise<void> {
-  const swapper = `$| = 1; print "swapping\\n"; my ($a, $b) = ("d", "l"); ` +
-    `while (1) { syscall(${RENAMEAT2[Deno.build.arch]}, -100, $a, -100, $b, 2) == 0 or die "$!" }`;
   const start = await client.request(0, "process/start", {
     processId: "swapper",
-    argv: ["/usr/bin/perl", "-e", swapper],
+    argv: [PERL, "-e", swapperScript()],
     cwd: uri(dir),
     env: { PATH: "/usr/bin:/bin" },
     tty: false,
@@ -134,7 +137,7 @@ async function startDeniedSwap(
 }
 
 /** Stops the swapper, asserting it kept swapping until now. */
-async function stopSwapper(client: ProtocolClient, id: number): Promise<void> {
+async function stopSwapper(client: ProtocolClient, id: number | string): Promise<void> {
   const swapping = client.log.processEvents("swapper").every((m) => m.method !== "process/exited");
   assert.ok(swapping, `the swapper stopped early: ${client.log.outputText("swapper", "stderr")}`);
   await client.request(id, "process/terminate", { processId: "swapper" });
@@ -306,5 +309,34 @@ Deno.test({
       { leaks: 0, handleLeaks: 0, copyLeaks: 0 },
       "a denied file was read",
     );
+  },
+});
+
+Deno.test({
+  name:
+    `sandboxed fs calls of every method of the operations table stay in the writable root and read nothing denied while a sandboxed process swaps a link in${SKIP}`,
+  ignore: SKIP !== "",
+  async fn() {
+    // The cases of `attack_scope_race_test.ts`, with the outside directory denied by the sandbox.
+    await using l = await raceLayout(false, "/var/tmp");
+    await using server = await ServerProcess.start({ listen: "stdio" });
+    const client = server.stdio!;
+    await handshake(client);
+    const sandbox = sandboxValue([l.scope], "restricted") as {
+      permissions: { file_system: { entries: unknown[] } };
+    };
+    sandbox.permissions.file_system.entries.push({
+      path: { type: "path", path: uri(l.outside) },
+      access: "none",
+    });
+    await startSwapper(client, l.scope, sandbox);
+    const escapes = await runRace(
+      new Client(client, sandbox),
+      l,
+      raceCases({ sandboxed: true }),
+      () => stopSwapper(client, "stop"),
+    );
+    console.log(`attack ${JSON.stringify({ sandboxed: true, tries: TABLE_TRIES, escapes })}`);
+    assert.deepEqual(escapes, zero(escapes));
   },
 });

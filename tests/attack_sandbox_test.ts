@@ -11,6 +11,7 @@ import { handshake, type Json, ServerProcess, WsClient } from "./helpers/server_
 import {
   attackLayout,
   listNames,
+  pathExists,
   PYTHON3,
   SANDBOX_SKIP,
   sandboxValue,
@@ -236,5 +237,46 @@ Deno.test({
         JSON.stringify(error),
       );
     }
+  },
+});
+
+Deno.test({
+  name:
+    `a read-only cover another server created holds while that server's sandbox ends${SANDBOX_SKIP}`,
+  ignore: SANDBOX_SKIP !== "",
+  async fn() {
+    await using l = await attackLayout("es-attack-cover-");
+    const codex = `${l.ws}/.codex`;
+    const go = `${l.ws}/go`;
+    await using first = await ServerProcess.start({ listen: "stdio" });
+    await using second = await ServerProcess.start({ listen: "stdio" });
+    const [a, b] = [first.stdio!, second.stdio!];
+    await handshake(a);
+    await handshake(b);
+    const start = (client: typeof a, processId: string, script: string) =>
+      client.request(nextId++, "process/start", {
+        processId,
+        argv: ["/bin/sh", "-c", script],
+        cwd: uri(l.ws),
+        env: { PATH: "/usr/bin:/bin" },
+        tty: false,
+        sandbox: sandboxValue([l.ws], "restricted"),
+      });
+    // The first server's sandbox creates the mount point .codex on the host to cover it.
+    assert.ok((await start(a, "holder", "echo up; exec sleep 600")).result);
+    await a.log.waitUntil(() => a.log.outputText("holder").includes("up"), "the first sandbox");
+    assert.ok(pathExists(codex), "the first sandbox's mount point");
+    // The second server's sandbox covers the same .codex, then waits.
+    const probe = `while [ ! -e ${go} ]; do sleep 0.05; done; ` +
+      `mkdir -p ${codex}/planted 2>/dev/null && echo WROTE || echo REFUSED`;
+    assert.ok((await start(b, "prober", `echo up; ${probe}`)).result);
+    await b.log.waitUntil(() => b.log.outputText("prober").includes("up"), "the second sandbox");
+    // The first sandbox ends (and releases its mount point) while the second one runs.
+    await a.request(nextId++, "process/terminate", { processId: "holder" });
+    await a.log.processClosed("holder");
+    await Deno.writeTextFile(go, "");
+    await b.log.processClosed("prober");
+    assert.match(b.log.outputText("prober"), /REFUSED/, "the cover of .codex was dropped");
+    assert.equal(pathExists(`${codex}/planted`), false);
   },
 });

@@ -11,7 +11,10 @@
  */
 
 import assert from "node:assert/strict";
+import { setTimeout as delay } from "node:timers/promises";
+import { WATCHDOG_SCAN_MS } from "../lib/server/host/watchdog.ts";
 import { SANDBOX } from "./helpers/attack.ts";
+import { allProcesses, isWatchdog, procStat } from "./helpers/reliability_proc.ts";
 import {
   eventually,
   handshake,
@@ -54,11 +57,17 @@ function killAll(pids: number[]): void {
   }
 }
 
-async function startEscaping(client: ProtocolClient, t: string, tty: boolean): Promise<string> {
-  const processId = `escaping-${t}`;
+/** Starts `script` as process `<prefix>-<t>` and waits until `count` of its `sleep <t>.N` run. */
+async function startSleeps(
+  client: ProtocolClient,
+  t: string,
+  tty: boolean,
+  [prefix, script, count]: [string, string, number],
+): Promise<string> {
+  const processId = `${prefix}-${t}`;
   const response = await client.request(nextId++, "process/start", {
     processId,
-    argv: ["/bin/sh", "-c", escapingScript(t)],
+    argv: ["/bin/sh", "-c", script],
     cwd: "file:///tmp",
     env: { PATH: "/usr/bin:/bin" },
     tty,
@@ -66,10 +75,26 @@ async function startEscaping(client: ProtocolClient, t: string, tty: boolean): P
   assert.ok(response.result, JSON.stringify(response));
   await client.log.waitUntil(
     () => client.log.outputText(processId, tty ? "pty" : "stdout").includes("started"),
-    "the escaping tree to start",
+    `${processId} to start`,
   );
-  assert.ok(await eventually(() => survivors(t).length === 5), `not all 5 sleeps of ${t} run`);
+  assert.ok(await eventually(() => survivors(t).length === count), `not all sleeps of ${t} run`);
   return processId;
+}
+
+/** Starts {@linkcode escapingScript}: its five sleeps run when it returns. */
+function startEscaping(client: ProtocolClient, t: string, tty: boolean): Promise<string> {
+  return startSleeps(client, t, tty, ["escaping", escapingScript(t), 5]);
+}
+
+/** Whether a process is gone or a zombie (a subreaper above may not collect it at once). */
+function ended(pid: number): boolean {
+  const state = procStat(pid)?.state;
+  return state === undefined || state === "Z" || state === "X";
+}
+
+/** The watchdog children of a server. */
+function watchdogsOf(server: number): number[] {
+  return allProcesses().filter((p) => p.ppid === server && isWatchdog(p)).map((p) => p.pid);
 }
 
 /** Waits a bounded time for every `sleep <t>.N` to end; returns those left (and kills them). */
@@ -135,20 +160,15 @@ for (
     ["SIGTERM", "--process-namespace"],
   ] as const
 ) {
-  // In the default mode a SIGKILLed server cannot end anything: the subreaper dies with it and
-  // the orphans go to init. Kept, ignored, so that the gap shows in every run.
-  const reason = mode === "default"
-    ? signal === "SIGKILL"
-      ? " (ignored: not achieved, the trees outlive a SIGKILLed server without --process-namespace)"
-      : ""
-    : NAMESPACE_SKIP;
+  const reason = mode === "default" ? "" : NAMESPACE_SKIP;
   Deno.test({
     name: `server ${signal} leaves no descendant, setsid and double forks included${
       mode === "default" ? "" : ` (${mode})`
-    }${reason}`,
+    }, and no watchdog${reason}`,
     ignore: reason !== "",
     fn: async () => {
       const t = tag();
+      let watchdogs: number[] = [];
       try {
         await using server = await ServerProcess.start({
           listen: "ws",
@@ -157,12 +177,21 @@ for (
         const client = await server.connect();
         await handshake(client);
         await startEscaping(client, t, false);
+        watchdogs = watchdogsOf(server.pid);
+        // The residual window: an orphan younger than one scan is not yet known to the watchdog.
+        await delay(WATCHDOG_SCAN_MS + 500);
         server.kill(signal);
         await server.child.status;
         await client.close();
         assert.deepEqual(await leftAfter(t), [], `descendants survived server ${signal}`);
+        assert.equal(watchdogs.length, 1, "the server ran one watchdog");
+        assert.ok(
+          await eventually(() => watchdogs.every(ended), 5_000),
+          `the watchdog survived server ${signal}`,
+        );
       } finally {
         killAll(survivors(t));
+        killAll(watchdogs.filter((pid) => !ended(pid)));
       }
     },
   });
@@ -189,4 +218,55 @@ Deno.test({
       killAll(survivors(t));
     }
   },
+});
+
+/** A `setsid` daemon from a double fork: it leaves the group and loses its parent at once. */
+function daemonScript(t: string): string {
+  return `(setsid sleep ${t}.1 &) ; echo started; sleep ${t}.2`;
+}
+
+/** Starts {@linkcode daemonScript}: the daemon and the leader's sleep run when it returns. */
+function startDaemon(client: ProtocolClient, t: string, tty: boolean): Promise<string> {
+  return startSleeps(client, t, tty, ["daemon", daemonScript(t), 2]);
+}
+
+for (const tty of [false, true]) {
+  Deno.test(`process/terminate ends the setsid double-fork daemon of a ${tty ? "tty" : "pipe"} process, not another process's`, async () => {
+    const [t, other] = [tag(), tag()];
+    try {
+      await using server = await ServerProcess.start({ listen: "stdio" });
+      const client = server.stdio!;
+      await handshake(client);
+      const processId = await startDaemon(client, t, tty);
+      await startDaemon(client, other, tty);
+      await client.request(nextId++, "process/terminate", { processId });
+      await client.log.processClosed(processId);
+      assert.deepEqual(await leftAfter(t), [], "the daemon survived process/terminate");
+      assert.equal(survivors(other).length, 2, "the other process's daemon was killed");
+    } finally {
+      killAll(survivors(t));
+      killAll(survivors(other));
+    }
+  });
+}
+
+Deno.test("session expiry ends the setsid double-fork daemon of its process, not another session's", async () => {
+  const [t, other] = [tag(), tag()];
+  try {
+    await using server = await ServerProcess.start({ listen: "ws", args: ["--session-ttl", "1"] });
+    const expiring = await server.connect();
+    await handshake(expiring);
+    await startDaemon(expiring, t, false);
+    const staying = await server.connect();
+    await handshake(staying);
+    await startDaemon(staying, other, false);
+    await expiring.close();
+    await eventually(() => survivors(t).length === 0, 15_000);
+    assert.deepEqual(await leftAfter(t), [], "the daemon survived the session's expiry");
+    assert.equal(survivors(other).length, 2, "the other session's daemon was killed");
+    await staying.close();
+  } finally {
+    killAll(survivors(t));
+    killAll(survivors(other));
+  }
 });

@@ -548,58 +548,44 @@ function requestOfLength(id: number, length: number): string {
   return JSON.stringify({ id, method: "m", params: "p".repeat(length - bare.length) });
 }
 
-Deno.test("Connection holds exactly 128 unanswered requests; the 129th starts only after one is answered", async () => {
-  const texts = Array.from({ length: 200 }, (_, i) => JSON.stringify({ id: i + 1, method: "m" }));
-  const held = heldRequests(texts);
+/**
+ * Offers the requests to {@linkcode heldRequests}: the first `admitted` start, the next one only
+ * once the first is answered.
+ */
+async function assertAdmitsThenHoldsBack(
+  texts: string[],
+  maxHeldUnits: number | undefined,
+  admitted: number,
+): Promise<void> {
+  const held = heldRequests(texts, maxHeldUnits);
   try {
     await settle(20);
-    assert.equal(held.started(), INBOUND_QUEUE_LIMIT);
-    await held.answerThenAwaitStart(1, INBOUND_QUEUE_LIMIT + 1);
-    assert.ok(
-      held.events.indexOf("end 1") < held.events.indexOf(`start ${INBOUND_QUEUE_LIMIT + 1}`),
-    );
-    assert.equal(held.started(), INBOUND_QUEUE_LIMIT + 1);
+    assert.equal(held.started(), admitted);
+    await held.answerThenAwaitStart(1, admitted + 1);
+    assert.ok(held.events.indexOf("end 1") < held.events.indexOf(`start ${admitted + 1}`));
   } finally {
     await held.close();
   }
+}
+
+Deno.test("Connection holds exactly 128 unanswered requests; the 129th starts only after one is answered", async () => {
+  const texts = Array.from({ length: 200 }, (_, i) => JSON.stringify({ id: i + 1, method: "m" }));
+  await assertAdmitsThenHoldsBack(texts, undefined, INBOUND_QUEUE_LIMIT);
 });
 
 Deno.test("Connection admits requests whose text totals exactly maxHeldUnits", async () => {
   // Four requests of 250 characters fill a bound of 1000 exactly; the fifth waits for an answer.
   const texts = Array.from({ length: 5 }, (_, i) => requestOfLength(i + 1, 250));
-  const held = heldRequests(texts, 1000);
-  try {
-    await settle(20);
-    assert.equal(held.started(), 4);
-    await held.answerThenAwaitStart(1, 5);
-    assert.ok(held.events.indexOf("end 1") < held.events.indexOf("start 5"));
-  } finally {
-    await held.close();
-  }
+  await assertAdmitsThenHoldsBack(texts, 1000, 4);
 });
 
 Deno.test("Connection holds back a request that would take the held text one unit over maxHeldUnits until one is answered", async () => {
   const texts = [250, 250, 250, 251].map((length, i) => requestOfLength(i + 1, length));
-  const held = heldRequests(texts, 1000);
-  try {
-    await settle(20);
-    assert.equal(held.started(), 3);
-    await held.answerThenAwaitStart(1, 4);
-    assert.ok(held.events.indexOf("end 1") < held.events.indexOf("start 4"));
-  } finally {
-    await held.close();
-  }
+  await assertAdmitsThenHoldsBack(texts, 1000, 3);
 });
 
 Deno.test("Connection admits a request larger than maxHeldUnits when nothing else is held", async () => {
-  const held = heldRequests([requestOfLength(1, 2000), requestOfLength(2, 100)], 1000);
-  try {
-    await settle(20);
-    assert.equal(held.started(), 1);
-    await held.answerThenAwaitStart(1, 2);
-  } finally {
-    await held.close();
-  }
+  await assertAdmitsThenHoldsBack([requestOfLength(1, 2000), requestOfLength(2, 100)], 1000, 1);
 });
 
 Deno.test("Connection pair talks over stdio framing in both directions", async () => {

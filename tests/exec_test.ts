@@ -7,6 +7,7 @@ import {
   ExecTimeoutError,
   RemoteError,
 } from "../mod.ts";
+import { DEFAULT_MAX_OUTPUT_BYTES } from "../lib/client/exec.ts";
 import { serveWebSocket } from "../lib/server/listen/listen.ts";
 import { FAKE_ENVIRONMENT_INFO, startScriptedServer } from "./fixtures/scripted_server.ts";
 
@@ -138,6 +139,8 @@ Deno.test("client.exec aborted while its process is starting terminates it and r
 });
 
 Deno.test("client.exec collects maxOutputBytes per stream and rejects one byte beyond", async () => {
+  // The default (64 MiB) goes through the same check; 10 bytes keeps the test small.
+  assert.equal(DEFAULT_MAX_OUTPUT_BYTES, 64 * 1024 * 1024);
   await withClient(async (client) => {
     const atLimit = await client.exec(["printf", "1234567890"], { maxOutputBytes: 10 });
     assert.equal(atLimit.stdout, "1234567890");

@@ -296,6 +296,22 @@ Deno.test("exec-server run against an unreachable URL prints one line and exits 
   assert.match(result.stderr, /cannot connect to ws:\/\/127\.0\.0\.1:\d+/);
 });
 
+Deno.test("exec-server run takes --reconnect-timeout 3600 and refuses 3601 with exit code 2", async () => {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (listener.addr as Deno.NetAddr).port;
+  listener.close();
+  const withTimeout = (seconds: string) =>
+    run(["--url", `ws://127.0.0.1:${port}`, "--reconnect-timeout", seconds, "--", "/bin/true"]);
+  // Accepted: it goes on to connect (and finds nothing there).
+  const atMost = await withTimeout("3600");
+  assert.equal(atMost.code, 255);
+  assert.match(atMost.stderr, /cannot connect to ws:\/\/127\.0\.0\.1:\d+/);
+  const over = await withTimeout("3601");
+  assert.equal(over.code, 2);
+  assert.match(over.stderr, /--reconnect-timeout/);
+  assert.match(over.stderr, /up to 3600/);
+});
+
 Deno.test("exec-server run with a refused token prints one line and exits non-zero", async () => {
   const dir = await Deno.makeTempDir();
   try {

@@ -8,6 +8,7 @@ import { pathFromUri, uriFromPath } from "../lib/server/host/path_uri.ts";
 import { ptySupported, spawnPty } from "../lib/server/process/pty.ts";
 import { probeSandbox, sandboxAvailable } from "../lib/server/sandbox/availability.ts";
 import { bwrapArgs } from "../lib/server/sandbox/bubblewrap.ts";
+import { pathExists } from "./helpers/attack.ts";
 import { looksSandboxDenied, OutputTail } from "../lib/server/sandbox/denial.ts";
 import { launchSandboxed } from "../lib/server/sandbox/launch.ts";
 import { planSandbox, type SandboxPlan } from "../lib/server/sandbox/policy.ts";
@@ -564,7 +565,7 @@ Deno.test({
   },
 });
 
-Deno.test("launchSandboxed() removes a synthetic mount point only when its last sandbox is released", () => {
+Deno.test("launchSandboxed() removes a synthetic mount point only when its last sandbox is released and no other server's sandbox holds its directory", () => {
   using layout = makeLayout();
   const plan = planFor("workspace_write", layout.ws);
   const ok = { ok: true as const, bwrap: "/usr/bin/bwrap", version: "0.8.0", argv0: false };
@@ -580,16 +581,18 @@ Deno.test("launchSandboxed() removes a synthetic mount point only when its last 
   assert.equal(pathExists(codex), true, "still used by the second sandbox");
   second.release();
   assert.equal(pathExists(codex), false);
+  // Another server's sandbox holds a shared lock on the directory (mount_locks.ts): it stays.
+  const third = launchSandboxed(planFor("workspace_write", layout.ws), ["true"], {
+    cwd: layout.ws,
+    env: ENV,
+    availability: ok,
+  });
+  Deno.mkdirSync(codex);
+  using other = Deno.openSync(Deno.realPathSync(layout.ws));
+  other.lockSync(false);
+  third.release();
+  assert.equal(pathExists(codex), true, "removed under another server's running sandbox");
 });
-
-function pathExists(path: string): boolean {
-  try {
-    Deno.lstatSync(path);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 Deno.test({
   name: `sandboxed process gets its environment unchanged${SKIP_REASON}`,

@@ -105,3 +105,13 @@ export async function snapshot(dir: string): Promise<string> {
   await walk(dir);
   return out.sort().join("\n");
 }
+
+/** Whether something (even a dangling link) is at `path`. */
+export function pathExists(path: string): boolean {
+  try {
+    Deno.lstatSync(path);
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -9,6 +9,8 @@
  * @module
  */
 
+import { WATCHDOG_ARG0 } from "../../lib/server/host/watchdog.ts";
+
 /** One process, identified so that pid reuse is detected. */
 export interface ProcId {
   /** The pid. */
@@ -67,9 +69,20 @@ export function allProcesses(): ProcStat[] {
   return out;
 }
 
+/** Whether a process is a server's watchdog (`lib/server/host/watchdog.ts`), by its `argv[0]`. */
+export function isWatchdog(proc: ProcStat): boolean {
+  if (proc.comm !== "sh") return false;
+  try {
+    return Deno.readTextFileSync(`/proc/${proc.pid}/cmdline`).split("\0")[0] === WATCHDOG_ARG0;
+  } catch {
+    return false;
+  }
+}
+
 /**
  * Every live descendant of `pid` (children, grandchildren, ...), found by
- * following parent links in one `/proc` snapshot. Zombies are left out.
+ * following parent links in one `/proc` snapshot. Zombies are left out, and
+ * so is the server's watchdog (its own helper, not one of its processes).
  */
 export function descendants(pid: number): ProcStat[] {
   const all = allProcesses();
@@ -83,7 +96,8 @@ export function descendants(pid: number): ProcStat[] {
   const queue = [pid];
   while (queue.length > 0) {
     for (const child of byParent.get(queue.shift()!) ?? []) {
-      if (child.state !== "Z" && child.state !== "X") out.push(child);
+      if (child.state === "Z" || child.state === "X" || isWatchdog(child)) continue;
+      out.push(child);
       queue.push(child.pid);
     }
   }

@@ -64,6 +64,7 @@ const SYMBOLS = {
   memfd_create: { parameters: ["buffer", "u32"], result: "i32" },
   // Variadic in C; an int third argument is passed as in a non-variadic call.
   fcntl: { parameters: ["i32", "i32", "i32"], result: "i32" },
+  flock: { parameters: ["i32", "i32"], result: "i32" },
   fdopendir: { parameters: ["i32"], result: "pointer" },
   readdir: { parameters: ["pointer"], result: "pointer" },
   closedir: { parameters: ["pointer"], result: "i32" },
@@ -87,6 +88,9 @@ export const F = {
   O_NOFOLLOW: Deno.build.arch === "aarch64" ? 0o100000 : 0o400000,
   O_CLOEXEC: 0o2000000,
   O_PATH: 0o10000000,
+  LOCK_SH: 1,
+  LOCK_EX: 2,
+  LOCK_NB: 4,
   /** `__O_TMPFILE | O_DIRECTORY`. */
   O_TMPFILE: 0o20000000 | (Deno.build.arch === "aarch64" ? 0o40000 : 0o200000),
   RESOLVE_NO_MAGICLINKS: 0x02,
@@ -226,6 +230,16 @@ export function openat(dirfd: number, path: string, flags: number, mode = 0): nu
 /** Closes a descriptor, ignoring errors. */
 export function close(fd: number): void {
   lib().close(fd);
+}
+
+/**
+ * `flock(fd, operation)`: an advisory lock on the open file (`F.LOCK_SH`,
+ * `F.LOCK_EX`, with `F.LOCK_NB` not to wait); it goes with the descriptor.
+ *
+ * @returns Whether the lock was taken.
+ */
+export function flock(fd: number, operation: number): boolean {
+  return lib().flock(fd, operation) === 0;
 }
 
 /** `mkdirat`. */

@@ -1,9 +1,11 @@
 /**
  * Minimal FFI bindings to the system C library (glibc on Linux), used by the
- * pseudo-terminal support in `pty.ts`.
+ * pseudo-terminal support in `pty.ts`, the pipe spawner in `pipe.ts` and the
+ * watchdog.
  *
- * Only what a pty child needs is bound: opening a pty pair, spawning with
- * `posix_spawn`, non-blocking I/O, `poll`, `waitpid`/`pidfd_open` and `kill`.
+ * Only what pty and pipe children and the watchdog need is bound: opening a pty pair
+ * or a pipe, spawning with `posix_spawn` ({@linkcode spawnInNewSession}),
+ * non-blocking I/O, `poll`, `waitpid`/`pidfd_open` and `kill`.
  * The library is opened lazily on first use, so importing this module needs
  * no permission.
  *
@@ -45,6 +47,9 @@ export const LIBC_SYMBOLS = {
   sigfillset: { parameters: ["buffer"], result: "i32" },
   read: { parameters: ["i32", "buffer", "usize"], result: "isize" },
   write: { parameters: ["i32", "buffer", "usize"], result: "isize" },
+  pipe2: { parameters: ["buffer", "i32"], result: "i32" },
+  // Variadic in C; an int third argument is passed as in a non-variadic call.
+  fcntl: { parameters: ["i32", "i32", "i32"], result: "i32" },
   close: { parameters: ["i32"], result: "i32" },
   poll: { parameters: ["buffer", "u64", "i32"], result: "i32", nonblocking: true },
   eventfd: { parameters: ["u32", "i32"], result: "i32" },
@@ -63,13 +68,16 @@ export type Libc = Deno.DynamicLibrary<typeof LIBC_SYMBOLS>["symbols"];
 
 /** Linux constants (identical on x86_64 and aarch64). */
 export const C = {
+  O_RDONLY: 0,
   O_RDWR: 0o2,
   O_NOCTTY: 0o400,
   O_NONBLOCK: 0o4000,
   O_CLOEXEC: 0o2000000,
+  F_SETFL: 4,
   EFD_NONBLOCK: 0o4000,
   EFD_CLOEXEC: 0o2000000,
   TIOCSWINSZ: 0x5414,
+  FIONREAD: 0x541b,
   POSIX_SPAWN_SETSIGDEF: 0x04,
   POSIX_SPAWN_SETSIGMASK: 0x08,
   POSIX_SPAWN_SETSID: 0x80,
@@ -233,4 +241,82 @@ export function fileKind(path: string): FileKind {
 /** Returns whether the calling process may execute the file at `path`. */
 export function isExecutable(path: string): boolean {
   return libc().access(cString(path), C.X_OK) === 0;
+}
+
+/** Where a child's descriptor 0, 1 or 2 comes from in {@linkcode spawnInNewSession}. */
+export type SpawnStdio =
+  /** A file opened in the child (after `setsid`: a tty slave becomes the controlling terminal). */
+  | { open: Uint8Array; flags: number }
+  /** A copy of a descriptor (of the parent, or an earlier one of the child). */
+  | { dup: number };
+
+/**
+ * Spawns `path` with `posix_spawn` in a new session, every signal reset to
+ * its default and unblocked, descriptors 0-2 from `stdio` and every other one
+ * closed (glibc >= 2.34; else only the close-on-exec ones are).
+ *
+ * @param path The executable.
+ * @param argv Its command line.
+ * @param envEntries Its environment, as `NAME=value` entries.
+ * @param cwd Its working directory.
+ * @param stdio Where descriptors 0, 1 and 2 come from, in that order.
+ * @returns The child's pid.
+ * @throws {Error} With `code` set to the errno of the failed call.
+ */
+export function spawnInNewSession(
+  path: string,
+  argv: readonly string[],
+  envEntries: readonly string[],
+  cwd: string,
+  stdio: readonly [SpawnStdio, SpawnStdio, SpawnStdio],
+): number {
+  const lib = libc();
+  // Generous sizes: glibc's posix_spawn_file_actions_t is 80 bytes, posix_spawnattr_t 336.
+  const actions = new Uint8Array(256);
+  const attr = new Uint8Array(512);
+  const emptySet = new Uint8Array(128);
+  const fullSet = new Uint8Array(128);
+  lib.sigemptyset(emptySet);
+  lib.sigfillset(fullSet);
+  lib.posix_spawn_file_actions_init(actions);
+  lib.posix_spawnattr_init(attr);
+  try {
+    // With POSIX_SPAWN_SETSID, glibc calls setsid() before the file actions.
+    stdio.forEach((from, fd) => {
+      spawnCheck(
+        "dup" in from
+          ? lib.posix_spawn_file_actions_adddup2(actions, from.dup, fd)
+          : lib.posix_spawn_file_actions_addopen(actions, fd, from.open, from.flags, 0),
+      );
+    });
+    spawnCheck(lib.posix_spawn_file_actions_addchdir_np(actions, cString(cwd)));
+    // Do not leak this process's inheritable descriptors (glibc >= 2.34).
+    if (lib.posix_spawn_file_actions_addclosefrom_np !== null) {
+      spawnCheck(lib.posix_spawn_file_actions_addclosefrom_np(actions, 3));
+    }
+    spawnCheck(lib.posix_spawnattr_setflags(
+      attr,
+      C.POSIX_SPAWN_SETSID | C.POSIX_SPAWN_SETSIGMASK | C.POSIX_SPAWN_SETSIGDEF,
+    ));
+    // Deno ignores some signals (e.g. SIGPIPE); ignored dispositions survive exec, so reset all.
+    spawnCheck(lib.posix_spawnattr_setsigmask(attr, emptySet));
+    spawnCheck(lib.posix_spawnattr_setsigdefault(attr, fullSet));
+    const cArgv = cStringArray(argv);
+    const cEnv = cStringArray(envEntries);
+    const pidOut = new Int32Array(1);
+    const rc = lib.posix_spawn(pidOut, cString(path), actions, attr, cArgv.array, cEnv.array);
+    // The pointer arrays point into these strings: keep them reachable until the call returned.
+    keepAlive(cArgv.keep, cEnv.keep);
+    spawnCheck(rc);
+    return pidOut[0]!;
+  } finally {
+    lib.posix_spawn_file_actions_destroy(actions);
+    lib.posix_spawnattr_destroy(attr);
+  }
+}
+
+function keepAlive(..._values: unknown[]): void {}
+
+function spawnCheck(rc: number): void {
+  if (rc !== 0) throw Object.assign(new Error(osErrorMessage(rc)), { code: rc });
 }

@@ -69,7 +69,7 @@ export function permissionDeniedFromDeno(err: unknown): RpcError | undefined {
   return undefined;
 }
 
-const UNSCOPED = new Map<PermissionName, boolean>();
+const UNSCOPED = new Map<Deno.PermissionName, boolean>();
 
 /**
  * Whether `permission` is granted for every resource (the flag without a
@@ -84,7 +84,7 @@ const UNSCOPED = new Map<PermissionName, boolean>();
  *
  * @param permission The permission's name.
  */
-export function grantedEverywhere(permission: PermissionName): boolean {
+export function grantedEverywhere(permission: Deno.PermissionName): boolean {
   let granted = UNSCOPED.get(permission);
   if (granted === undefined) {
     granted = Deno.permissions.querySync({ name: permission }).state === "granted";

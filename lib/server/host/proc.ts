@@ -35,6 +35,8 @@ let subreaper = false;
 let subreaperRefused = false;
 /** Pids of process leaders the server spawned and still waits for (never reaped here). */
 const leaders = new Set<number>();
+/** Pids of the server's own helpers (the watchdog): never orphans, never reaped here. */
+const helpers = new Set<number>();
 
 function lib(): Deno.DynamicLibrary<typeof SYMBOLS>["symbols"] {
   library ??= Deno.dlopen("libc.so.6", SYMBOLS);
@@ -49,22 +51,46 @@ export interface ProcStat {
   pgrp: number;
   /** Its state letter (`Z` for a zombie). */
   state: string;
+  /** When it started, in clock ticks after boot (field 22): with the pid, names one process. */
+  starttime: number;
 }
 
 function readText(path: string): string {
   return fsSyscallsAvailable() ? readSmallFile(path) : Deno.readTextFileSync(path);
 }
 
-/** The `stat` of a process, `undefined` when it is gone. */
-export function statOf(pid: number): ProcStat | undefined {
-  let stat: string;
+/** A file of `/proc/<pid>/`, `undefined` when the process is gone. */
+function procFile(pid: number, name: string): string | undefined {
   try {
-    stat = readText(`/proc/${pid}/stat`);
+    return readText(`/proc/${pid}/${name}`);
   } catch {
     return undefined;
   }
+}
+
+/** The `stat` of a process, `undefined` when it is gone. */
+export function statOf(pid: number): ProcStat | undefined {
+  const stat = procFile(pid, "stat");
+  if (stat === undefined) return undefined;
   const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return { state: fields[0]!, ppid: Number(fields[1]), pgrp: Number(fields[2]) };
+  return {
+    state: fields[0]!,
+    ppid: Number(fields[1]),
+    pgrp: Number(fields[2]),
+    starttime: Number(fields[19]),
+  };
+}
+
+/**
+ * The soft `RLIMIT_RTTIME` of a process, as `/proc/<pid>/limits` shows it
+ * (the mark of `spawn_mark.ts`); `undefined` when unlimited or gone.
+ */
+export function rtTimeLimitOf(pid: number): bigint | undefined {
+  const line = procFile(pid, "limits")?.split("\n").find((row) =>
+    row.startsWith("Max realtime timeout")
+  );
+  const soft = line?.slice("Max realtime timeout".length).trim().split(/\s+/)[0];
+  return soft === undefined || !/^\d+$/.test(soft) ? undefined : BigInt(soft);
 }
 
 /** The direct children of a process (from `/proc/<pid>/task/<tid>/children` of every thread). */
@@ -138,12 +164,36 @@ export function trackLeader(pid: number): () => void {
   };
 }
 
-/** Orphans re-parented to the server: its children that it did not spawn as leaders. */
-function orphans(): { pid: number; stat: ProcStat }[] {
+/**
+ * Records a child the server runs for itself (the watchdog): never taken
+ * for an orphan, never reaped by {@linkcode reapOrphans}; call the returned
+ * function once its exit was collected.
+ *
+ * @param pid The helper's pid.
+ */
+export function trackHelper(pid: number): () => void {
+  helpers.add(pid);
+  return () => {
+    helpers.delete(pid);
+  };
+}
+
+/** The spawned process leaders whose exit has not been collected yet. */
+export function leaderPids(): number[] {
+  return [...leaders];
+}
+
+/**
+ * Orphans re-parented to the server: its children that it did not spawn as
+ * leaders or helpers, outside its own process group.
+ *
+ * @returns Each orphan's pid and stat.
+ */
+export function orphans(): { pid: number; stat: ProcStat }[] {
   const ownGroup = statOf(Deno.pid)?.pgrp ?? -1;
   const out: { pid: number; stat: ProcStat }[] = [];
   for (const pid of childrenOf(Deno.pid)) {
-    if (leaders.has(pid)) continue;
+    if (leaders.has(pid) || helpers.has(pid)) continue;
     const stat = statOf(pid);
     // The server's own helpers (bubblewrap probes) stay in its process group.
     if (stat !== undefined && stat.pgrp !== ownGroup) out.push({ pid, stat });
@@ -153,20 +203,24 @@ function orphans(): { pid: number; stat: ProcStat }[] {
 
 /**
  * SIGKILLs the whole tree of a process leader: its descendants, and the
- * orphans (re-parented to the server) still in its process group, with
- * their descendants. Without the subreaper or `/proc` nothing is done (the
- * caller still kills the group).
+ * orphans (re-parented to the server) still in its process group or
+ * carrying its spawn mark (a `setsid` daemon of a double fork), with their
+ * descendants. Without the subreaper or `/proc` nothing is done (the caller
+ * still kills the group).
  *
  * @param leader The leader's pid (its process group's id).
+ * @param mark The leader's spawn mark (`spawn_mark.ts`), if it has one.
  */
-export function killTree(leader: number): void {
+export function killTree(leader: number, mark?: bigint): void {
   if (!subreaper) return;
   const stopped = new Set<number>();
   try {
     for (let round = 0; round < MAX_ROUNDS; round++) {
       const tree = new Set([leader, ...descendantsOf(leader)]);
       for (const orphan of orphans()) {
-        if (orphan.stat.pgrp !== leader) continue;
+        const own = orphan.stat.pgrp === leader ||
+          (mark !== undefined && rtTimeLimitOf(orphan.pid) === mark);
+        if (!own) continue;
         tree.add(orphan.pid);
         for (const pid of descendantsOf(orphan.pid)) tree.add(pid);
       }

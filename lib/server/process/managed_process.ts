@@ -65,6 +65,8 @@ export class ManagedProcess implements BackendEvents {
   stdinClosed = false;
   /** The spawned child; set right after the spawn. */
   backend!: Backend;
+  /** What its orphans are recognised by (`host/spawn_mark.ts`); set with {@linkcode backend}. */
+  spawnMark: bigint | undefined;
   /** The operator's record (audit events, metrics, console); set right after the spawn. */
   watch: ProcessWatch | undefined;
   removalTimer: ReturnType<typeof setTimeout> | undefined;

@@ -13,14 +13,12 @@
  * @module
  */
 
-import { requireRun } from "../host/permissions.ts";
+import { grantedEverywhere, requireRun } from "../host/permissions.ts";
 import { osErrorName } from "../host/os_errors.ts";
 import { spawnErrorFromErrno } from "./spawn_errors.ts";
 import { kindError, type RpcError } from "../../protocol/errors.ts";
 import {
   C,
-  cString,
-  cStringArray,
   errno,
   fileKind,
   getenv,
@@ -31,6 +29,7 @@ import {
   libcLoadFailed,
   osErrorMessage,
   SIGNALS,
+  spawnInNewSession,
   strerror,
 } from "../host/libc.ts";
 
@@ -138,11 +137,7 @@ export interface PtyProcess {
  */
 export function ptySupported(options: { probe?: boolean } = {}): boolean {
   if (Deno.build.os !== "linux") return false;
-  try {
-    if (Deno.permissions.querySync({ name: "ffi" }).state !== "granted") return false;
-  } catch {
-    return false;
-  }
+  if (!grantedEverywhere("ffi")) return false;
   return options.probe === false ? !libcLoadFailed() : libcAvailable();
 }
 
@@ -291,67 +286,19 @@ function openAndSpawn(
     if (rc !== 0) throw errnoError(rc);
     const slavePath = nameBuf.subarray(0, nameBuf.indexOf(0) + 1);
     setWindowSize(lib, master, size.rows, size.cols);
-    const pid = spawnOnSlave(lib, path, argv, envEntries, cwd, slavePath);
+    let pid: number;
+    try {
+      // The slave opened without O_NOCTTY after setsid() becomes the controlling terminal.
+      const slave = { open: slavePath, flags: C.O_RDWR };
+      pid = spawnInNewSession(path, argv, envEntries, cwd, [slave, { dup: 0 }, { dup: 0 }]);
+    } catch (err) {
+      throw errnoError((err as { code: number }).code);
+    }
     return { master, pid };
   } catch (err) {
     lib.close(master);
     throw err;
   }
-}
-
-function spawnOnSlave(
-  lib: Libc,
-  path: string,
-  argv: string[],
-  envEntries: string[],
-  cwd: string,
-  slavePath: Uint8Array,
-): number {
-  // Generous sizes: glibc's posix_spawn_file_actions_t is 80 bytes, posix_spawnattr_t 336.
-  const actions = new Uint8Array(256);
-  const attr = new Uint8Array(512);
-  const emptySet = new Uint8Array(128);
-  const fullSet = new Uint8Array(128);
-  lib.sigemptyset(emptySet);
-  lib.sigfillset(fullSet);
-  lib.posix_spawn_file_actions_init(actions);
-  lib.posix_spawnattr_init(attr);
-  try {
-    // With POSIX_SPAWN_SETSID, glibc calls setsid() before the file actions, so opening the
-    // slave without O_NOCTTY makes it the controlling terminal of the new session.
-    check(lib.posix_spawn_file_actions_addopen(actions, 0, slavePath, C.O_RDWR, 0));
-    check(lib.posix_spawn_file_actions_adddup2(actions, 0, 1));
-    check(lib.posix_spawn_file_actions_adddup2(actions, 0, 2));
-    check(lib.posix_spawn_file_actions_addchdir_np(actions, cString(cwd)));
-    // Do not leak this process's inheritable descriptors (glibc >= 2.34).
-    if (lib.posix_spawn_file_actions_addclosefrom_np !== null) {
-      check(lib.posix_spawn_file_actions_addclosefrom_np(actions, 3));
-    }
-    check(lib.posix_spawnattr_setflags(
-      attr,
-      C.POSIX_SPAWN_SETSID | C.POSIX_SPAWN_SETSIGMASK | C.POSIX_SPAWN_SETSIGDEF,
-    ));
-    // Deno ignores some signals (e.g. SIGPIPE); ignored dispositions survive exec, so reset all.
-    check(lib.posix_spawnattr_setsigmask(attr, emptySet));
-    check(lib.posix_spawnattr_setsigdefault(attr, fullSet));
-    const cArgv = cStringArray(argv);
-    const cEnv = cStringArray(envEntries);
-    const pidOut = new Int32Array(1);
-    const rc = lib.posix_spawn(pidOut, cString(path), actions, attr, cArgv.array, cEnv.array);
-    // The pointer arrays point into these strings: keep them reachable until the call returned.
-    keepAlive(cArgv.keep, cEnv.keep);
-    if (rc !== 0) throw errnoError(rc);
-    return pidOut[0]!;
-  } finally {
-    lib.posix_spawn_file_actions_destroy(actions);
-    lib.posix_spawnattr_destroy(attr);
-  }
-}
-
-function keepAlive(..._values: unknown[]): void {}
-
-function check(rc: number): void {
-  if (rc !== 0) throw errnoError(rc);
 }
 
 function setWindowSize(lib: Libc, fd: number, rows: number, cols: number): void {

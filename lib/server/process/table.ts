@@ -9,6 +9,8 @@
  */
 
 import { becomeSubreaper, killTree, reapSoon, trackLeader } from "../host/proc.ts";
+import { spawnMarked } from "../host/spawn_mark.ts";
+import { scanSoon, watchLeader } from "../host/watchdog.ts";
 import {
   ErrorCode,
   internalError,
@@ -49,8 +51,10 @@ export interface ProcessTableOptions {
  * {@linkcode killTree}) and its process group.
  */
 function killProcessTree(proc: ManagedProcess): void {
-  killTree(proc.backend.pid);
+  killTree(proc.backend.pid, proc.spawnMark);
   proc.backend.kill("SIGKILL");
+  // Orphans of other groups live on (until the server ends): the watchdog learns of them now.
+  scanSoon();
 }
 
 /** The processes of one session: `process/*` requests, their output and their end. */
@@ -133,6 +137,7 @@ export class ProcessTable {
         plan.sandbox?.release();
         untrack();
         reapSoon();
+        scanSoon();
       },
       onClosed: () => {
         const timer = setTimeout(() => {
@@ -143,22 +148,27 @@ export class ProcessTable {
       },
     });
     try {
-      const started = plan.tty
-        ? startTty(proc, plan.argv, {
-          cwd: plan.cwd,
-          env: plan.env,
-          arg0: plan.arg0,
-          size: plan.size,
-        })
-        : startPipe(proc, plan.program, plan.argv, {
-          cwd: plan.cwd,
-          env: plan.env,
-          arg0: plan.arg0,
-          pipeStdin: plan.pipeStdin,
-        });
+      const { value: started, mark } = spawnMarked(() =>
+        plan.tty
+          ? startTty(proc, plan.argv, {
+            cwd: plan.cwd,
+            env: plan.env,
+            arg0: plan.arg0,
+            size: plan.size,
+          })
+          : startPipe(proc, plan.program, plan.argv, {
+            cwd: plan.cwd,
+            env: plan.env,
+            arg0: plan.arg0,
+            pipeStdin: plan.pipeStdin,
+          })
+      );
+      proc.spawnMark = mark;
       // A failed pipe spawn learns its errno asynchronously and rejects.
       proc.backend = started instanceof Promise ? await started : started;
       untrack = trackLeader(proc.backend.pid);
+      // Ends the tree if the server is SIGKILLed.
+      watchLeader(proc.backend.pid);
     } catch (err) {
       plan.sandbox?.release();
       throw err;

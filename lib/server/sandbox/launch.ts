@@ -13,6 +13,7 @@ import {
   releaseSyntheticMountPoints,
   type SandboxPlan,
 } from "./policy.ts";
+import { holdCoverDirectories } from "./mount_locks.ts";
 import { trackNetworkSandbox } from "./peer.ts";
 import { filterDirectory, filterFile } from "./seccomp_files.ts";
 
@@ -89,6 +90,12 @@ export function launchSandboxed(
     filterDirectory: directory,
     deniedFile: directory === undefined ? undefined : `${directory}/denied`,
   });
+  // Before bubblewrap creates a mount point: no other server removes one next to it meanwhile.
+  const unhold = plan.isolation === "filesystem"
+    ? holdCoverDirectories(
+      plan.mounts.filter((mount) => mount.access !== "write").map((mount) => mount.path),
+    )
+    : () => {};
   acquireSyntheticMountPoints(synthetic);
   // A sandbox with network reaches the server's port: the listener checks such peers.
   const untrack = plan.network === "enabled" ? trackNetworkSandbox() : () => {};
@@ -100,6 +107,7 @@ export function launchSandboxed(
       if (released) return;
       released = true;
       untrack();
+      unhold();
       releaseSyntheticMountPoints(synthetic);
     },
   };

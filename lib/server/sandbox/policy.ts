@@ -29,6 +29,7 @@
 import { ErrorCode, invalidParams, RpcError } from "../../protocol/errors.ts";
 import { pathFromUri } from "../host/path_uri.ts";
 import { SANDBOX_SPECIAL_PATH_KINDS } from "../../protocol/methods.ts";
+import { removeMountPointIfUnused } from "./mount_locks.ts";
 
 /** Access of a path inside the sandbox. */
 export type SandboxAccess = "read" | "write" | "deny";
@@ -119,7 +120,8 @@ export function acquireSyntheticMountPoints(paths: readonly string[]): void {
 
 /**
  * Releases synthetic mount points; the last user removes each empty
- * directory that bubblewrap created for it.
+ * directory that bubblewrap created for it, unless a sandbox of another
+ * server still holds its directory (`mount_locks.ts`).
  *
  * @param paths The paths given to {@linkcode acquireSyntheticMountPoints}.
  */
@@ -131,11 +133,7 @@ export function releaseSyntheticMountPoints(paths: readonly string[]): void {
       continue;
     }
     syntheticMountPoints.delete(path);
-    try {
-      if (Deno.lstatSync(path).isDirectory) Deno.removeSync(path);
-    } catch {
-      // Not created (the sandbox failed early), already gone, or no longer empty.
-    }
+    removeMountPointIfUnused(path);
   }
 }
 

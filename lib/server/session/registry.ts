@@ -6,6 +6,7 @@
  */
 
 import { killOrphans } from "../host/proc.ts";
+import { closeWatchdog } from "../host/watchdog.ts";
 import { ErrorCode, kindError, RpcError } from "../../protocol/errors.ts";
 import type { NotificationSink } from "../process/managed_process.ts";
 import { ProcessTable } from "../process/table.ts";
@@ -154,5 +155,7 @@ export class SessionRegistry {
     for (const session of [...this.#sessions.values()]) this.end(session);
     // Orphans no process group claims any more (a `setsid` daemon of a double fork).
     killOrphans();
+    // Nothing is left to end: the watchdog exits without signalling.
+    closeWatchdog();
   }
 }

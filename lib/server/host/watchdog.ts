@@ -1,0 +1,256 @@
+/**
+ * The watchdog: what ends the server's process trees when the server itself
+ * is SIGKILLed (a SIGKILLed subreaper cannot end anything, and its orphans
+ * go to `init`).
+ *
+ * Right after the first spawn the server starts one small `/bin/sh` in its own
+ * session (so signals to the server's process group or terminal do not reach
+ * it), ignoring INT, TERM, HUP and the terminal stop signals, with empty
+ * environment, `/` as working directory, `/dev/null` as output, and a pipe
+ * from the server as its only input. The server writes `pid starttime` (the
+ * starttime is field 22 of `/proc/<pid>/stat`, so a recycled pid never
+ * matches) for every process leader it spawns and for every orphan the
+ * subreaper adopted; orphans are looked for {@linkcode WATCHDOG_SOON_MS} ms
+ * after a leader ends or is terminated (calls merged), and once every
+ * {@linkcode WATCHDOG_SCAN_MS} ms while the server has a leader or an orphan.
+ *
+ * When its input ends without a `bye` line the server died: the watchdog
+ * SIGSTOPs every recorded process whose starttime still matches, then their
+ * descendants (from `/proc/<pid>/task/<tid>/children`) until no new one
+ * appears, SIGKILLs all of them and exits. A clean shutdown writes `bye`
+ * first, and the watchdog just exits. It never signals a process it was not
+ * told about (other than a descendant of one), nor one whose starttime
+ * differs; its list is pruned of ended processes as it grows, so it stays
+ * proportional to the live ones.
+ *
+ * The residual: an orphan created less than one scan period before the
+ * server's SIGKILL is not yet recorded and survives.
+ *
+ * @module
+ */
+
+import { C, cString, errno, libc, libcAvailable, spawnInNewSession } from "./libc.ts";
+import { leaderPids, orphans, statOf, trackHelper } from "./proc.ts";
+
+/** The watchdog's `argv[0]`: how `ps` (and the tests) tell it from the server's processes. */
+export const WATCHDOG_ARG0 = "exec-server-watchdog";
+
+/** How often orphans are looked for while the server has processes, in ms. */
+export const WATCHDOG_SCAN_MS = 1000;
+
+/** How soon orphans are looked for after a leader ended or was terminated, in ms. */
+export const WATCHDOG_SOON_MS = 100;
+
+const EPIPE = 32;
+
+/**
+ * The watchdog's program. `alive PID START` tells whether the process still
+ * has that starttime (reads with builtins only); the list is `pid:start`
+ * words, pruned of ended processes once it doubled.
+ */
+const SCRIPT = `trap '' INT TERM HUP QUIT TSTP TTIN TTOU
+alive() {
+  w=$2
+  { read -r s < "/proc/$1/stat"; } 2>/dev/null || return 1
+  set -- \${s##*) }
+  [ "\${20}" = "$w" ]
+}
+list=
+n=0
+keep=64
+while read -r pid start; do
+  [ "$pid" = bye ] && exit 0
+  case "$pid:$start" in *[!0-9:]* | :* | *:) continue ;; esac
+  list="$list $pid:$start"
+  n=$((n + 1))
+  if [ "$n" -gt "$keep" ]; then
+    kept=
+    n=0
+    for e in $list; do
+      if alive "\${e%:*}" "\${e#*:}"; then kept="$kept $e"; n=$((n + 1)); fi
+    done
+    list=$kept
+    keep=$((n * 2 + 64))
+  fi
+done
+stopped=
+for e in $list; do
+  p=\${e%:*}
+  alive "$p" "\${e#*:}" || continue
+  kill -STOP "$p" 2>/dev/null
+  if alive "$p" "\${e#*:}"; then stopped="$stopped $p"; else kill -CONT "$p" 2>/dev/null; fi
+done
+round=0
+grown=1
+while [ -n "$grown" ] && [ "$round" -lt 100 ]; do
+  grown=
+  round=$((round + 1))
+  for p in $stopped; do
+    for t in /proc/$p/task/*/children; do
+      kids=
+      { read -r kids < "$t"; } 2>/dev/null
+      for c in $kids; do
+        case " $stopped " in *" $c "*) continue ;; esac
+        kill -STOP "$c" 2>/dev/null
+        stopped="$stopped $c"
+        grown=1
+      done
+    done
+  done
+done
+[ -n "$stopped" ] && kill -KILL $stopped 2>/dev/null
+exit 0
+`;
+
+interface Watchdog {
+  pid: number;
+  /** The pipe's write end (non-blocking, close-on-exec). */
+  fd: number;
+  untrack: () => void;
+}
+
+let dog: Watchdog | undefined;
+/** Lines the pipe did not take yet (the watchdog is behind). */
+let pending = "";
+/** `pid:starttime` of the orphans already written. */
+let told = new Set<string>();
+let timer: ReturnType<typeof setTimeout> | undefined;
+let timerDue = 0;
+/** The due start of the watchdog. */
+let kick: ReturnType<typeof setTimeout> | undefined;
+
+const encoder = new TextEncoder();
+
+function start(): Watchdog | undefined {
+  if (!libcAvailable()) return undefined;
+  const lib = libc();
+  const fds = new Int32Array(2);
+  if (lib.pipe2(fds, C.O_CLOEXEC) !== 0) return undefined;
+  const [readEnd, writeEnd] = [fds[0]!, fds[1]!];
+  try {
+    // A stopped watchdog must not block the server: unwritten lines wait in `pending`.
+    lib.fcntl(writeEnd, C.F_SETFL, C.O_NONBLOCK);
+    const devNull = { open: cString("/dev/null"), flags: C.O_RDWR };
+    const pid = spawnInNewSession("/bin/sh", [WATCHDOG_ARG0, "-c", SCRIPT], [], "/", [
+      { dup: readEnd },
+      devNull,
+      { dup: 1 },
+    ]);
+    return { pid, fd: writeEnd, untrack: trackHelper(pid) };
+  } catch {
+    lib.close(writeEnd);
+    return undefined;
+  } finally {
+    lib.close(readEnd);
+  }
+}
+
+/** Collects the watchdog's exit if it has one, then forgets it. */
+function forget(watchdog: Watchdog): void {
+  libc().close(watchdog.fd);
+  libc().waitpid(watchdog.pid, new Uint8Array(4), C.WNOHANG);
+  watchdog.untrack();
+  if (dog === watchdog) dog = undefined;
+  pending = "";
+  told = new Set();
+}
+
+function send(line: string): void {
+  if (dog === undefined) return;
+  pending += line;
+  const bytes = encoder.encode(pending);
+  const written = Number(libc().write(dog.fd, bytes, BigInt(bytes.length)));
+  if (written >= 0) {
+    // ASCII only: bytes and characters coincide.
+    pending = pending.slice(written);
+    return;
+  }
+  if (errno() !== EPIPE) return;
+  // The watchdog was killed: start another one, told everything that lives.
+  forget(dog);
+  startSoon();
+}
+
+/**
+ * Starts the watchdog on the next turn of the event loop (binding libc and
+ * spawning take milliseconds that the first `process/start` answer should
+ * not wait for), then tells it every leader and orphan alive.
+ */
+function startSoon(): void {
+  if (kick !== undefined) return;
+  kick = setTimeout(() => {
+    kick = undefined;
+    if (dog !== undefined) return;
+    dog = start();
+    if (dog === undefined) return;
+    for (const pid of leaderPids()) {
+      const stat = statOf(pid);
+      if (stat !== undefined) send(`${pid} ${stat.starttime}\n`);
+    }
+    scanOrphans();
+  }, 0);
+  Deno.unrefTimer(kick);
+}
+
+/** Scans after `ms` (unless a scan is already due sooner); the timer does not keep the server up. */
+function schedule(ms = WATCHDOG_SCAN_MS): void {
+  const due = Date.now() + ms;
+  if (timer !== undefined && timerDue <= due) return;
+  clearTimeout(timer);
+  timerDue = due;
+  timer = setTimeout(() => {
+    timer = undefined;
+    scanOrphans();
+  }, ms);
+  Deno.unrefTimer(timer);
+}
+
+/** {@linkcode scanOrphans} within {@linkcode WATCHDOG_SOON_MS} ms (calls in between are merged). */
+export function scanSoon(): void {
+  if (dog !== undefined) schedule(WATCHDOG_SOON_MS);
+}
+
+/**
+ * Records a process leader the server just spawned (the first call starts
+ * the watchdog, which is then told of it; nothing happens without FFI).
+ *
+ * @param pid The leader's pid.
+ */
+export function watchLeader(pid: number): void {
+  if (dog === undefined) {
+    startSoon();
+    return;
+  }
+  const stat = statOf(pid);
+  if (stat === undefined) return;
+  send(`${pid} ${stat.starttime}\n`);
+  schedule();
+}
+
+/**
+ * Records the orphans adopted since the last call, and keeps looking every
+ * {@linkcode WATCHDOG_SCAN_MS} ms while the server has a leader or an orphan.
+ */
+function scanOrphans(): void {
+  if (dog === undefined) return;
+  const seen = new Set<string>();
+  for (const { pid, stat } of orphans()) {
+    if (stat.state === "Z") continue;
+    const key = `${pid}:${stat.starttime}`;
+    seen.add(key);
+    if (!told.has(key)) send(`${pid} ${stat.starttime}\n`);
+  }
+  told = seen;
+  if (seen.size > 0 || leaderPids().length > 0) schedule();
+}
+
+/** Clean shutdown: tells the watchdog `bye` (it exits without signalling anything). */
+export function closeWatchdog(): void {
+  clearTimeout(kick);
+  kick = undefined;
+  if (dog === undefined) return;
+  clearTimeout(timer);
+  timer = undefined;
+  send("bye\n");
+  forget(dog);
+}
