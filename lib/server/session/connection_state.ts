@@ -1,15 +1,18 @@
 /**
  * The fs and http state of one connection: its file handles, its `fs/watchMissing` watches and
  * its HTTP requests. The modules behind them (the fs operations and the HTTP client, about a
- * quarter of the server's code) load with the first fs or http request of the server, and each
- * connection makes its tables with its own first such request: neither is part of the start-up
- * path to the first `initialize` answer.
+ * quarter of the server's code) load with the first fs or http request the server gets, and a
+ * connection makes its tables with its own first such request: neither is on the start-up path
+ * to the first `initialize` answer. Once loaded and made, both are returned synchronously, so a
+ * synchronous fs operation still answers without a promise.
  *
  * @module
  */
 
 import { internalError } from "../../protocol/errors.ts";
 import type { FsContext, runFsOperation } from "../fs/operations.ts";
+import type { FileHandleTable } from "../fs/handles.ts";
+import type { MissingWatchTable } from "../fs/watch.ts";
 import type { HttpRequestTable } from "../http/request.ts";
 
 /** What an fs request needs: the operations table's runner and this connection's fs state. */
@@ -20,28 +23,39 @@ export interface FsServices {
   readonly context: FsContext;
 }
 
-async function loadFs(notify: FsContext["notify"]): Promise<FsServices> {
+interface FsModules {
+  run: typeof runFsOperation;
+  FileHandleTable: typeof FileHandleTable;
+  MissingWatchTable: typeof MissingWatchTable;
+}
+
+/** A module set loaded once per server: its value once loaded, else the load in progress. */
+function loadOnce<T>(load: () => Promise<T>): () => T | Promise<T> {
+  let loaded: { value: T } | undefined;
+  let loading: Promise<T> | undefined;
+  return () =>
+    loaded?.value ?? (loading ??= load().then((value) => {
+      loaded = { value };
+      return value;
+    }));
+}
+
+const fsModules = loadOnce(async (): Promise<FsModules> => {
   const [{ runFsOperation }, { FileHandleTable }, { MissingWatchTable }] = await Promise.all([
     import("../fs/operations.ts"),
     import("../fs/handles.ts"),
     import("../fs/watch.ts"),
   ]);
-  return {
-    run: runFsOperation,
-    context: { files: new FileHandleTable(), watches: new MissingWatchTable(), notify },
-  };
-}
+  return { run: runFsOperation, FileHandleTable, MissingWatchTable };
+});
 
-async function loadHttp(notify: FsContext["notify"]): Promise<HttpRequestTable> {
-  const { HttpRequestTable } = await import("../http/request.ts");
-  return new HttpRequestTable((delta) => notify("http/request/bodyDelta", delta));
-}
+const httpModule = loadOnce(async () => (await import("../http/request.ts")).HttpRequestTable);
 
 /** One connection's fs and http state, made on first use and ended with the connection. */
 export class ConnectionState {
   readonly #notify: FsContext["notify"];
-  #fs: Promise<FsServices> | undefined;
-  #http: Promise<HttpRequestTable> | undefined;
+  #fs: FsServices | undefined;
+  #http: HttpRequestTable | undefined;
   #closed = false;
 
   /**
@@ -58,36 +72,45 @@ export class ConnectionState {
   }
 
   /**
-   * The fs operations and this connection's fs state.
+   * The fs operations and this connection's fs state (a promise only while the fs modules load).
    *
    * @throws {RpcError} `-32603` once the connection has ended.
    */
-  fs(): Promise<FsServices> {
+  fs(): FsServices | Promise<FsServices> {
     this.#refuseClosed();
-    this.#fs ??= loadFs(this.#notify);
+    if (this.#fs !== undefined) return this.#fs;
+    const modules = fsModules();
+    if (modules instanceof Promise) return modules.then(() => this.fs());
+    this.#fs = {
+      run: modules.run,
+      context: {
+        files: new modules.FileHandleTable(),
+        watches: new modules.MissingWatchTable(),
+        notify: this.#notify,
+      },
+    };
     return this.#fs;
   }
 
   /**
-   * This connection's HTTP requests and body streams.
+   * This connection's HTTP requests and body streams (a promise only while the HTTP client loads).
    *
    * @throws {RpcError} `-32603` once the connection has ended.
    */
-  http(): Promise<HttpRequestTable> {
+  http(): HttpRequestTable | Promise<HttpRequestTable> {
     this.#refuseClosed();
-    this.#http ??= loadHttp(this.#notify);
+    if (this.#http !== undefined) return this.#http;
+    const Table = httpModule();
+    if (Table instanceof Promise) return Table.then(() => this.http());
+    this.#http = new Table((delta) => this.#notify("http/request/bodyDelta", delta));
     return this.#http;
   }
 
   /** Ends the connection's file handles, watches and HTTP requests; later use is refused. */
-  async closeAll(): Promise<void> {
+  closeAll(): void {
     this.#closed = true;
-    const [fs, http] = await Promise.all([
-      this.#fs?.catch(() => undefined),
-      this.#http?.catch(() => undefined),
-    ]);
-    fs?.context.files.closeAll();
-    fs?.context.watches.closeAll();
-    http?.closeAll();
+    this.#fs?.context.files.closeAll();
+    this.#fs?.context.watches.closeAll();
+    this.#http?.closeAll();
   }
 }

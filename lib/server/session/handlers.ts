@@ -66,9 +66,11 @@ function fsHandlers(): Pick<Handlers, FsMethod> {
     const spec = lookupMethod(method);
     if (!method.startsWith("fs/") || spec?.kind !== "request") continue;
     if (spec.direction !== "clientToServer") continue;
-    handlers[method] = async (params: ParamsOf<FsMethod>, context: HandlerContext) => {
-      const fs = await context.state.fs();
-      return fs.run(method, params, fs.context);
+    handlers[method] = (params: ParamsOf<FsMethod>, context: HandlerContext) => {
+      const fs = context.state.fs();
+      return fs instanceof Promise
+        ? fs.then((loaded) => loaded.run(method, params, loaded.context))
+        : fs.run(method, params, fs.context);
     };
   }
   return handlers as Pick<Handlers, FsMethod>;

@@ -154,8 +154,8 @@ export function serveConnection(
     },
   });
 
-  const finished = connection.closed.then(async () => {
-    await state.closeAll();
+  const finished = connection.closed.then(() => {
+    state.closeAll();
     if (!session || !session.isAttachedTo(owner)) return;
     if (options.onClose === "end") registry.end(session);
     else registry.detach(session);
