@@ -74,6 +74,26 @@ export function encodeRequestHead(
   return new TextEncoder().encode(`${text}\r\n`);
 }
 
+const readBuffers = new WeakMap<Deno.Conn, Uint8Array>();
+
+/**
+ * One read of `conn` into its own buffer (made once per connection; the
+ * connection is read by one reader at a time), returning a copy of the bytes
+ * read, or `null` at end of stream. Copying the few bytes of a small
+ * response costs less than a fresh zeroed 64 KiB buffer per read.
+ *
+ * @param conn The connection.
+ */
+export async function readInto(conn: Deno.Conn): Promise<Uint8Array | null> {
+  let buffer = readBuffers.get(conn);
+  if (buffer === undefined) {
+    buffer = new Uint8Array(READ_SIZE);
+    readBuffers.set(conn, buffer);
+  }
+  const n = await conn.read(buffer);
+  return n === null ? null : buffer.slice(0, n);
+}
+
 /** Writes every byte of `data` to `conn`. */
 export async function writeAll(conn: Deno.Conn, data: Uint8Array): Promise<void> {
   let offset = 0;
@@ -163,9 +183,7 @@ export class ResponseReader {
       this.#firstRead = null;
       bytes = await first;
     } else {
-      const buffer = new Uint8Array(READ_SIZE);
-      const n = await this.#conn.read(buffer);
-      bytes = n === null ? null : buffer.subarray(0, n);
+      bytes = await readInto(this.#conn);
     }
     if (bytes === null) return false;
     this.#received += bytes.length;
@@ -230,7 +248,7 @@ export class ResponseReader {
       const colon = line.indexOf(":");
       const name = colon > 0 ? line.slice(0, colon) : "";
       if (!isToken(name)) throw new HttpWireError("invalid header line");
-      headers.push([name.toLowerCase(), line.slice(colon + 1).replace(/^[ \t]+|[ \t]+$/g, "")]);
+      headers.push([name.toLowerCase(), withoutOuterWhitespace(line, colon + 1)]);
     }
   }
 
@@ -343,6 +361,19 @@ export async function openTunnel(
  */
 export function isToken(text: string): boolean {
   return /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/.test(text);
+}
+
+/** `line` from `start` without leading and trailing spaces and tabs (HTTP's optional whitespace). */
+function withoutOuterWhitespace(line: string, start: number): string {
+  let from = start;
+  let to = line.length;
+  while (from < to && isOws(line.charCodeAt(from))) from++;
+  while (to > from && isOws(line.charCodeAt(to - 1))) to--;
+  return line.slice(from, to);
+}
+
+function isOws(code: number): boolean {
+  return code === 0x20 || code === 0x09;
 }
 
 function latin1(bytes: Uint8Array): string {

@@ -110,7 +110,8 @@ export function serveConnection(
     }
   }
 
-  async function handleRequest(method: string, rawParams: unknown): Promise<unknown> {
+  /** Answers a request: its result, or a promise of it for an asynchronous handler; throws its error. */
+  function handleRequest(method: string, rawParams: unknown): unknown {
     const spec = lookupMethod(method);
     if (!spec || spec.kind !== "request" || spec.direction !== "clientToServer") {
       throw new RpcError(
@@ -134,7 +135,7 @@ export function serveConnection(
       params: unknown,
       context: HandlerContext,
     ) => unknown;
-    return await handler(params, context);
+    return handler(params, context);
   }
 
   function fatal(): void {
