@@ -10,9 +10,11 @@ import { concatBytes } from "../host/bytes.ts";
 /**
  * Delivers every read at once while the consumer keeps up (no added
  * latency). When `deliver` returns a promise (the connection's outbound
- * buffer is full, or a lossless ring is full of unread output), the source
- * is paused until it resolves; reads already in flight are staged and
- * delivered as one merged chunk afterwards.
+ * buffer is full, or a lossless ring is full of unread output), reads that
+ * arrive before it resolves are staged and delivered as one merged chunk
+ * afterwards, and the source is paused from the first of them until then.
+ * A promise that is already resolved (a send that found room) thus costs
+ * no pause: the next read finds the consumer free.
  *
  * @example Merge reads that arrive while the consumer is busy
  * ```ts
@@ -38,6 +40,7 @@ export class OutputCoalescer {
   #staged: Uint8Array[] = [];
   #stagedBytes = 0;
   #blocked: Promise<void> | undefined;
+  #paused = false;
 
   /**
    * Creates a coalescer.
@@ -58,6 +61,10 @@ export class OutputCoalescer {
   push(bytes: Uint8Array): Promise<void> | undefined {
     if (bytes.length === 0) return this.#blocked;
     if (this.#blocked) {
+      if (!this.#paused) {
+        this.#paused = true;
+        this.#pause();
+      }
       this.#staged.push(bytes);
       this.#stagedBytes += bytes.length;
     } else {
@@ -74,11 +81,13 @@ export class OutputCoalescer {
   #send(bytes: Uint8Array): void {
     const pending = this.#deliver(bytes);
     if (!pending) return;
-    this.#pause();
     const blocked: Promise<void> = pending.then(() => {
       this.#blocked = undefined;
       if (this.#staged.length > 0) this.#send(this.#takeStaged());
-      if (!this.#blocked) this.#resume();
+      if (!this.#blocked && this.#paused) {
+        this.#paused = false;
+        this.#resume();
+      }
     });
     this.#blocked = blocked;
   }
