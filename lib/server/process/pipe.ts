@@ -34,7 +34,7 @@ import {
 import { osErrorName } from "../host/os_errors.ts";
 import { grantedEverywhere, requireRun } from "../host/permissions.ts";
 import type { Backend, BackendEvents } from "./backend.ts";
-import { OutputCoalescer } from "./output_coalescer.ts";
+import { OutputCoalescer, REAL_PACING } from "./output_coalescer.ts";
 import { killGroup, signalExitCode, signalGroup, signalNameOf } from "./signals.ts";
 import { hasExecutableFormat } from "./exec_format.ts";
 import { spawnErrorFromErrno } from "./spawn_errors.ts";
@@ -115,7 +115,9 @@ export function startPipe(
   }
   child.on("error", () => {});
   child.on("exit", (code, signal) => events.exit(code ?? signalExitCode(signal), signal ?? null));
-  return pipeBackend(events, child.pid, child.stdout!, child.stderr!, child.stdin);
+  readOutput(events, "stdout", child.stdout!);
+  readOutput(events, "stderr", child.stderr!);
+  return pipeBackend(child.pid, child.stdin);
 }
 
 /** Spawns with `posix_spawn`: pipes made here, the child's ends closed once it has them. */
@@ -160,11 +162,11 @@ function spawnPosix(
   }
   // The child has its own copies now.
   for (const fd of [stdin?.[0], stdout[1], stderr[1]]) if (fd !== undefined) lib.close(fd);
-  const reader = (fd: number) => ({
-    fd,
-    socket: new net.Socket({ fd, readable: true, writable: false }),
-  });
-  const readers = [reader(stdout[0]), reader(stderr[0])];
+  const reader = (fd: number, name: "stdout" | "stderr") => {
+    const socket = new net.Socket({ fd, readable: true, writable: false });
+    return { fd, socket, merge: readOutput(events, name, socket) };
+  };
+  const readers = [reader(stdout[0], "stdout"), reader(stderr[0], "stderr")];
   watchChildExit(pid, ({ code, signal }) => {
     const name = signal === null ? null : signalNameOf(signal);
     afterDrained(readers, () => events.exit(code ?? signalExitCode(name), name));
@@ -172,7 +174,7 @@ function spawnPosix(
   const writer = stdin === null
     ? null
     : new net.Socket({ fd: stdin[1], readable: false, writable: true });
-  return pipeBackend(events, pid, readers[0]!.socket, readers[1]!.socket, writer);
+  return pipeBackend(pid, writer);
 }
 
 /** Most event-loop turns an exit waits for the output its child left in the pipes. */
@@ -181,13 +183,13 @@ const MAX_DRAIN_TURNS = 20;
 /**
  * Calls `done` once the output the child left in its pipes has been read (as
  * `node:child_process` reports an exit after it, mostly), waiting at most
- * {@linkcode MAX_DRAIN_TURNS} turns of the event loop, and not for a paused
- * stream (its reader waits for room) or one kept open by another process.
+ * {@linkcode MAX_DRAIN_TURNS} turns of the event loop, and not for a stream
+ * whose reader waits for room or one kept open by another process.
  */
-function afterDrained(readers: { fd: number; socket: Readable }[], done: () => void): void {
+function afterDrained(readers: OutputReader[], done: () => void): void {
   const count = new Int32Array(1);
-  const unread = ({ fd, socket }: { fd: number; socket: Readable }): boolean => {
-    if (socket.destroyed || socket.readableEnded || socket.isPaused()) return false;
+  const unread = ({ fd, socket, merge }: OutputReader): boolean => {
+    if (socket.destroyed || socket.readableEnded || merge.congested) return false;
     count[0] = 0;
     return libc().ioctl(fd, BigInt(C.FIONREAD), count) === 0 && count[0]! > 0;
   };
@@ -200,30 +202,38 @@ function afterDrained(readers: { fd: number; socket: Readable }[], done: () => v
   setTimeout(check, 0);
 }
 
-/** The backend of a spawned child whose group `pid` leads, reporting its output to `events`. */
-function pipeBackend(
+/** One output pipe of a child, read by its socket into its coalescer. */
+interface OutputReader {
+  fd: number;
+  socket: Readable;
+  merge: OutputCoalescer;
+}
+
+/** Reports a child's output stream to `events` (paced: see {@linkcode OutputCoalescer}). */
+function readOutput(
   events: BackendEvents,
-  pid: number,
-  stdout: Readable,
-  stderr: Readable,
-  stdin: Writable | null,
-): Backend {
-  for (const [name, stream] of [["stdout", stdout], ["stderr", stderr]] as const) {
-    let ended = false;
-    const merge = new OutputCoalescer((bytes) => events.output(name, bytes), {
-      pause: () => stream.pause(),
-      resume: () => stream.resume(),
-    });
-    const end = () => {
-      if (ended) return;
-      ended = true;
-      merge.end().then(() => events.streamEnded());
-    };
-    stream.on("data", (data: Uint8Array) => void merge.push(data));
-    stream.on("end", end);
-    stream.on("close", end);
-    stream.on("error", end);
-  }
+  name: "stdout" | "stderr",
+  stream: Readable,
+): OutputCoalescer {
+  let ended = false;
+  const merge = new OutputCoalescer((bytes) => events.output(name, bytes), {
+    pause: () => stream.pause(),
+    resume: () => stream.resume(),
+  }, REAL_PACING);
+  const end = () => {
+    if (ended) return;
+    ended = true;
+    merge.end().then(() => events.streamEnded());
+  };
+  stream.on("data", (data: Uint8Array) => void merge.push(data));
+  stream.on("end", end);
+  stream.on("close", end);
+  stream.on("error", end);
+  return merge;
+}
+
+/** The backend of a spawned child whose group `pid` leads (its output is read by {@linkcode readOutput}). */
+function pipeBackend(pid: number, stdin: Writable | null): Backend {
   stdin?.on("error", () => {});
   return {
     pid,
