@@ -44,11 +44,12 @@ export const WATCHDOG_SOON_MS = 100;
 const EPIPE = 32;
 
 /**
- * The watchdog's program. `alive PID START` tells whether the process still
- * has that starttime (reads with builtins only); the list is `pid:start`
- * words, pruned of ended processes once it doubled.
+ * The watchdog's program (`sh -c`), reading `pid starttime` lines on its
+ * stdin. `alive PID START` tells whether the process still has that
+ * starttime (reads with builtins only); the list is `pid:start` words,
+ * pruned of ended processes once it doubled.
  */
-const SCRIPT = `trap '' INT TERM HUP QUIT TSTP TTIN TTOU
+export const WATCHDOG_SCRIPT = `trap '' INT TERM HUP QUIT TSTP TTIN TTOU
 alive() {
   w=$2
   { read -r s < "/proc/$1/stat"; } 2>/dev/null || return 1
@@ -131,7 +132,7 @@ function start(): Watchdog | undefined {
     // A stopped watchdog must not block the server: unwritten lines wait in `pending`.
     lib.fcntl(writeEnd, C.F_SETFL, C.O_NONBLOCK);
     const devNull = { open: cString("/dev/null"), flags: C.O_RDWR };
-    const pid = spawnInNewSession("/bin/sh", [WATCHDOG_ARG0, "-c", SCRIPT], [], "/", [
+    const pid = spawnInNewSession("/bin/sh", [WATCHDOG_ARG0, "-c", WATCHDOG_SCRIPT], [], "/", [
       { dup: readEnd },
       devNull,
       { dup: 1 },
