@@ -11,7 +11,8 @@
  * a concurrent swap of a directory for a symlink cannot redirect it (where
  * `RESOLVE_BENEATH` refuses an absolute symlink, {@linkcode openBelow} walks
  * the path component by component instead, and follows the link when its
- * target lies below the root, as the reference does). The
+ * target lies below the root, as the reference does; a kernel without
+ * `openat2`, before Linux 5.6, gets that walk for every path). The
  * parent's real path (from `/proc/self/fd`) is then checked against the
  * server's permissions and the sandbox (read-only carve-outs, denied
  * paths), and the final create, replace, unlink or rename is done relative
@@ -87,12 +88,33 @@ export function raceFreeWrites(): boolean {
  * @throws {SyscallError} `EXDEV` for a path that leaves the root, `ELOOP` after 40 links.
  */
 export function openBelow(rootfd: number, rel: string, flags: number, rootReal?: string): number {
-  try {
-    return openat2(rootfd, rel, flags, 0, BENEATH);
-  } catch (err) {
-    if (!(err instanceof SyscallError && err.code === "EXDEV")) throw err;
+  if (!openat2Missing) {
+    try {
+      return openat2(rootfd, rel, flags, 0, BENEATH);
+    } catch (err) {
+      if (!(err instanceof SyscallError && (err.code === "EXDEV" || err.code === "ENOSYS"))) {
+        throw err;
+      }
+      if (err.code === "ENOSYS") openat2Missing = true;
+    }
   }
   return walkBelow(rootfd, rel, flags, rootReal ?? fdPath(rootfd));
+}
+
+/** The kernel has no `openat2` (before Linux 5.6): every path is walked. */
+let openat2Missing = false;
+
+/** Opens `rel` below `/` (`rootfd`): absolute symlinks followed, magic links not. */
+function openBelowSlash(rootfd: number, rel: string, flags: number): number {
+  if (!openat2Missing) {
+    try {
+      return openat2(rootfd, rel, flags, 0, F.RESOLVE_NO_MAGICLINKS);
+    } catch (err) {
+      if (!(err instanceof SyscallError && err.code === "ENOSYS")) throw err;
+      openat2Missing = true;
+    }
+  }
+  return walkBelow(rootfd, rel, flags, "/");
 }
 
 const EXDEV = 18;
@@ -103,8 +125,17 @@ function components(path: string): string[] {
   return path.split("/").filter((part) => part !== "" && part !== ".");
 }
 
-/** {@linkcode openBelow}'s walk; `rootReal` is the canonical path of `rootfd`. */
-function walkBelow(rootfd: number, rel: string, flags: number, rootReal: string): number {
+/**
+ * {@linkcode openBelow}'s walk, also used where the kernel has no `openat2`.
+ *
+ * @param rootfd Descriptor of the root directory.
+ * @param rel A relative path below it.
+ * @param flags The final open's flags.
+ * @param rootReal The canonical path of `rootfd`.
+ * @returns The new descriptor; close it.
+ * @throws {SyscallError} `EXDEV` for a path that leaves the root, `ELOOP` after 40 links.
+ */
+export function walkBelow(rootfd: number, rel: string, flags: number, rootReal: string): number {
   const follow = (flags & F.O_NOFOLLOW) === 0;
   const rootParts = components(rootReal);
   // The directories walked through, the root first: `..` pops one, never the root.
@@ -308,9 +339,7 @@ export function openForRead(
   try {
     const rel = relative(root, path) || ".";
     // Nothing is above `/`: there absolute symlinks are followed (`RESOLVE_BENEATH` refuses them).
-    fd = root === "/"
-      ? openat2(rootfd, rel, flags, 0, F.RESOLVE_NO_MAGICLINKS)
-      : openBelow(rootfd, rel, flags);
+    fd = root === "/" ? openBelowSlash(rootfd, rel, flags) : openBelow(rootfd, rel, flags);
   } catch (err) {
     if (err instanceof SyscallError && (err.code === "EXDEV" || err.code === "ELOOP")) {
       throw permissionDenied("read", path);

@@ -1,0 +1,113 @@
+import assert from "node:assert/strict";
+import {
+  close,
+  F,
+  fdPath,
+  fsSyscallsAvailable,
+  fstatat,
+  openat,
+  openat2,
+  SyscallError,
+} from "../lib/server/host/fs_syscalls.ts";
+import { walkBelow } from "../lib/server/fs/resolve.ts";
+
+const SKIP = fsSyscallsAvailable() ? "" : " (skipped: needs Linux and --allow-ffi)";
+
+/** `root/scope` holding `a/f`, links of every kind, and `root/outside/x` next to it. */
+async function layout(): Promise<
+  { root: string; scope: string; [Symbol.asyncDispose](): Promise<void> }
+> {
+  const root = await Deno.realPath(await Deno.makeTempDir({ prefix: "es-walk-below-" }));
+  const scope = `${root}/scope`;
+  await Deno.mkdir(`${scope}/a`, { recursive: true });
+  await Deno.mkdir(`${root}/outside`);
+  await Deno.writeTextFile(`${scope}/a/f`, "f");
+  await Deno.writeTextFile(`${root}/outside/x`, "x");
+  const links: [string, string][] = [
+    ["rel", "a/f"],
+    ["rel-dir", "a"],
+    ["abs", `${scope}/a/f`],
+    ["abs-dir", `${scope}/a`],
+    ["to-root", scope],
+    ["abs-out", `${root}/outside/x`],
+    ["abs-climb", `${scope}/../outside/x`],
+    ["rel-climb", "../outside/x"],
+    ["loop1", "loop2"],
+    ["loop2", "loop1"],
+    ["dangling", "a/missing"],
+  ];
+  for (const [name, target] of links) await Deno.symlink(target, `${scope}/${name}`);
+  return {
+    root,
+    scope,
+    async [Symbol.asyncDispose]() {
+      await Deno.remove(root, { recursive: true });
+    },
+  };
+}
+
+/** What the walk opens for `rel` (its real path), or the errno name it fails with. */
+function walked(scope: string, rel: string, flags: number = F.O_PATH): string {
+  const rootfd = openat(F.AT_FDCWD, scope, F.O_PATH | F.O_DIRECTORY);
+  try {
+    const fd = walkBelow(rootfd, rel, flags, scope);
+    try {
+      const link = (fstatat(fd, "", false)!.mode & F.S_IFMT) === F.S_IFLNK;
+      return `${fdPath(fd).slice(scope.length) || "/"}${link ? " (link)" : ""}`;
+    } finally {
+      close(fd);
+    }
+  } catch (err) {
+    if (err instanceof SyscallError) return err.code;
+    throw err;
+  } finally {
+    close(rootfd);
+  }
+}
+
+Deno.test({
+  name: `walkBelow follows links that stay below the root and refuses those that leave it${SKIP}`,
+  ignore: SKIP !== "",
+  async fn() {
+    await using l = await layout();
+    const cases: [string, string][] = [
+      ["a/f", "/a/f"],
+      ["rel", "/a/f"],
+      ["rel-dir/f", "/a/f"],
+      ["abs", "/a/f"],
+      ["abs-dir/f", "/a/f"],
+      ["to-root/a/f", "/a/f"],
+      ["to-root", "/"],
+      ["a/../a/f", "/a/f"],
+      [".", "/"],
+      ["abs-out", "EXDEV"],
+      ["abs-climb", "EXDEV"],
+      ["rel-climb", "EXDEV"],
+      ["../outside/x", "EXDEV"],
+      ["a/../../outside/x", "EXDEV"],
+      ["loop1", "ELOOP"],
+      ["a/f/x", "ENOTDIR"],
+      ["dangling", "ENOENT"],
+      ["missing", "ENOENT"],
+    ];
+    for (const [rel, expected] of cases) assert.equal(walked(l.scope, rel), expected, rel);
+    // O_NOFOLLOW: the last component's link itself.
+    assert.equal(walked(l.scope, "abs", F.O_PATH | F.O_NOFOLLOW), "/abs (link)");
+    assert.equal(walked(l.scope, "abs-out", F.O_PATH | F.O_NOFOLLOW), "/abs-out (link)");
+    assert.equal(walked(l.scope, "a/f", F.O_RDONLY | F.O_DIRECTORY), "ENOTDIR");
+    // Where the kernel resolves the path below the root, the walk opens the same file.
+    for (const [rel] of cases) {
+      const rootfd = openat(F.AT_FDCWD, l.scope, F.O_PATH | F.O_DIRECTORY);
+      try {
+        const fd = openat2(rootfd, rel, F.O_PATH, 0, F.RESOLVE_BENEATH | F.RESOLVE_NO_MAGICLINKS);
+        const kernel = fdPath(fd).slice(l.scope.length) || "/";
+        close(fd);
+        assert.equal(walked(l.scope, rel), kernel, rel);
+      } catch (err) {
+        if (!(err instanceof SyscallError)) throw err;
+      } finally {
+        close(rootfd);
+      }
+    }
+  },
+});
