@@ -41,6 +41,9 @@ export const WATCHDOG_SCAN_MS = 1000;
 /** How soon orphans are looked for after a leader ended or was terminated, in ms. */
 export const WATCHDOG_SOON_MS = 100;
 
+/** Most characters queued for a watchdog that does not read. */
+export const MAX_PENDING_CHARS = 1 << 20;
+
 const EPIPE = 32;
 
 /**
@@ -158,6 +161,8 @@ function forget(watchdog: Watchdog): void {
 
 function send(line: string): void {
   if (dog === undefined) return;
+  // A watchdog that does not read (stopped) cannot act either: stop queueing for it.
+  if (pending.length + line.length > MAX_PENDING_CHARS) return;
   pending += line;
   const bytes = encoder.encode(pending);
   const written = Number(libc().write(dog.fd, bytes, BigInt(bytes.length)));
@@ -241,6 +246,8 @@ function scanOrphans(): void {
     seen.add(key);
     if (!told.has(key)) send(`${pid} ${stat.starttime}\n`);
   }
+  // A watchdog found dead meanwhile is replaced, and its successor told everything.
+  if (dog === undefined) return;
   told = seen;
   if (seen.size > 0 || leaderPids().length > 0) schedule();
 }
