@@ -243,6 +243,9 @@ for (const tty of [false, true]) {
       await client.log.processClosed(processId);
       assert.deepEqual(await leftAfter(t), [], "the daemon survived process/terminate");
       assert.equal(survivors(other).length, 2, "the other process's daemon was killed");
+      // The mark is the child's only: the server's own limit is back to unlimited.
+      const limits = Deno.readTextFileSync(`/proc/${server.pid}/limits`);
+      assert.match(limits, /^Max realtime timeout\s+unlimited\s/m);
     } finally {
       killAll(survivors(t));
       killAll(survivors(other));
