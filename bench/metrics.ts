@@ -680,7 +680,7 @@ function keepAliveOrigin(): { url: string; connections(): number; close(): void 
   };
 }
 
-/** Metric 9: sequential buffered `http/request` GETs to one loopback origin. */
+/** Metric 9: sequential buffered `http/request` GETs, then POSTs, to one loopback origin. */
 async function runHttp(ctx: MetricContext): Promise<Record<string, number>> {
   const n = ctx.quick ? 50 : 300;
   const origin = keepAliveOrigin();
@@ -704,10 +704,30 @@ async function runHttp(ctx: MetricContext): Promise<Record<string, number>> {
       lat.push(performance.now() - t1);
     }
     const seconds = (performance.now() - t0) / 1000;
+    const tcpConnections = origin.connections() - before;
+    // What an MCP client sends (Streamable HTTP): a POST with a small JSON-RPC body.
+    const body = new TextEncoder().encode('{"jsonrpc":"2.0","id":1,"method":"tools/list"}');
+    const post = (i: number) =>
+      client.call<{ status: number }>("http/request", {
+        method: "POST",
+        url: origin.url,
+        headers: [{ name: "content-type", value: "application/json" }],
+        bodyBase64: body.toBase64(),
+        requestId: `bench-http-post-${i}`,
+      });
+    const postLat: number[] = [];
+    const t2 = performance.now();
+    for (let i = 0; i < n && Date.now() < ctx.deadline; i++) {
+      const t1 = performance.now();
+      await post(i);
+      postLat.push(performance.now() - t1);
+    }
     return {
       reqPerS: lat.length / seconds,
       p50Ms: percentile(lat, 50),
-      tcpConnections: origin.connections() - before,
+      tcpConnections,
+      postReqPerS: postLat.length / ((performance.now() - t2) / 1000),
+      postP50Ms: percentile(postLat, 50),
     };
   } finally {
     client.close();
@@ -894,12 +914,14 @@ export const METRICS: readonly MetricDef[] = [
   },
   {
     name: "http",
-    title: "http/request: sequential GETs to one loopback origin",
+    title: "http/request: sequential GETs, then POSTs, to one loopback origin",
     usesSharedServer: true,
     measures: [
       { key: "reqPerS", label: "sequential GETs", unit: "req/s", target: { op: ">=", ratio: 1.5 } },
       { key: "p50Ms", label: "GET p50", unit: "ms" },
       { key: "tcpConnections", label: "TCP connections opened", unit: "conns" },
+      { key: "postReqPerS", label: "sequential POSTs, JSON body", unit: "req/s" },
+      { key: "postP50Ms", label: "POST p50", unit: "ms" },
     ],
     run: runHttp,
   },

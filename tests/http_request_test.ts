@@ -4,6 +4,8 @@ import { ErrorCode, RpcError } from "../lib/protocol/errors.ts";
 import type { ParamsOf, ResultOf } from "../lib/protocol/methods.ts";
 import { MAX_BUFFERED_BODY_BYTES } from "../lib/server/http/decoding.ts";
 import { HttpRequestTable, MAX_DELTA_BYTES } from "../lib/server/http/request.ts";
+import { MAX_REDIRECTS } from "../lib/server/http/redirects.ts";
+import { MAX_RESPONSE_HEAD_BYTES } from "../lib/server/http/wire.ts";
 import { concat } from "./helpers/server_harness.ts";
 
 type BodyDelta = ParamsOf<"http/request/bodyDelta">;
@@ -324,6 +326,61 @@ Deno.test("http/request fails a redirect loop with too many redirects after 10 h
     "http/request failed: too many redirects",
   );
   assertEquals(hits, 11);
+});
+
+Deno.test("http/request follows a chain of exactly 10 redirects and refuses an 11th", async () => {
+  assertEquals(MAX_REDIRECTS, 10);
+  // /r/N redirects to /r/N-1; /r/0 answers.
+  await using server = serve((req) => {
+    const hops = Number(new URL(req.url).pathname.slice(3));
+    if (hops === 0) return new Response("done");
+    return new Response(null, { status: 302, headers: { location: `/r/${hops - 1}` } });
+  });
+  const { request } = recordingTable();
+  const followed = await request({ method: "GET", url: `${server.origin}/r/10`, requestId: "" });
+  assertEquals([followed.status, text(followed.bodyBase64)], [200, "done"]);
+  await assertRpcError(
+    request({ method: "GET", url: `${server.origin}/r/11`, requestId: "" }),
+    ErrorCode.InternalError,
+    "http/request failed: too many redirects",
+  );
+});
+
+/** A response head of exactly `bytes` bytes (CR LF line ends, the empty line included). */
+function headOfBytes(bytes: number): string {
+  const start = "HTTP/1.1 200 OK\r\ncontent-length: 2\r\n";
+  const filler = (n: number) => `x-fill: ${"f".repeat(n - "x-fill: \r\n".length)}\r\n`;
+  // Several header lines of at most 60 000 bytes make up the size.
+  let head = start;
+  let rest = bytes - start.length - 2;
+  while (rest > 0) {
+    const line = Math.min(rest, 60_000);
+    head += filler(line);
+    rest -= line;
+  }
+  assertEquals(head.length + 2, bytes);
+  return head + "\r\n";
+}
+
+Deno.test("http/request reads a response head of exactly 256 KiB and refuses one byte more", async () => {
+  assertEquals(MAX_RESPONSE_HEAD_BYTES, 256 * 1024);
+  await using server = rawServer(async (conn, request) => {
+    const bytes = Number(/GET \/(\d+)/.exec(request)![1]);
+    await write(conn, headOfBytes(bytes) + "ok");
+  });
+  const { request } = recordingTable();
+  const atLimit = await request({
+    method: "GET",
+    url: `${server.origin}/${MAX_RESPONSE_HEAD_BYTES}`,
+    requestId: "",
+  });
+  assertEquals([atLimit.status, text(atLimit.bodyBase64)], [200, "ok"]);
+  const over = `${server.origin}/${MAX_RESPONSE_HEAD_BYTES + 1}`;
+  await assertRpcError(
+    request({ method: "GET", url: over, requestId: "" }),
+    ErrorCode.InternalError,
+    `http/request failed: error sending request for url (${over})`,
+  );
 });
 
 Deno.test("http/request turns POST into GET on 302 and keeps method and body on 307", async () => {

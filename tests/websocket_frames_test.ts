@@ -39,8 +39,13 @@ Deno.test("WebSocket replies arrive whole for ASCII and non-ASCII text of every 
   }
 });
 
-/** A masked client frame (random mask) of `payload`. */
-function clientFrame(opcode: number, payload: Uint8Array, fin = true): Uint8Array {
+/** A masked client frame of `payload` (random mask unless one is given). */
+function clientFrame(
+  opcode: number,
+  payload: Uint8Array,
+  fin = true,
+  mask = crypto.getRandomValues(new Uint8Array(4)),
+): Uint8Array {
   const extra = payload.length < 126 ? 0 : payload.length < 65536 ? 2 : 8;
   const frame = new Uint8Array(2 + extra + 4 + payload.length);
   frame[0] = (fin ? 0x80 : 0) | opcode;
@@ -52,7 +57,6 @@ function clientFrame(opcode: number, payload: Uint8Array, fin = true): Uint8Arra
     frame[1] = 0x80 | 127;
     new DataView(frame.buffer).setBigUint64(2, BigInt(payload.length));
   }
-  const mask = crypto.getRandomValues(new Uint8Array(4));
   frame.set(mask, 2 + extra);
   for (let i = 0; i < payload.length; i++) frame[6 + extra + i] = payload[i]! ^ mask[i & 3]!;
   return frame;
@@ -77,6 +81,9 @@ Deno.test("WebSocket frames are unmasked whole, fragmented and at every buffer a
       texts.push(text);
       frames.push(clientFrame(0x1, new TextEncoder().encode(text)));
     }
+    // The all-zero mask (which leaves the payload as it is).
+    texts.push("zero mask ".repeat(10));
+    frames.push(clientFrame(0x1, new TextEncoder().encode(texts.at(-1)!), true, new Uint8Array(4)));
     // One message in three fragments of odd sizes.
     const fragmented = "fragmented-".repeat(3000);
     const bytes = new TextEncoder().encode(fragmented);
@@ -95,6 +102,37 @@ Deno.test("WebSocket frames are unmasked whole, fragmented and at every buffer a
       assert.equal(value, text);
     }
     await writing;
+  } finally {
+    reader.releaseLock();
+    transport.close();
+    client.close();
+  }
+});
+
+Deno.test("WebSocket text sent with U+FFFD arrives as sent; a binary message of invalid UTF-8 is a fault; invalid UTF-8 text closes with 1007", async () => {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const client = await Deno.connect({ hostname: "127.0.0.1", port: listener.addr.port });
+  const server = await listener.accept();
+  listener.close();
+  const transport = websocketConnTransport(server, { label: "test", maxMessageBytes: 1 << 20 });
+  const reader = transport.readable.getReader();
+  try {
+    const replacement = `{"text":"${"\uFFFD".repeat(3)}${"x".repeat(6000)}"}`;
+    const invalid = new Uint8Array([0x7b, 0xff, 0xfe, 0x7d]);
+    for (
+      const frame of [
+        clientFrame(0x1, new TextEncoder().encode(replacement)),
+        clientFrame(0x2, invalid),
+        clientFrame(0x1, invalid),
+      ]
+    ) await client.write(frame);
+    assert.equal((await reader.read()).value, replacement);
+    assert.deepEqual((await reader.read()).value, { fault: "invalid UTF-8 in binary message" });
+    assert.equal((await reader.read()).done, true);
+    const close = new Uint8Array(64);
+    const n = await client.read(close);
+    // A close frame with status 1007.
+    assert.deepEqual([...close.subarray(0, Math.min(n ?? 0, 4))], [0x88, close[1], 0x03, 0xef]);
   } finally {
     reader.releaseLock();
     transport.close();

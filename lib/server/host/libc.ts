@@ -1,8 +1,9 @@
 /**
  * Minimal FFI bindings to the system C library (glibc on Linux), used by the
- * pseudo-terminal support in `pty.ts`.
+ * pseudo-terminal support in `pty.ts`, the pipe spawner in `pipe.ts` and the
+ * watchdog.
  *
- * Only what a pty child and the watchdog need is bound: opening a pty pair
+ * Only what pty and pipe children and the watchdog need is bound: opening a pty pair
  * or a pipe, spawning with `posix_spawn` ({@linkcode spawnInNewSession}),
  * non-blocking I/O, `poll`, `waitpid`/`pidfd_open` and `kill`.
  * The library is opened lazily on first use, so importing this module needs
@@ -67,6 +68,7 @@ export type Libc = Deno.DynamicLibrary<typeof LIBC_SYMBOLS>["symbols"];
 
 /** Linux constants (identical on x86_64 and aarch64). */
 export const C = {
+  O_RDONLY: 0,
   O_RDWR: 0o2,
   O_NOCTTY: 0o400,
   O_NONBLOCK: 0o4000,
@@ -75,6 +77,7 @@ export const C = {
   EFD_NONBLOCK: 0o4000,
   EFD_CLOEXEC: 0o2000000,
   TIOCSWINSZ: 0x5414,
+  FIONREAD: 0x541b,
   POSIX_SPAWN_SETSIGDEF: 0x04,
   POSIX_SPAWN_SETSIGMASK: 0x08,
   POSIX_SPAWN_SETSID: 0x80,

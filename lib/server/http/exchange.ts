@@ -119,7 +119,11 @@ export class Exchange {
     return this.#track(
       secure
         ? Deno.connectTls({ hostname, port, alpnProtocols: ["http/1.1"] })
-        : Deno.connect({ hostname, port }),
+        : Deno.connect({ hostname, port }).then((conn) => {
+          // Requests are written whole; a request's last segment never waits for an ACK.
+          conn.setNoDelay(true);
+          return conn;
+        }),
     );
   }
 

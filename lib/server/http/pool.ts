@@ -10,14 +10,14 @@
  * @module
  */
 
+import { readInto } from "./wire.ts";
+
 /** How long an idle connection is kept (90 s, the reference client's pool idle timeout). */
 export const POOL_IDLE_TIMEOUT_MS: number = 90_000;
 /** Idle connections kept per origin (and proxy) for one client connection. */
 export const POOL_MAX_IDLE_PER_ORIGIN: number = 8;
 /** Idle connections kept in all for one client connection. */
 export const POOL_MAX_IDLE: number = 64;
-
-const PROBE_BYTES = 16 * 1024;
 
 /** A connection taken from the pool, with the read that was pending while it was idle. */
 export interface PooledConn {
@@ -78,8 +78,7 @@ export class ConnectionPool {
    * @param conn The connection.
    */
   put(key: string, conn: Deno.Conn): void {
-    const buffer = new Uint8Array(PROBE_BYTES);
-    const firstRead = conn.read(buffer).then((n) => n === null ? null : buffer.subarray(0, n));
+    const firstRead = readInto(conn);
     const idle: Idle = { key, conn, firstRead, since: performance.now() };
     // While idle, anything the read returns (end of stream, stray bytes, an error) retires it.
     firstRead.then(() => this.#drop(idle), () => this.#drop(idle));

@@ -5,6 +5,7 @@
  * @module
  */
 
+import { concatBytes } from "../host/bytes.ts";
 import { requireNet } from "../host/permissions.ts";
 import { failed, sendFailed } from "./errors.ts";
 import type { Exchange } from "./exchange.ts";
@@ -79,6 +80,8 @@ export async function send(
       : `${url.pathname}${url.search}`;
     const lines = hopHeaders(headers, url, body, forwarded ? proxy.authorization : null);
     const head = encodeRequestHead(method, target, lines);
+    // One write: a body written after the head would wait for the head's ACK (Nagle).
+    const message = body === null ? head : concatBytes([head, body]);
     let received: ReceivedResponse | null = null;
     for (let fresh = false; received === null;) {
       let reader: ResponseReader | null = null;
@@ -86,8 +89,7 @@ export async function send(
       try {
         const hop = await exchange.connect(url, proxy, fresh);
         reused = hop.firstRead !== null;
-        await writeAll(hop.conn, head);
-        if (body !== null) await writeAll(hop.conn, body);
+        await writeAll(hop.conn, message);
         reader = new ResponseReader(hop.conn, hop.firstRead);
         const response = await reader.readHead();
         received = {

@@ -20,7 +20,7 @@ const CR = 0x0d;
 const LF = 0x0a;
 const READ_SIZE = 64 * 1024;
 
-/** Largest response head (status line plus headers) accepted, in bytes. */
+/** Largest response head accepted, in bytes: status line, headers and the empty line, each with its CR LF. */
 export const MAX_RESPONSE_HEAD_BYTES = 256 * 1024;
 /** Largest chunk-size or trailer line accepted in a chunked body, in bytes. */
 const MAX_LINE_BYTES = 64 * 1024;
@@ -72,6 +72,26 @@ export function encodeRequestHead(
   let text = `${method} ${target} HTTP/1.1\r\n`;
   for (const [name, value] of headers) text += `${name}: ${value}\r\n`;
   return new TextEncoder().encode(`${text}\r\n`);
+}
+
+const readBuffers = new WeakMap<Deno.Conn, Uint8Array>();
+
+/**
+ * One read of `conn` into its own buffer (made once per connection; the
+ * connection is read by one reader at a time), returning a copy of the bytes
+ * read, or `null` at end of stream. Copying the few bytes of a small
+ * response costs less than a fresh zeroed 64 KiB buffer per read.
+ *
+ * @param conn The connection.
+ */
+export async function readInto(conn: Deno.Conn): Promise<Uint8Array | null> {
+  let buffer = readBuffers.get(conn);
+  if (buffer === undefined) {
+    buffer = new Uint8Array(READ_SIZE);
+    readBuffers.set(conn, buffer);
+  }
+  const n = await conn.read(buffer);
+  return n === null ? null : buffer.slice(0, n);
 }
 
 /** Writes every byte of `data` to `conn`. */
@@ -163,9 +183,7 @@ export class ResponseReader {
       this.#firstRead = null;
       bytes = await first;
     } else {
-      const buffer = new Uint8Array(READ_SIZE);
-      const n = await this.#conn.read(buffer);
-      bytes = n === null ? null : buffer.subarray(0, n);
+      bytes = await readInto(this.#conn);
     }
     if (bytes === null) return false;
     this.#received += bytes.length;
@@ -212,9 +230,10 @@ export class ResponseReader {
   }
 
   async #readOneHead(): Promise<ResponseHead> {
+    // Every line counts with its line end (as CR LF), the empty line that ends the head included.
     let budget = MAX_RESPONSE_HEAD_BYTES;
     const statusLine = await this.#readLine(budget);
-    budget -= statusLine.length;
+    budget -= statusLine.length + 2;
     const match = /^HTTP\/1\.([01]) (\d{3})(?: .*)?$/.exec(statusLine);
     if (match === null) throw new HttpWireError("invalid status line");
     const minor = match[1] === "1" ? 1 : 0;
@@ -229,7 +248,7 @@ export class ResponseReader {
       const colon = line.indexOf(":");
       const name = colon > 0 ? line.slice(0, colon) : "";
       if (!isToken(name)) throw new HttpWireError("invalid header line");
-      headers.push([name.toLowerCase(), line.slice(colon + 1).replace(/^[ \t]+|[ \t]+$/g, "")]);
+      headers.push([name.toLowerCase(), withoutOuterWhitespace(line, colon + 1)]);
     }
   }
 
@@ -342,6 +361,19 @@ export async function openTunnel(
  */
 export function isToken(text: string): boolean {
   return /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/.test(text);
+}
+
+/** `line` from `start` without leading and trailing spaces and tabs (HTTP's optional whitespace). */
+function withoutOuterWhitespace(line: string, start: number): string {
+  let from = start;
+  let to = line.length;
+  while (from < to && isOws(line.charCodeAt(from))) from++;
+  while (to > from && isOws(line.charCodeAt(to - 1))) to--;
+  return line.slice(from, to);
+}
+
+function isOws(code: number): boolean {
+  return code === 0x20 || code === 0x09;
 }
 
 function latin1(bytes: Uint8Array): string {

@@ -160,11 +160,10 @@ export class FrameWriter {
     const current = this.#current;
     if (current !== undefined && this.#used + size <= current.length) return current;
     if (current !== undefined) this.#seal();
-    const buffer = size <= SMALL_BATCH_BYTES && this.#queued === 0
-      ? new Uint8Array(SMALL_BATCH_BYTES)
-      : size <= BATCH_BYTES
-      ? this.#spare.pop() ?? new Uint8Array(BATCH_BYTES)
-      : new Uint8Array(size);
+    const buffer = size > BATCH_BYTES ? new Uint8Array(size) : this.#spare.pop() ??
+      new Uint8Array(
+        size <= SMALL_BATCH_BYTES && this.#queued === 0 ? SMALL_BATCH_BYTES : BATCH_BYTES,
+      );
     this.#current = buffer;
     this.#used = 0;
     return buffer;

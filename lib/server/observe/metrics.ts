@@ -22,6 +22,9 @@ function labelText(labels: Labels, extra?: [string, string]): string {
 
 const SERIES_KEYS = new WeakMap<Labels, string>();
 
+/** The labels of an unlabelled series: one object, so its key is rendered once too. */
+const NO_LABELS: Labels = Object.freeze({});
+
 /** The series key of a labels object, rendered once per object (callers reuse their labels). */
 function seriesKey(labels: Labels): string {
   let key = SERIES_KEYS.get(labels);
@@ -69,7 +72,7 @@ export class Counter implements Metric {
    * @param amount A non-negative amount.
    * @param labels The series' labels.
    */
-  inc(amount = 1, labels: Labels = {}): void {
+  inc(amount = 1, labels: Labels = NO_LABELS): void {
     if (!(amount >= 0)) throw new RangeError(`counter ${this.name} cannot decrease`);
     const key = seriesKey(labels);
     const series = this.#series.get(key);
@@ -82,7 +85,7 @@ export class Counter implements Metric {
    *
    * @param labels The series' labels.
    */
-  value(labels: Labels = {}): number {
+  value(labels: Labels = NO_LABELS): number {
     return this.#series.get(seriesKey(labels))?.value ?? 0;
   }
 
@@ -150,7 +153,7 @@ export class Histogram implements Metric {
    * @param value The observed value.
    * @param labels The series' labels.
    */
-  observe(value: number, labels: Labels = {}): void {
+  observe(value: number, labels: Labels = NO_LABELS): void {
     const key = seriesKey(labels);
     let series = this.#series.get(key);
     if (!series) {

@@ -142,10 +142,25 @@ function methodLabels(method: string): Labels {
   return labels;
 }
 
+/** Counts, times and audits a request that was answered (`result`) or refused (`error`). */
+function record(
+  request: ObservedRequest,
+  label: Labels,
+  started: number,
+  outcome: { result: unknown } | { error: unknown },
+): void {
+  if ("error" in outcome) REQUEST_ERRORS.inc(1, label);
+  auditRequest(request.method, request.params, request.session(), outcome);
+  REQUESTS.inc(1, label);
+  REQUEST_DURATION.observe((performance.now() - started) / 1000, label);
+}
+
 /**
  * Runs a request's handler and records it: counts and times it by method
  * (methods outside the method table count as `unknown`, so the label stays
- * bounded) and audits it.
+ * bounded) and audits it. A synchronous handler's result is recorded and
+ * returned at once (no promise is made for it); an asynchronous one's when
+ * it settles.
  *
  * @example
  * ```ts
@@ -159,25 +174,31 @@ function methodLabels(method: string): Labels {
  *
  * @param request The request.
  * @param handle Answers it.
- * @returns The handler's result.
+ * @returns The handler's result (a promise when the handler returned one).
  * @throws What the handler throws.
  */
-export async function observeRequest<T>(
-  request: ObservedRequest,
-  handle: () => T,
-): Promise<Awaited<T>> {
+export function observeRequest<T>(request: ObservedRequest, handle: () => T): T {
   const label = methodLabels(request.method);
   const started = performance.now();
+  let result: T;
   try {
-    const result = await handle();
-    auditRequest(request.method, request.params, request.session(), { result });
-    return result;
+    result = handle();
   } catch (error) {
-    REQUEST_ERRORS.inc(1, label);
-    auditRequest(request.method, request.params, request.session(), { error });
+    record(request, label, started, { error });
     throw error;
-  } finally {
-    REQUESTS.inc(1, label);
-    REQUEST_DURATION.observe((performance.now() - started) / 1000, label);
   }
+  if (!(result instanceof Promise)) {
+    record(request, label, started, { result });
+    return result;
+  }
+  return result.then(
+    (value) => {
+      record(request, label, started, { result: value });
+      return value;
+    },
+    (error) => {
+      record(request, label, started, { error });
+      throw error;
+    },
+  ) as T;
 }

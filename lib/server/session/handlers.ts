@@ -7,24 +7,30 @@
  */
 
 import { ErrorCode, invalidParams, RpcError } from "../../protocol/errors.ts";
-import type { ClientRequestName, ParamsOf, ResultOf } from "../../protocol/methods.ts";
+import {
+  type ClientRequestName,
+  lookupMethod,
+  METHODS,
+  type ParamsOf,
+  type ResultOf,
+} from "../../protocol/methods.ts";
 import { protocolJsonSchema } from "../../protocol/json_schema.ts";
 import type { JsonSchema } from "../../protocol/schema.ts";
 import { environmentInfo, grantExtensions, supportedExtensions, VERSION } from "./environment.ts";
-import { FS_OPERATIONS, type FsContext, type FsMethod, runFsOperation } from "../fs/operations.ts";
-import type { HttpRequestTable } from "../http/request.ts";
+import type { FsMethod } from "../fs/operations.ts";
 import { uriFromPath } from "../host/path_uri.ts";
 import { describeServerSandbox } from "../sandbox/server_policy.ts";
 import type { Session } from "./registry.ts";
+import type { ConnectionState } from "./connection_state.ts";
 
 /** What a handler can reach: its connection's state and its session. */
-export interface HandlerContext extends FsContext {
+export interface HandlerContext {
   /** The attached session (handlers other than `initialize` run only once there is one). */
   readonly session: Session;
   /** Creates or resumes the session for this connection. */
   initialize(params: ParamsOf<"initialize">): ResultOf<"initialize">;
-  /** This connection's HTTP requests and body streams. */
-  readonly http: HttpRequestTable;
+  /** This connection's fs and http state, made with its first fs or http request. */
+  readonly state: ConnectionState;
 }
 
 /** One handler per client request of the method table. */
@@ -50,12 +56,22 @@ function describedSchema(): JsonSchema {
   return schema;
 }
 
-/** The `fs/*` handlers: each runs its entry of the fs operations table. */
+/**
+ * The `fs/*` handlers, one per `fs/` request of the method table: each runs its entry of the fs
+ * operations table (`fs/operations.ts`, loaded with the first fs request).
+ */
 function fsHandlers(): Pick<Handlers, FsMethod> {
   const handlers: Partial<Record<FsMethod, unknown>> = {};
-  for (const method of Object.keys(FS_OPERATIONS) as FsMethod[]) {
-    handlers[method] = (params: ParamsOf<FsMethod>, context: HandlerContext) =>
-      runFsOperation(method, params, context);
+  for (const method of Object.keys(METHODS) as FsMethod[]) {
+    const spec = lookupMethod(method);
+    if (!method.startsWith("fs/") || spec?.kind !== "request") continue;
+    if (spec.direction !== "clientToServer") continue;
+    handlers[method] = (params: ParamsOf<FsMethod>, context: HandlerContext) => {
+      const fs = context.state.fs();
+      return fs instanceof Promise
+        ? fs.then((loaded) => loaded.run(method, params, loaded.context))
+        : fs.run(method, params, fs.context);
+    };
   }
   return handlers as Pick<Handlers, FsMethod>;
 }
@@ -94,7 +110,7 @@ export const HANDLERS: Handlers = {
 
   ...fsHandlers(),
 
-  "http/request": (params, ctx) => ctx.http.request(params),
+  "http/request": async (params, ctx) => (await ctx.state.http()).request(params),
 
   "capabilityRoots/discoverV1": () => unsupported("capability discovery", "capabilityDiscoveryV2"),
   "capabilities/discoverV2": () => unsupported("capability discovery", "capabilityDiscoveryV2"),

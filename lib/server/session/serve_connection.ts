@@ -13,10 +13,8 @@ import { Connection, type Schedule } from "../../rpc/connection.ts";
 import { Semaphore } from "../../rpc/semaphore.ts";
 import type { OutboundText, Transport } from "../../rpc/transport.ts";
 import { environmentInfo } from "./environment.ts";
-import { FileHandleTable } from "../fs/handles.ts";
-import { MissingWatchTable } from "../fs/watch.ts";
 import { type HandlerContext, HANDLERS } from "./handlers.ts";
-import { HttpRequestTable } from "../http/request.ts";
+import { ConnectionState } from "./connection_state.ts";
 import { observeRequest } from "../observe/requests.ts";
 import type { Session, SessionRegistry } from "./registry.ts";
 
@@ -74,9 +72,7 @@ export function serveConnection(
   let initializedNotified = false;
 
   const sink = (text: OutboundText) => connection.sendRaw(text);
-  const files = new FileHandleTable();
-  const watches = new MissingWatchTable();
-  const http = new HttpRequestTable((delta) => connection.notify("http/request/bodyDelta", delta));
+  const state = new ConnectionState((method, params) => connection.notify(method, params));
 
   const context: HandlerContext = {
     get session(): Session {
@@ -89,12 +85,7 @@ export function serveConnection(
         : registry.resume(params.resumeSessionId, owner, sink);
       return { sessionId: session.id, environmentInfo: environmentInfo() };
     },
-    files,
-    watches,
-    http,
-    notify(method, params) {
-      connection.notify(method, params);
-    },
+    state,
   };
 
   function gate(family: string | undefined): void {
@@ -110,7 +101,8 @@ export function serveConnection(
     }
   }
 
-  async function handleRequest(method: string, rawParams: unknown): Promise<unknown> {
+  /** Answers a request: its result, or a promise of it for an asynchronous handler; throws its error. */
+  function handleRequest(method: string, rawParams: unknown): unknown {
     const spec = lookupMethod(method);
     if (!spec || spec.kind !== "request" || spec.direction !== "clientToServer") {
       throw new RpcError(
@@ -134,7 +126,7 @@ export function serveConnection(
       params: unknown,
       context: HandlerContext,
     ) => unknown;
-    return await handler(params, context);
+    return handler(params, context);
   }
 
   function fatal(): void {
@@ -163,9 +155,7 @@ export function serveConnection(
   });
 
   const finished = connection.closed.then(() => {
-    files.closeAll();
-    watches.closeAll();
-    http.closeAll();
+    state.closeAll();
     if (!session || !session.isAttachedTo(owner)) return;
     if (options.onClose === "end") registry.end(session);
     else registry.detach(session);

@@ -1,0 +1,61 @@
+import assert from "node:assert/strict";
+import { type ChildExit, watchChildExit } from "../lib/server/host/child_exits.ts";
+import { C, cString, spawnInNewSession } from "../lib/server/host/libc.ts";
+
+const O_WRONLY = 0o1;
+const devNull = { open: cString("/dev/null"), flags: C.O_RDWR };
+const NULL_STDIO = [devNull, devNull, devNull] as const;
+
+function exitOf(pid: number): Promise<ChildExit> {
+  const { promise, resolve } = Promise.withResolvers<ChildExit>();
+  watchChildExit(pid, resolve);
+  return promise;
+}
+
+/** Runs `script` under /bin/sh with stdout into a temporary file; returns what it wrote. */
+async function shellOutput(script: string): Promise<{ exit: ChildExit; output: string }> {
+  const file = await Deno.makeTempFile();
+  try {
+    const pid = spawnInNewSession("/bin/sh", ["sh", "-c", script], ["PATH=/usr/bin:/bin"], "/", [
+      { open: cString("/dev/null"), flags: C.O_RDONLY },
+      { open: cString(file), flags: O_WRONLY },
+      { dup: 1 },
+    ]);
+    const exit = await exitOf(pid);
+    return { exit, output: await Deno.readTextFile(file) };
+  } finally {
+    await Deno.remove(file);
+  }
+}
+
+Deno.test("spawnInNewSession starts the child as the leader of a new session and process group", async () => {
+  const { exit, output } = await shellOutput("cat /proc/$$/stat; echo; echo $$");
+  assert.deepEqual(exit, { code: 0, signal: null });
+  const [stat, pid] = output.split("\n").filter((line) => line !== "");
+  const fields = stat!.slice(stat!.lastIndexOf(")") + 2).split(" ");
+  assert.deepEqual([fields[2], fields[3]], [pid, pid]);
+});
+
+Deno.test("spawnInNewSession gives the child no descriptor beyond 0, 1 and 2, and every standard signal at its default disposition", async () => {
+  // `ls` lists its own descriptors, among them the one of the directory it reads.
+  const { output } = await shellOutput("ls /proc/self/fd; grep SigIgn /proc/self/status");
+  const [fds, ignored] = output.split("SigIgn:");
+  assert.deepEqual(fds!.trim().split("\n"), ["0", "1", "2", "3"]);
+  // Signals 1–31; glibc keeps its own 32 and 33 as they are (as for Deno's own spawns).
+  assert.equal(BigInt(`0x${ignored!.trim()}`) & 0x7fffffffn, 0n);
+});
+
+Deno.test("spawnInNewSession reports a missing program by its errno", () => {
+  assert.throws(() => spawnInNewSession("/nonexistent/program", ["program"], [], "/", NULL_STDIO), {
+    code: C.ENOENT,
+  });
+});
+
+Deno.test("watchChildExit reports the exit code, and the signal that ended a child", async () => {
+  const exited = spawnInNewSession("/bin/sh", ["sh", "-c", "exit 7"], [], "/", NULL_STDIO);
+  assert.deepEqual(await exitOf(exited), { code: 7, signal: null });
+  const sleeping = spawnInNewSession("/bin/sleep", ["sleep", "30"], [], "/", NULL_STDIO);
+  const exit = exitOf(sleeping);
+  Deno.kill(sleeping, "SIGKILL");
+  assert.deepEqual(await exit, { code: null, signal: 9 });
+});
