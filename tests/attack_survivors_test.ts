@@ -244,7 +244,7 @@ for (const tty of [false, true]) {
       assert.deepEqual(await leftAfter(t), [], "the daemon survived process/terminate");
       assert.equal(survivors(other).length, 2, "the other process's daemon was killed");
       // The mark is the child's only: the server's own limit is back to unlimited.
-      const limits = Deno.readTextFileSync(`/proc/${server.pid}/limits`);
+      const limits = await Deno.readTextFile(`/proc/${server.pid}/limits`);
       assert.match(limits, /^Max realtime timeout\s+unlimited\s/m);
     } finally {
       killAll(survivors(t));
