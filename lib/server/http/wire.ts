@@ -198,22 +198,34 @@ export class ResponseReader {
     return piece;
   }
 
-  /** Reads one line (without its CR LF or bare LF), as Latin-1 text. */
-  async #readLine(limit: number): Promise<string> {
-    let searched = 0;
+  /** Takes one line already received (see {@linkcode #readLine}), or returns `null`. */
+  #takeLine(from = 0): string | null {
+    const at = this.#pending.indexOf(LF, from);
+    if (at < 0) return null;
+    const end = at > 0 && this.#pending[at - 1] === CR ? at - 1 : at;
+    const line = latin1(this.#pending.subarray(0, end));
+    this.#pending = this.#pending.subarray(at + 1);
+    return line;
+  }
+
+  /**
+   * Reads one line (without its CR LF or bare LF), as Latin-1 text. A line
+   * already received is taken without awaiting: the lines of a small head
+   * all arrive in one read.
+   */
+  #readLine(limit: number): Promise<string> | string {
+    return this.#takeLine() ?? this.#receiveLine(limit);
+  }
+
+  async #receiveLine(limit: number): Promise<string> {
     while (true) {
-      const at = this.#pending.indexOf(LF, searched);
-      if (at >= 0) {
-        const end = at > 0 && this.#pending[at - 1] === CR ? at - 1 : at;
-        const line = latin1(this.#pending.subarray(0, end));
-        this.#pending = this.#pending.subarray(at + 1);
-        return line;
-      }
-      searched = this.#pending.length;
+      const searched = this.#pending.length;
       if (searched > limit) throw new HttpWireError("line too long");
       if (!(await this.#fill())) {
         throw new HttpWireError("connection closed before message completed");
       }
+      const line = this.#takeLine(searched);
+      if (line !== null) return line;
     }
   }
 
@@ -232,7 +244,8 @@ export class ResponseReader {
   async #readOneHead(): Promise<ResponseHead> {
     // Every line counts with its line end (as CR LF), the empty line that ends the head included.
     let budget = MAX_RESPONSE_HEAD_BYTES;
-    const statusLine = await this.#readLine(budget);
+    const first = this.#readLine(budget);
+    const statusLine = typeof first === "string" ? first : await first;
     budget -= statusLine.length + 2;
     const match = /^HTTP\/1\.([01]) (\d{3})(?: .*)?$/.exec(statusLine);
     if (match === null) throw new HttpWireError("invalid status line");
@@ -241,7 +254,8 @@ export class ResponseReader {
     if (status < 100) throw new HttpWireError("invalid status code");
     const headers: [string, string][] = [];
     while (true) {
-      const line = await this.#readLine(budget);
+      const next = this.#readLine(budget);
+      const line = typeof next === "string" ? next : await next;
       budget -= line.length + 2;
       if (budget < 0) throw new HttpWireError("response head too large");
       if (line === "") return { status, minor, headers };
