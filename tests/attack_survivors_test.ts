@@ -177,9 +177,11 @@ for (
         const client = await server.connect();
         await handshake(client);
         await startEscaping(client, t, false);
-        watchdogs = watchdogsOf(server.pid);
         // The residual window: an orphan younger than one scan is not yet known to the watchdog.
         await delay(WATCHDOG_SCAN_MS + 500);
+        // Looked up after the wait: the watchdog starts on an event-loop turn after the first
+        // spawn, which a loaded machine can delay past the start's answer.
+        watchdogs = watchdogsOf(server.pid);
         server.kill(signal);
         await server.child.status;
         await client.close();
@@ -282,6 +284,8 @@ Deno.test("a killed watchdog is replaced at the next spawn: server SIGKILL still
     const client = await server.connect();
     await handshake(client);
     await startEscaping(client, t, false);
+    // The watchdog starts on an event-loop turn after the first spawn.
+    assert.ok(await eventually(() => watchdogsOf(server.pid).length > 0), "no watchdog");
     const [first] = watchdogsOf(server.pid);
     assert.ok(first !== undefined, "no watchdog");
     // One of the server's processes could do this to outlive a server SIGKILL.
