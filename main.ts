@@ -15,7 +15,8 @@ import {
   type ServerFlags,
   serverHelp,
 } from "./lib/cli/server_flags.ts";
-import { setLogFormat, setLogLevel } from "./lib/server/host/log.ts";
+import { log, setLogFormat, setLogLevel } from "./lib/server/host/log.ts";
+import { scopeRaceWarning } from "./lib/server/host/permissions.ts";
 import { type RunningServer, serveStdio, serveWebSocket } from "./lib/server/listen/listen.ts";
 import { sandboxAvailable } from "./lib/server/sandbox/availability.ts";
 import {
@@ -163,6 +164,8 @@ async function main(args: string[]): Promise<void> {
   const listen = flags.listen;
   setLogLevel(flags["log-level"]);
   setLogFormat(flags["log-format"]);
+  const raceWarning = scopeRaceWarning();
+  if (raceWarning) log("warn", raceWarning);
   setServerSandbox(sandboxFromFlags(flags));
   setProcessNamespaces(flags["process-namespace"]);
   const authorize = await authFromFlags(flags);

@@ -177,9 +177,11 @@ for (
         const client = await server.connect();
         await handshake(client);
         await startEscaping(client, t, false);
-        watchdogs = watchdogsOf(server.pid);
         // The residual window: an orphan younger than one scan is not yet known to the watchdog.
         await delay(WATCHDOG_SCAN_MS + 500);
+        // Looked up after the wait: the watchdog starts on an event-loop turn after the first
+        // spawn, which a loaded machine can delay past the start's answer.
+        watchdogs = watchdogsOf(server.pid);
         server.kill(signal);
         await server.child.status;
         await client.close();
@@ -243,6 +245,9 @@ for (const tty of [false, true]) {
       await client.log.processClosed(processId);
       assert.deepEqual(await leftAfter(t), [], "the daemon survived process/terminate");
       assert.equal(survivors(other).length, 2, "the other process's daemon was killed");
+      // The mark is the child's only: the server's own limit is back to unlimited.
+      const limits = await Deno.readTextFile(`/proc/${server.pid}/limits`);
+      assert.match(limits, /^Max realtime timeout\s+unlimited\s/m);
     } finally {
       killAll(survivors(t));
       killAll(survivors(other));
@@ -268,5 +273,37 @@ Deno.test("session expiry ends the setsid double-fork daemon of its process, not
   } finally {
     killAll(survivors(t));
     killAll(survivors(other));
+  }
+});
+
+Deno.test("a killed watchdog is replaced at the next spawn: server SIGKILL still leaves no descendant", async () => {
+  const [t, later] = [tag(), tag()];
+  let watchdogs: number[] = [];
+  try {
+    await using server = await ServerProcess.start({ listen: "ws" });
+    const client = await server.connect();
+    await handshake(client);
+    await startEscaping(client, t, false);
+    // The watchdog starts on an event-loop turn after the first spawn.
+    assert.ok(await eventually(() => watchdogsOf(server.pid).length > 0), "no watchdog");
+    const [first] = watchdogsOf(server.pid);
+    assert.ok(first !== undefined, "no watchdog");
+    // One of the server's processes could do this to outlive a server SIGKILL.
+    Deno.kill(first, "SIGKILL");
+    await eventually(() => ended(first));
+    await startDaemon(client, later, false);
+    assert.ok(await eventually(() => watchdogsOf(server.pid).some((pid) => pid !== first)));
+    watchdogs = watchdogsOf(server.pid);
+    await delay(WATCHDOG_SCAN_MS + 500);
+    server.kill("SIGKILL");
+    await server.child.status;
+    await client.close();
+    assert.deepEqual(await leftAfter(t), [], "the first tree survived server SIGKILL");
+    assert.deepEqual(await leftAfter(later), [], "the later daemon survived server SIGKILL");
+    assert.ok(await eventually(() => watchdogs.every(ended), 5_000), "the new watchdog survived");
+  } finally {
+    killAll(survivors(t));
+    killAll(survivors(later));
+    killAll(watchdogs.filter((pid) => !ended(pid)));
   }
 });

@@ -286,3 +286,20 @@ Deno.test("a process/start outside --allow-run gets a typed error naming the bin
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("a server whose file scope is not race-free says so at start: scoped --allow-read/--allow-write without --allow-ffi", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const scoped = [`--allow-read=${dir}`, `--allow-write=${dir}`, "--allow-env", "--allow-sys"];
+    const warned = await runCli(["--listen", "stdio"], scoped);
+    assert.equal(warned.code, 0, warned.stderr);
+    assert.match(warned.stderr, /without --allow-ffi/);
+    for (const permissions of [[...scoped, "--allow-ffi"], SERVER_PERMISSIONS]) {
+      const quiet = await runCli(["--listen", "stdio"], permissions);
+      assert.equal(quiet.code, 0, quiet.stderr);
+      assert.doesNotMatch(quiet.stderr, /without --allow-ffi/, permissions.join(" "));
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { concatBytes } from "../lib/server/host/bytes.ts";
 import { BATCH_BYTES, FrameWriter } from "../lib/server/listen/frame_writer.ts";
 
 /** A connection whose writes stay pending until released; records a copy of each write. */
@@ -22,13 +23,15 @@ class HeldConn {
     return true;
   }
 
+  /** Completes writes as they come until the writer is idle. */
   async releaseAll(writer: FrameWriter): Promise<void> {
-    const idle = writer.idle();
-    while (true) {
+    let idle = false;
+    const done = writer.idle().then(() => (idle = true));
+    while (!idle) {
       await new Promise((resolve) => setTimeout(resolve, 0));
-      if (!this.release()) break;
+      this.release();
     }
-    await idle;
+    await done;
   }
 }
 
@@ -57,16 +60,6 @@ function parseFrames(bytes: Uint8Array): [number, Uint8Array][] {
   return frames;
 }
 
-function concat(parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const part of parts) {
-    out.set(part, at);
-    at += part.length;
-  }
-  return out;
-}
-
 const decode = (bytes: Uint8Array) => new TextDecoder().decode(bytes);
 
 Deno.test("frame writer sends text, parts and binary frames in order, each payload exact", async () => {
@@ -85,7 +78,7 @@ Deno.test("frame writer sends text, parts and binary frames in order, each paylo
   void writer.text(["{", '"k":', '"é"', "}"]);
   void writer.frame(0x2, new Uint8Array([1, 2, 3]));
   await conn.releaseAll(writer);
-  const frames = parseFrames(concat(conn.writes));
+  const frames = parseFrames(concatBytes(conn.writes));
   assert.deepEqual(
     frames.map(([opcode, payload]) => opcode === 1 ? decode(payload) : [...payload]),
     [...texts, '{"k":"é"}', [1, 2, 3]],
@@ -105,7 +98,7 @@ Deno.test("frame writer never changes the bytes of a write in flight while it qu
   }
   await conn.releaseAll(writer);
   assert.deepEqual(conn.released, conn.writes, "each write's bytes were unchanged until it ended");
-  const frames = parseFrames(concat(conn.writes));
+  const frames = parseFrames(concatBytes(conn.writes));
   assert.deepEqual(frames.map(([, payload]) => decode(payload)), texts);
 });
 
@@ -120,7 +113,7 @@ Deno.test("frame writer batches at most BATCH_BYTES per write, except one larger
   assert.ok(sizes.length < 21, `small frames were batched: ${sizes}`);
   const large = sizes.filter((n) => n > BATCH_BYTES);
   assert.deepEqual(large, [BATCH_BYTES * 2 + 10], "the large frame went alone");
-  assert.equal(parseFrames(concat(conn.writes)).length, 22);
+  assert.equal(parseFrames(concatBytes(conn.writes)).length, 22);
 });
 
 Deno.test("frame writer holds senders above the high-water mark until the queue drains below it", async () => {

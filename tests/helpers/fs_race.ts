@@ -10,7 +10,7 @@
 
 import type { ParamsOf } from "../../lib/protocol/methods.ts";
 import type { FsMethod } from "../../lib/server/fs/operations.ts";
-import { b64, listNames, uri } from "./attack.ts";
+import { b64, listNames, pathExists, uri } from "./attack.ts";
 import type { Json, ProtocolClient } from "./server_harness.ts";
 
 const LONG = Deno.env.get("EXEC_SERVER_LONG_TESTS") === "1";
@@ -25,21 +25,11 @@ export const RACE_SKIP = Deno.build.os !== "linux"
   ? " (skipped: Linux only)"
   : RENAMEAT2[Deno.build.arch] === undefined
   ? ` (skipped: no renameat2 number for ${Deno.build.arch})`
-  : !exists(PERL)
+  : !pathExists(PERL)
   ? ` (skipped: no ${PERL})`
   : "";
 const SECRET = "SECRET\n";
 const PUBLIC = "public-public\n";
-
-/** Whether something (a broken link too) is at `path`. */
-export function exists(path: string): boolean {
-  try {
-    Deno.lstatSync(path);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 /**
  * `base/scope` (S) holding `d` (`f`, `PUBLIC`, `lnk` → `public-target`) and
@@ -150,7 +140,7 @@ const named = (dir: string, pattern: RegExp) =>
   listNames(dir).filter((name) => pattern.test(name)).length;
 const missing = (dir: string, prefix: string) => {
   let count = 0;
-  for (let i = 0; i < TRIES; i++) if (!exists(`${dir}/${prefix}${i}`)) count++;
+  for (let i = 0; i < TRIES; i++) if (!pathExists(`${dir}/${prefix}${i}`)) count++;
   return count;
 };
 const text = (base64: unknown) =>
@@ -372,7 +362,7 @@ export async function runRace(
   for (const c of cases) escapes[c.what]! += c.after?.(l) ?? 0;
   // `d` and `l` are where the swap left them: both are looked in.
   const temps = [l.outside, l.scope, l.copies, `${l.scope}/d`, `${l.scope}/l`]
-    .flatMap((dir) => exists(dir) && Deno.statSync(dir).isDirectory ? listNames(dir) : [])
+    .flatMap((dir) => pathExists(dir) && Deno.statSync(dir).isDirectory ? listNames(dir) : [])
     .filter((name) => name.includes(".tmp"));
   escapes["temp files"] = temps.length;
   return escapes;

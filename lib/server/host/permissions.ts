@@ -262,3 +262,25 @@ export function mayRead(path: string): boolean {
   return grantedEverywhere("read") ||
     Deno.permissions.querySync({ name: "read", path }).state === "granted";
 }
+
+/**
+ * The warning for a server whose file requests are scoped by `--allow-read`
+ * or `--allow-write` but which cannot open files on checked descriptors
+ * (no `--allow-ffi`): Deno opens by path only, so between the permission
+ * check and the use a local process with write access inside the scope can
+ * swap a link in (README, threat model). `undefined` when the scope is
+ * race-free: either unscoped or resolved on descriptors.
+ *
+ * @example A server with every permission needs no warning
+ * ```ts
+ * import { scopeRaceWarning } from "./permissions.ts";
+ * console.log(scopeRaceWarning()); // undefined under `deno test --allow-all`
+ * ```
+ */
+export function scopeRaceWarning(): string | undefined {
+  if (grantedEverywhere("read") && grantedEverywhere("write")) return undefined;
+  if (grantedEverywhere("ffi")) return undefined;
+  return "file requests are scoped by --allow-read/--allow-write without --allow-ffi: " +
+    "checks and uses are two path lookups, so a process that can write inside the scope " +
+    "can race a symlink in; add --allow-ffi to resolve them on directory descriptors";
+}

@@ -41,14 +41,18 @@ export const WATCHDOG_SCAN_MS = 1000;
 /** How soon orphans are looked for after a leader ended or was terminated, in ms. */
 export const WATCHDOG_SOON_MS = 100;
 
+/** Most characters queued for a watchdog that does not read. */
+export const MAX_PENDING_CHARS = 1 << 20;
+
 const EPIPE = 32;
 
 /**
- * The watchdog's program. `alive PID START` tells whether the process still
- * has that starttime (reads with builtins only); the list is `pid:start`
- * words, pruned of ended processes once it doubled.
+ * The watchdog's program (`sh -c`), reading `pid starttime` lines on its
+ * stdin. `alive PID START` tells whether the process still has that
+ * starttime (reads with builtins only); the list is `pid:start` words,
+ * pruned of ended processes once it doubled.
  */
-const SCRIPT = `trap '' INT TERM HUP QUIT TSTP TTIN TTOU
+export const WATCHDOG_SCRIPT = `trap '' INT TERM HUP QUIT TSTP TTIN TTOU
 alive() {
   w=$2
   { read -r s < "/proc/$1/stat"; } 2>/dev/null || return 1
@@ -131,7 +135,7 @@ function start(): Watchdog | undefined {
     // A stopped watchdog must not block the server: unwritten lines wait in `pending`.
     lib.fcntl(writeEnd, C.F_SETFL, C.O_NONBLOCK);
     const devNull = { open: cString("/dev/null"), flags: C.O_RDWR };
-    const pid = spawnInNewSession("/bin/sh", [WATCHDOG_ARG0, "-c", SCRIPT], [], "/", [
+    const pid = spawnInNewSession("/bin/sh", [WATCHDOG_ARG0, "-c", WATCHDOG_SCRIPT], [], "/", [
       { dup: readEnd },
       devNull,
       { dup: 1 },
@@ -157,6 +161,8 @@ function forget(watchdog: Watchdog): void {
 
 function send(line: string): void {
   if (dog === undefined) return;
+  // A watchdog that does not read (stopped) cannot act either: stop queueing for it.
+  if (pending.length + line.length > MAX_PENDING_CHARS) return;
   pending += line;
   const bytes = encoder.encode(pending);
   const written = Number(libc().write(dog.fd, bytes, BigInt(bytes.length)));
@@ -240,6 +246,8 @@ function scanOrphans(): void {
     seen.add(key);
     if (!told.has(key)) send(`${pid} ${stat.starttime}\n`);
   }
+  // A watchdog found dead meanwhile is replaced, and its successor told everything.
+  if (dog === undefined) return;
   told = seen;
   if (seen.size > 0 || leaderPids().length > 0) schedule();
 }

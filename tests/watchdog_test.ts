@@ -1,0 +1,102 @@
+/**
+ * The watchdog's program on its own (`lib/server/host/watchdog.ts`): what
+ * it ends when its input ends without `bye`, and what it never touches.
+ *
+ * Every process started here is killed by pid at the end of each test.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { WATCHDOG_SCRIPT } from "../lib/server/host/watchdog.ts";
+import { eventually } from "./helpers/server_harness.ts";
+import { descendants, procStat } from "./helpers/reliability_proc.ts";
+
+/** A `sh` that runs a `sleep` in the background and waits: a tree of two. */
+function startTree(): Deno.ChildProcess {
+  return new Deno.Command("/bin/sh", {
+    args: ["-c", "sleep 300 & wait"],
+    stdin: "null",
+    stdout: "null",
+  }).spawn();
+}
+
+function alive(pid: number): boolean {
+  const state = procStat(pid)?.state;
+  return state !== undefined && state !== "Z" && state !== "X";
+}
+
+/** Runs the watchdog program, writes `input` to it and closes its stdin; resolves when it exited. */
+async function runWatchdog(input: string): Promise<Deno.CommandStatus> {
+  const watchdog = new Deno.Command("/bin/sh", {
+    args: ["-c", WATCHDOG_SCRIPT],
+    stdin: "piped",
+    stdout: "null",
+    stderr: "null",
+  }).spawn();
+  const writer = watchdog.stdin.getWriter();
+  await writer.write(new TextEncoder().encode(input));
+  await writer.close();
+  return await watchdog.status;
+}
+
+type Trees = [Deno.ChildProcess, Deno.ChildProcess, Deno.ChildProcess];
+
+/** Runs `fn` with three fresh trees, then kills whatever is left of them. */
+async function withTrees(fn: (trees: Trees) => Promise<void>): Promise<void> {
+  const trees: Trees = [startTree(), startTree(), startTree()];
+  try {
+    assert.ok(await eventually(() => trees.every((t) => descendants(t.pid).length === 1)));
+    await fn(trees);
+  } finally {
+    for (const tree of trees) {
+      for (const p of descendants(tree.pid)) {
+        try {
+          Deno.kill(p.pid, "SIGKILL");
+        } catch {
+          // Already gone.
+        }
+      }
+      try {
+        tree.kill("SIGKILL");
+      } catch {
+        // Already gone.
+      }
+      await tree.status;
+    }
+  }
+}
+
+Deno.test("the watchdog ends a recorded tree when its input ends without bye, and only that", async () => {
+  await withTrees(async ([told, wrongStart, untold]) => {
+    const start = procStat(told.pid)!.start;
+    const kids = descendants(told.pid).map((p) => p.pid);
+    const status = await runWatchdog(
+      `${told.pid} ${start}\n${wrongStart.pid} ${procStat(wrongStart.pid)!.start + 1}\n`,
+    );
+    assert.equal(status.code, 0);
+    assert.equal((await told.status).signal, "SIGKILL", "the recorded leader lives on");
+    assert.ok(await eventually(() => kids.every((pid) => !alive(pid))), "its child lives on");
+    assert.ok(alive(wrongStart.pid), "a process whose starttime differs was killed");
+    assert.equal(descendants(wrongStart.pid).length, 1);
+    assert.ok(alive(untold.pid), "a process it was not told about was killed");
+    assert.equal(descendants(untold.pid).length, 1);
+  });
+});
+
+Deno.test("the watchdog signals nothing after bye", async () => {
+  await withTrees(async ([tree]) => {
+    const status = await runWatchdog(`${tree.pid} ${procStat(tree.pid)!.start}\nbye\n`);
+    assert.equal(status.code, 0);
+    assert.ok(alive(tree.pid), "the tree was killed after bye");
+    assert.equal(descendants(tree.pid).length, 1);
+  });
+});
+
+Deno.test("the watchdog ignores malformed lines", async () => {
+  await withTrees(async ([tree]) => {
+    const status = await runWatchdog(`${tree.pid}\n-${tree.pid} 1\n${tree.pid}:1 x\n*\n`);
+    assert.equal(status.code, 0);
+    assert.ok(alive(tree.pid), "a malformed line killed a process");
+  });
+});
