@@ -1,6 +1,8 @@
 import assert from "node:assert/strict";
 import { handshake, ServerProcess } from "./helpers/server_harness.ts";
 import { websocketConnTransport } from "../lib/server/listen/websocket_conn.ts";
+import type { Transport } from "../lib/rpc/transport.ts";
+import { encodeFrame } from "./helpers/reliability_server.ts";
 
 // The server's text frames carry their JSON encoded straight into the frame for ASCII text, and
 // encoded then framed otherwise; both, at each of the three frame-length forms (7-bit, 16-bit
@@ -39,35 +41,18 @@ Deno.test("WebSocket replies arrive whole for ASCII and non-ASCII text of every 
   }
 });
 
-/** A masked client frame of `payload` (random mask unless one is given). */
-function clientFrame(
-  opcode: number,
-  payload: Uint8Array,
-  fin = true,
-  mask = crypto.getRandomValues(new Uint8Array(4)),
-): Uint8Array {
-  const extra = payload.length < 126 ? 0 : payload.length < 65536 ? 2 : 8;
-  const frame = new Uint8Array(2 + extra + 4 + payload.length);
-  frame[0] = (fin ? 0x80 : 0) | opcode;
-  if (extra === 0) frame[1] = 0x80 | payload.length;
-  else if (extra === 2) {
-    frame[1] = 0x80 | 126;
-    new DataView(frame.buffer).setUint16(2, payload.length);
-  } else {
-    frame[1] = 0x80 | 127;
-    new DataView(frame.buffer).setBigUint64(2, BigInt(payload.length));
-  }
-  frame.set(mask, 2 + extra);
-  for (let i = 0; i < payload.length; i++) frame[6 + extra + i] = payload[i]! ^ mask[i & 3]!;
-  return frame;
-}
-
-Deno.test("WebSocket frames are unmasked whole, fragmented and at every buffer alignment", async () => {
+/** A server-side WebSocket transport on one end of a loopback TCP pair, and the other end. */
+async function transportPair(): Promise<{ client: Deno.Conn; transport: Transport }> {
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const client = await Deno.connect({ hostname: "127.0.0.1", port: listener.addr.port });
   const server = await listener.accept();
   listener.close();
   const transport = websocketConnTransport(server, { label: "test", maxMessageBytes: 1 << 20 });
+  return { client, transport };
+}
+
+Deno.test("WebSocket frames are unmasked whole, fragmented and at every buffer alignment", async () => {
+  const { client, transport } = await transportPair();
   const reader = transport.readable.getReader();
   try {
     const texts: string[] = [];
@@ -79,18 +64,18 @@ Deno.test("WebSocket frames are unmasked whole, fragmented and at every buffer a
         "",
       );
       texts.push(text);
-      frames.push(clientFrame(0x1, new TextEncoder().encode(text)));
+      frames.push(encodeFrame(0x1, new TextEncoder().encode(text), true));
     }
     // The all-zero mask (which leaves the payload as it is).
     texts.push("zero mask ".repeat(10));
-    frames.push(clientFrame(0x1, new TextEncoder().encode(texts.at(-1)!), true, new Uint8Array(4)));
+    frames.push(encodeFrame(0x1, new TextEncoder().encode(texts.at(-1)!), true, new Uint8Array(4)));
     // One message in three fragments of odd sizes.
     const fragmented = "fragmented-".repeat(3000);
     const bytes = new TextEncoder().encode(fragmented);
     texts.push(fragmented);
-    frames.push(clientFrame(0x1, bytes.subarray(0, 333), false));
-    frames.push(clientFrame(0x0, bytes.subarray(333, 20_001), false));
-    frames.push(clientFrame(0x0, bytes.subarray(20_001), true));
+    frames.push(encodeFrame(0x1, bytes.subarray(0, 333), false));
+    frames.push(encodeFrame(0x0, bytes.subarray(333, 20_001), false));
+    frames.push(encodeFrame(0x0, bytes.subarray(20_001), true));
     const writing = (async () => {
       for (const frame of frames) {
         let written = 0;
@@ -110,29 +95,30 @@ Deno.test("WebSocket frames are unmasked whole, fragmented and at every buffer a
 });
 
 Deno.test("WebSocket text sent with U+FFFD arrives as sent; a binary message of invalid UTF-8 is a fault; invalid UTF-8 text closes with 1007", async () => {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const client = await Deno.connect({ hostname: "127.0.0.1", port: listener.addr.port });
-  const server = await listener.accept();
-  listener.close();
-  const transport = websocketConnTransport(server, { label: "test", maxMessageBytes: 1 << 20 });
+  const { client, transport } = await transportPair();
   const reader = transport.readable.getReader();
   try {
     const replacement = `{"text":"${"\uFFFD".repeat(3)}${"x".repeat(6000)}"}`;
     const invalid = new Uint8Array([0x7b, 0xff, 0xfe, 0x7d]);
     for (
       const frame of [
-        clientFrame(0x1, new TextEncoder().encode(replacement)),
-        clientFrame(0x2, invalid),
-        clientFrame(0x1, invalid),
+        encodeFrame(0x1, new TextEncoder().encode(replacement), true),
+        encodeFrame(0x2, invalid, true),
+        encodeFrame(0x1, invalid, true),
       ]
     ) await client.write(frame);
     assert.equal((await reader.read()).value, replacement);
     assert.deepEqual((await reader.read()).value, { fault: "invalid UTF-8 in binary message" });
     assert.equal((await reader.read()).done, true);
+    // A close frame with status 1007 (read until its first four bytes are in).
     const close = new Uint8Array(64);
-    const n = await client.read(close);
-    // A close frame with status 1007.
-    assert.deepEqual([...close.subarray(0, Math.min(n ?? 0, 4))], [0x88, close[1], 0x03, 0xef]);
+    let got = 0;
+    while (got < 4) {
+      const n = await client.read(close.subarray(got));
+      if (n === null) break;
+      got += n;
+    }
+    assert.deepEqual([...close.subarray(0, Math.min(got, 4))], [0x88, close[1], 0x03, 0xef]);
   } finally {
     reader.releaseLock();
     transport.close();

@@ -201,8 +201,20 @@ export class RawWebSocket implements AsyncDisposable {
   }
 }
 
-function encodeFrame(opcode: number, payload: Uint8Array, fin: boolean): Uint8Array {
-  const mask = crypto.getRandomValues(new Uint8Array(4));
+/**
+ * A masked client frame of `payload` (a random mask unless one is given).
+ *
+ * @param opcode The frame's opcode.
+ * @param payload The unmasked payload.
+ * @param fin Whether the frame ends its message.
+ * @param mask The masking key.
+ */
+export function encodeFrame(
+  opcode: number,
+  payload: Uint8Array,
+  fin: boolean,
+  mask: Uint8Array = crypto.getRandomValues(new Uint8Array(4)),
+): Uint8Array {
   const extra = payload.length < 126 ? 0 : payload.length < 65536 ? 2 : 8;
   const frame = new Uint8Array(2 + extra + 4 + payload.length);
   frame[0] = (fin ? 0x80 : 0) | opcode;

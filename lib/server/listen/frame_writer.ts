@@ -9,8 +9,11 @@
 import type { OutboundText } from "../../rpc/transport.ts";
 import { writeAll } from "./http_head.ts";
 
-/** A batch for a lone small frame on an idle connection starts this large. */
-const SMALL_BATCH_BYTES = 16 * 1024;
+/**
+ * A batch for a lone small frame on an idle connection starts this large (one
+ * page: most answers fit); each connection keeps its one for reuse.
+ */
+const SMALL_BATCH_BYTES = 4 * 1024;
 
 /**
  * Frames are appended to one batch (one socket write) until it holds this
@@ -77,6 +80,8 @@ export class FrameWriter {
   #used = 0;
   /** Written batches of {@linkcode BATCH_BYTES}, for reuse. */
   #spare: Uint8Array[] = [];
+  /** The written small batch, for reuse. */
+  #small: Uint8Array | undefined;
   /** Bytes queued, including the batch being written. */
   #queued = 0;
   #writing: Promise<void> | undefined;
@@ -151,6 +156,7 @@ export class FrameWriter {
     this.#current = undefined;
     this.#used = 0;
     this.#spare = [];
+    this.#small = undefined;
     this.#queued = 0;
     for (const wake of this.#roomWaiters.splice(0)) wake();
   }
@@ -160,10 +166,12 @@ export class FrameWriter {
     const current = this.#current;
     if (current !== undefined && this.#used + size <= current.length) return current;
     if (current !== undefined) this.#seal();
-    const buffer = size > BATCH_BYTES ? new Uint8Array(size) : this.#spare.pop() ??
-      new Uint8Array(
-        size <= SMALL_BATCH_BYTES && this.#queued === 0 ? SMALL_BATCH_BYTES : BATCH_BYTES,
-      );
+    let buffer: Uint8Array;
+    if (size > BATCH_BYTES) buffer = new Uint8Array(size);
+    else if (size <= SMALL_BATCH_BYTES && this.#queued === 0 && this.#spare.length === 0) {
+      buffer = this.#small ?? new Uint8Array(SMALL_BATCH_BYTES);
+      this.#small = undefined;
+    } else buffer = this.#spare.pop() ?? new Uint8Array(BATCH_BYTES);
     this.#current = buffer;
     this.#used = 0;
     return buffer;
@@ -198,7 +206,7 @@ export class FrameWriter {
         const buffer = batch.buffer as ArrayBuffer;
         if (buffer.byteLength === BATCH_BYTES && this.#spare.length < SPARE_BATCHES) {
           this.#spare.push(new Uint8Array(buffer));
-        }
+        } else if (buffer.byteLength === SMALL_BATCH_BYTES) this.#small = new Uint8Array(buffer);
         if (this.#queued <= this.#highWater) {
           for (const wake of this.#roomWaiters.splice(0)) wake();
         }

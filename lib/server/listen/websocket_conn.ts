@@ -1,8 +1,9 @@
 /**
  * The server side of RFC 6455 on a raw connection: the `101` handshake and a
- * {@linkcode Transport} that reads frames only when the connection asks for
- * the next message, so a peer that sends faster than it is served is held
- * back by TCP instead of by the server's memory.
+ * {@linkcode Transport} that reads from the socket only when the connection
+ * asks for the next message (decoding together the frames already in its
+ * read buffer of at most 64 KiB), so a peer that sends faster than it is
+ * served is held back by TCP instead of by the server's memory.
  *
  * Text and binary messages are both accepted (binary payloads are read as
  * UTF-8, as the reference does); fragments are reassembled; pings are

@@ -99,8 +99,10 @@ export function grantExtensions(requested: readonly string[]): ExtensionName[] {
   return supportedExtensions().filter((name) => requested.includes(name));
 }
 
-/** Builds a fresh `environmentInfo` (cheap: a few env reads and one passwd read). */
-export function environmentInfo(): EnvironmentInfo {
+/** What the server's environment says: read once (the server changes neither its environment nor its directory). */
+let described: Omit<EnvironmentInfo, "capabilities"> | undefined;
+
+function describeEnvironment(): Omit<EnvironmentInfo, "capabilities"> {
   const tmpdir = serverEnv("TMPDIR");
   let cwd: string | undefined;
   try {
@@ -118,6 +120,21 @@ export function environmentInfo(): EnvironmentInfo {
     prependPathDirs: [],
     temporaryDirectories: trimmedTmp ? [safeUri(trimmedTmp, "/tmp")] : [],
     tempDir: safeUri(trimmedTmp, "/tmp"),
+  };
+}
+
+/**
+ * Builds a fresh `environmentInfo`. The environment's part (shell, directories, OS) is read on
+ * the first call (a passwd read and a few env reads, about 0.1 ms: each `initialize` paid it);
+ * the capabilities are asked each time, since the sandbox probe can change them.
+ */
+export function environmentInfo(): EnvironmentInfo {
+  described ??= describeEnvironment();
+  return {
+    ...described,
+    shell: { ...described.shell },
+    prependPathDirs: [...described.prependPathDirs],
+    temporaryDirectories: [...described.temporaryDirectories],
     capabilities: capabilities(),
   };
 }
