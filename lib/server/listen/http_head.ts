@@ -38,6 +38,9 @@ function headEnd(bytes: Uint8Array, from: number): number {
   return -1;
 }
 
+/** Shared by every connection (building a `TextDecoder` costs more than a head's decoding). */
+const HEAD_DECODER = new TextDecoder("utf-8", { fatal: true });
+
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
 /** Parses the text of a head (without the final blank line). */
@@ -91,7 +94,7 @@ export async function readRequestHead(conn: Deno.Conn): Promise<RequestHead | He
       if (end > MAX_HEAD_BYTES) return "too-large";
       let text: string;
       try {
-        text = new TextDecoder("utf-8", { fatal: true }).decode(buffer.subarray(0, end));
+        text = HEAD_DECODER.decode(buffer.subarray(0, end));
       } catch {
         return "malformed";
       }
