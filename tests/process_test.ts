@@ -756,3 +756,41 @@ Deno.test("process output bytes pass through unmodified, and any string is a pro
   });
   assert.equal(error.message, "invalid type: number, expected a string");
 });
+
+Deno.test("a fresh server's first pipe process/start keeps stdin writes sent with it in order and reports its output and exit", async () => {
+  // A server process of its own: its first pipe start answers before the pipes' sockets exist.
+  await using server = await startStdio();
+  const client = server.stdio!;
+  await handshake(client);
+  const ids = [nextRequestId(), nextRequestId(), nextRequestId()];
+  // Sent together, without waiting for the start's answer.
+  await client.send({
+    id: ids[0],
+    method: "process/start",
+    params: startParams("cat", ["/bin/cat"], { pipeStdin: true }),
+  });
+  await client.send({
+    id: ids[1],
+    method: "process/write",
+    params: { processId: "cat", chunk: btoa("one\n"), writeId: "w1" },
+  });
+  await client.send({
+    id: ids[2],
+    method: "process/write",
+    params: { processId: "cat", chunk: btoa("two\n"), writeId: "w2" },
+  });
+  for (const id of ids) {
+    assert.equal((await client.log.response(id)).error, undefined, `request ${id}`);
+  }
+  await client.log.waitUntil(
+    () => client.log.outputText("cat") === "one\ntwo\n",
+    "one, two echoed",
+  );
+  await call(client, "process/terminate", { processId: "cat" });
+  await start(client, "sh", sh("echo out; echo err >&2; exit 3"));
+  const events = await client.log.processClosed("sh");
+  assert.equal(client.log.outputText("sh"), "out\n");
+  assert.equal(client.log.outputText("sh", "stderr"), "err\n");
+  const exited = events.find((m) => m.method === "process/exited")?.params as { exitCode?: number };
+  assert.equal(exited.exitCode, 3);
+});

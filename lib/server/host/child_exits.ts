@@ -12,7 +12,7 @@
  * @module
  */
 
-import { C, errno, libc } from "./libc.ts";
+import { C, errno, spawnLibc } from "./libc.ts";
 
 /** How a watched child ended: its exit code, or the number of the signal that ended it. */
 export interface ChildExit {
@@ -63,7 +63,7 @@ function collect(): void {
 
 function collectOne(pid: number): void {
   if (!watched.has(pid)) return;
-  const lib = libc();
+  const lib = spawnLibc();
   let rc = lib.waitpid(pid, status, C.WNOHANG);
   while (rc < 0 && errno() === C.EINTR) rc = lib.waitpid(pid, status, C.WNOHANG);
   if (rc === 0) return;

@@ -12,15 +12,13 @@
  * @module
  */
 
-/** Symbols bound from libc; `poll` runs on Deno's blocking thread pool. */
-export const LIBC_SYMBOLS = {
-  posix_openpt: { parameters: ["i32"], result: "i32" },
-  grantpt: { parameters: ["i32"], result: "i32" },
-  unlockpt: { parameters: ["i32"], result: "i32" },
-  ptsname_r: { parameters: ["i32", "buffer", "usize"], result: "i32" },
-  // Variadic in C; on the Linux x86_64 and aarch64 ABIs a pointer third argument is passed the
-  // same way as in a non-variadic call.
-  ioctl: { parameters: ["i32", "u64", "buffer"], result: "i32" },
+/**
+ * What a pipe process's spawn, its pipes and its exit need, bound on their own: each bound
+ * symbol costs about 0.3-0.4 ms (Deno compiles a fast-call trampoline for it), which the first
+ * `process/start` answer should not pay for the pty and I/O calls of {@linkcode LIBC_SYMBOLS}.
+ * `sigemptyset` and `sigfillset` are done in JS ({@linkcode spawnInNewSession}).
+ */
+export const SPAWN_SYMBOLS = {
   posix_spawn: {
     parameters: ["buffer", "buffer", "buffer", "buffer", "buffer", "buffer"],
     result: "i32",
@@ -43,28 +41,40 @@ export const LIBC_SYMBOLS = {
   posix_spawnattr_setflags: { parameters: ["buffer", "i16"], result: "i32" },
   posix_spawnattr_setsigmask: { parameters: ["buffer", "buffer"], result: "i32" },
   posix_spawnattr_setsigdefault: { parameters: ["buffer", "buffer"], result: "i32" },
-  sigemptyset: { parameters: ["buffer"], result: "i32" },
-  sigfillset: { parameters: ["buffer"], result: "i32" },
+  pipe2: { parameters: ["buffer", "i32"], result: "i32" },
+  close: { parameters: ["i32"], result: "i32" },
+  // Variadic in C; on the Linux x86_64 and aarch64 ABIs a pointer third argument is passed the
+  // same way as in a non-variadic call.
+  ioctl: { parameters: ["i32", "u64", "buffer"], result: "i32" },
+  waitpid: { parameters: ["i32", "buffer", "i32"], result: "i32" },
+  __errno_location: { parameters: [], result: "pointer" },
+} as const;
+
+/** The rest of what is bound from libc (ptys, non-blocking I/O); `poll` runs on Deno's blocking thread pool. */
+export const LIBC_SYMBOLS = {
+  posix_openpt: { parameters: ["i32"], result: "i32" },
+  grantpt: { parameters: ["i32"], result: "i32" },
+  unlockpt: { parameters: ["i32"], result: "i32" },
+  ptsname_r: { parameters: ["i32", "buffer", "usize"], result: "i32" },
   read: { parameters: ["i32", "buffer", "usize"], result: "isize" },
   write: { parameters: ["i32", "buffer", "usize"], result: "isize" },
-  pipe2: { parameters: ["buffer", "i32"], result: "i32" },
   // Variadic in C; an int third argument is passed as in a non-variadic call.
   fcntl: { parameters: ["i32", "i32", "i32"], result: "i32" },
-  close: { parameters: ["i32"], result: "i32" },
   poll: { parameters: ["buffer", "u64", "i32"], result: "i32", nonblocking: true },
   eventfd: { parameters: ["u32", "i32"], result: "i32" },
   pidfd_open: { parameters: ["i32", "u32"], result: "i32", optional: true },
-  waitpid: { parameters: ["i32", "buffer", "i32"], result: "i32" },
   kill: { parameters: ["i32", "i32"], result: "i32" },
   access: { parameters: ["buffer", "i32"], result: "i32" },
   stat: { parameters: ["buffer", "buffer"], result: "i32", optional: true },
   getenv: { parameters: ["buffer"], result: "pointer" },
   strerror: { parameters: ["i32"], result: "pointer" },
-  __errno_location: { parameters: [], result: "pointer" },
 } as const;
 
-/** The bound libc functions. */
-export type Libc = Deno.DynamicLibrary<typeof LIBC_SYMBOLS>["symbols"];
+/** The bound spawn, pipe and exit functions ({@linkcode SPAWN_SYMBOLS}). */
+export type SpawnLibc = Deno.DynamicLibrary<typeof SPAWN_SYMBOLS>["symbols"];
+
+/** The bound libc functions: both tables. */
+export type Libc = SpawnLibc & Deno.DynamicLibrary<typeof LIBC_SYMBOLS>["symbols"];
 
 /** Linux constants (identical on x86_64 and aarch64). */
 export const C = {
@@ -136,25 +146,37 @@ export const SIGNALS: Readonly<Record<string, number>> = {
   SIGSYS: 31,
 };
 
-let library: Deno.DynamicLibrary<typeof LIBC_SYMBOLS> | null = null;
+let spawnLibrary: SpawnLibc | null = null;
+let library: Libc | null = null;
 let loadFailed = false;
 
 /**
- * Returns the bound libc functions, opening `libc.so.6` on first use.
+ * Returns the spawn, pipe and exit functions, opening `libc.so.6` with only
+ * {@linkcode SPAWN_SYMBOLS} on first use.
+ *
+ * Throws if the library cannot be opened (no FFI permission, not glibc).
+ */
+export function spawnLibc(): SpawnLibc {
+  spawnLibrary ??= Deno.dlopen("libc.so.6", SPAWN_SYMBOLS).symbols;
+  return spawnLibrary;
+}
+
+/**
+ * Returns all the bound libc functions, opening `libc.so.6` on first use.
  *
  * Throws if the library cannot be opened (no FFI permission, not glibc).
  */
 export function libc(): Libc {
-  if (library === null) library = Deno.dlopen("libc.so.6", LIBC_SYMBOLS);
-  return library.symbols;
+  library ??= { ...spawnLibc(), ...Deno.dlopen("libc.so.6", LIBC_SYMBOLS).symbols };
+  return library;
 }
 
-/** Returns whether `libc.so.6` can be opened; never throws. */
+/** Returns whether `libc.so.6` can be opened (binding only {@linkcode SPAWN_SYMBOLS}); never throws. */
 export function libcAvailable(): boolean {
-  if (library !== null) return true;
+  if (spawnLibrary !== null) return true;
   if (loadFailed) return false;
   try {
-    libc();
+    spawnLibc();
     return true;
   } catch {
     loadFailed = true;
@@ -169,7 +191,7 @@ export function libcLoadFailed(): boolean {
 
 /** Returns the calling thread's `errno`; call it right after the failing call. */
 export function errno(): number {
-  const ptr = libc().__errno_location();
+  const ptr = spawnLibc().__errno_location();
   return ptr === null ? 0 : new Deno.UnsafePointerView(ptr).getInt32();
 }
 
@@ -270,14 +292,12 @@ export function spawnInNewSession(
   cwd: string,
   stdio: readonly [SpawnStdio, SpawnStdio, SpawnStdio],
 ): number {
-  const lib = libc();
+  const lib = spawnLibc();
   // Generous sizes: glibc's posix_spawn_file_actions_t is 80 bytes, posix_spawnattr_t 336.
   const actions = new Uint8Array(256);
   const attr = new Uint8Array(512);
-  const emptySet = new Uint8Array(128);
-  const fullSet = new Uint8Array(128);
-  lib.sigemptyset(emptySet);
-  lib.sigfillset(fullSet);
+  const emptySet = new Uint8Array(SIGSET_BYTES);
+  const fullSet = filledSignalSet();
   lib.posix_spawn_file_actions_init(actions);
   lib.posix_spawnattr_init(attr);
   try {
@@ -313,6 +333,20 @@ export function spawnInNewSession(
     lib.posix_spawn_file_actions_destroy(actions);
     lib.posix_spawnattr_destroy(attr);
   }
+}
+
+/** Size of glibc's `sigset_t` (1024 bits). */
+const SIGSET_BYTES = 128;
+
+/**
+ * What glibc's `sigfillset` makes: signals 1 to 64 (the first 8 bytes; the rest stays zero),
+ * except the two the C library keeps for its threads (32 and 33, `SIGCANCEL` and `SIGSETXID`).
+ * Signal `n` is bit `n - 1` of the little-endian words.
+ */
+function filledSignalSet(): Uint8Array<ArrayBuffer> {
+  const set = new Uint8Array(SIGSET_BYTES).fill(0xff, 0, 8);
+  for (const signal of [32, 33]) set[(signal - 1) >> 3]! &= ~(1 << ((signal - 1) & 7));
+  return set;
 }
 
 function keepAlive(..._values: unknown[]): void {}

@@ -26,9 +26,9 @@ import {
   C,
   cString,
   errno,
-  libc,
   libcAvailable,
   spawnInNewSession,
+  spawnLibc,
   type SpawnStdio,
 } from "../host/libc.ts";
 import { osErrorName } from "../host/os_errors.ts";
@@ -44,18 +44,35 @@ const DEV_NULL = cString("/dev/null");
 type ChildProcessModule = typeof import("node:child_process");
 type NetModule = typeof import("node:net");
 let childProcess: ChildProcessModule | undefined;
+/** Set once FFI spawning was found available. */
+let posix = false;
 let net: NetModule | undefined;
+let netLoad: Promise<NetModule> | undefined;
 
 /**
- * Loads the Node modules {@linkcode startPipe} needs (`node:net`, or
- * `node:child_process` without FFI). Node compatibility costs about 10 ms
- * of start-up, which a server that never starts a pipe process (or has not
+ * Loads `node:net` (the pipes' sockets) once; the first spawn does not wait
+ * for it (see {@linkcode spawnPosix}).
+ */
+function loadNet(): Promise<NetModule> {
+  return netLoad ??= import("node:net").then((module) => net = module);
+}
+
+/** Resolves on a later turn of the event loop than the current one (a timer's). */
+function afterThisTurn(): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, 0));
+}
+
+/**
+ * Prepares what {@linkcode startPipe} needs: with FFI, only the spawn's libc
+ * bindings (`node:net`, for the pipes, loads after the first spawn's answer);
+ * without it `node:child_process`. Node compatibility costs tens of ms of
+ * start-up, which a server that never starts a pipe process (or has not
  * yet) should not pay before its first `initialize` answer.
  */
 export async function loadChildProcess(): Promise<void> {
   // The FFI grant is checked first: opening libc without it could prompt.
-  if (Deno.build.os === "linux" && grantedEverywhere("ffi") && libcAvailable()) {
-    net ??= await import("node:net");
+  if (posix || (Deno.build.os === "linux" && grantedEverywhere("ffi") && libcAvailable())) {
+    posix = true;
   } else {
     childProcess ??= await import("node:child_process");
   }
@@ -96,7 +113,7 @@ export function startPipe(
   options: PipeOptions,
 ): Backend | Promise<never> {
   if (!hasExecutableFormat(program)) throw spawnErrorFromErrno("ENOEXEC");
-  if (net !== undefined) return spawnPosix(events, net, program, argv, options);
+  if (posix) return spawnPosix(events, program, argv, options);
   if (childProcess === undefined) throw internalError("node:child_process is not loaded");
   const child = childProcess.spawn(program, argv.slice(1), {
     cwd: options.cwd,
@@ -114,23 +131,28 @@ export function startPipe(
     });
   }
   child.on("error", () => {});
+  child.stdin?.on("error", () => {});
   child.on("exit", (code, signal) => events.exit(code ?? signalExitCode(signal), signal ?? null));
   readOutput(events, "stdout", child.stdout!);
   readOutput(events, "stderr", child.stderr!);
-  return pipeBackend(child.pid, child.stdin);
+  return pipeBackend(child.pid, child.stdin !== null, () => child.stdin);
 }
 
-/** Spawns with `posix_spawn`: pipes made here, the child's ends closed once it has them. */
+/**
+ * Spawns with `posix_spawn`: pipes made here, the child's ends closed once it
+ * has them. Their sockets are made once `node:net` is loaded: on the first
+ * spawn that is after the answer (until then the child's output waits in the
+ * pipes, its exit for them, and stdin writes for the socket).
+ */
 function spawnPosix(
   events: BackendEvents,
-  net: NetModule,
   program: string,
   argv: string[],
   options: PipeOptions,
 ): Backend {
   // FFI spawns bypass Deno's checks: the run permission covers what is executed.
   requireRun(program);
-  const lib = libc();
+  const lib = spawnLibc();
   const opened: number[] = [];
   const pipe = (): [number, number] => {
     const fds = new Int32Array(2);
@@ -162,19 +184,33 @@ function spawnPosix(
   }
   // The child has its own copies now.
   for (const fd of [stdin?.[0], stdout[1], stderr[1]]) if (fd !== undefined) lib.close(fd);
-  const reader = (fd: number, name: "stdout" | "stderr") => {
-    const socket = new net.Socket({ fd, readable: true, writable: false });
-    return { fd, socket, merge: readOutput(events, name, socket) };
+  let readers: OutputReader[] = [];
+  let writer: Writable | null = null;
+  const attach = (net: NetModule): void => {
+    const reader = (fd: number, name: "stdout" | "stderr") => {
+      const socket = new net.Socket({ fd, readable: true, writable: false });
+      return { fd, socket, merge: readOutput(events, name, socket) };
+    };
+    readers = [reader(stdout[0], "stdout"), reader(stderr[0], "stderr")];
+    if (stdin === null) return;
+    writer = new net.Socket({ fd: stdin[1], readable: false, writable: true });
+    writer.on("error", () => {});
   };
-  const readers = [reader(stdout[0], "stdout"), reader(stderr[0], "stderr")];
+  // `node:net` evaluates synchronously inside `import()`: a turn later, the answer is out first.
+  const attached = net === undefined ? afterThisTurn().then(loadNet).then(attach) : undefined;
+  if (net !== undefined) attach(net);
   watchChildExit(pid, ({ code, signal }) => {
     const name = signal === null ? null : signalNameOf(signal);
-    afterDrained(readers, () => events.exit(code ?? signalExitCode(name), name));
+    const report = () =>
+      afterDrained(readers, () => events.exit(code ?? signalExitCode(name), name));
+    if (attached === undefined) report();
+    else attached.then(report);
   });
-  const writer = stdin === null
-    ? null
-    : new net.Socket({ fd: stdin[1], readable: false, writable: true });
-  return pipeBackend(pid, writer);
+  return pipeBackend(
+    pid,
+    stdin !== null,
+    () => attached === undefined ? writer : attached.then(() => writer),
+  );
 }
 
 /** Most event-loop turns an exit waits for the output its child left in the pipes. */
@@ -191,7 +227,7 @@ function afterDrained(readers: OutputReader[], done: () => void): void {
   const unread = ({ fd, socket, merge }: OutputReader): boolean => {
     if (socket.destroyed || socket.readableEnded || merge.congested) return false;
     count[0] = 0;
-    return libc().ioctl(fd, BigInt(C.FIONREAD), count) === 0 && count[0]! > 0;
+    return spawnLibc().ioctl(fd, BigInt(C.FIONREAD), count) === 0 && count[0]! > 0;
   };
   let turns = 0;
   const check = (): void => {
@@ -232,35 +268,52 @@ function readOutput(
   return merge;
 }
 
-/** The backend of a spawned child whose group `pid` leads (its output is read by {@linkcode readOutput}). */
-function pipeBackend(pid: number, stdin: Writable | null): Backend {
-  stdin?.on("error", () => {});
+/**
+ * The backend of a spawned child whose group `pid` leads (its output is read by {@linkcode readOutput}).
+ *
+ * @param hasStdin Whether the child has a stdin pipe.
+ * @param stdin Its writer, or the promise of it while the socket is not made yet (writes and
+ *   the close wait for it in order).
+ */
+function pipeBackend(
+  pid: number,
+  hasStdin: boolean,
+  stdin: () => Writable | null | Promise<Writable | null>,
+): Backend {
+  const withStdin = <T>(use: (stdin: Writable | null) => Promise<T>): Promise<T> => {
+    const ready = stdin();
+    return ready instanceof Promise ? ready.then(use) : use(ready);
+  };
   return {
     pid,
     tty: false,
-    stdin: stdin !== null,
-    write(bytes) {
-      return new Promise((resolve, reject) => {
-        if (!stdin || stdin.destroyed || stdin.writableEnded) {
-          reject(internalError("failed to write to process stdin"));
-          return;
-        }
-        stdin.write(
-          bytes,
-          (err) => (err ? reject(internalError("failed to write to process stdin")) : resolve()),
-        );
-      });
-    },
-    closeStdin() {
-      return new Promise((resolve) => {
-        if (!stdin || stdin.destroyed || stdin.writableEnded) resolve();
-        else stdin.end(() => resolve());
-      });
-    },
+    stdin: hasStdin,
+    write: (bytes) => withStdin((stdin) => writeStdin(stdin, bytes)),
+    closeStdin: () => withStdin(closeStdin),
     signal: (name) => signalGroup(pid, PROCESS_SIGNALS[name]),
     kill: (signal) => killGroup(pid, signal),
     resize() {
       throw invalidRequest("only tty processes can be resized");
     },
   };
+}
+
+function writeStdin(stdin: Writable | null, bytes: Uint8Array): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (!stdin || stdin.destroyed || stdin.writableEnded) {
+      reject(internalError("failed to write to process stdin"));
+      return;
+    }
+    stdin.write(
+      bytes,
+      (err) => (err ? reject(internalError("failed to write to process stdin")) : resolve()),
+    );
+  });
+}
+
+function closeStdin(stdin: Writable | null): Promise<void> {
+  return new Promise((resolve) => {
+    if (!stdin || stdin.destroyed || stdin.writableEnded) resolve();
+    else stdin.end(() => resolve());
+  });
 }
