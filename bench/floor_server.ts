@@ -7,7 +7,7 @@
  * text). Not a server: a measuring stick for what Deno itself costs on this machine.
  *
  * ```sh
- * deno task bench --server "deno run --allow-all bench/floor_server.ts" --only cold
+ * deno task bench --server "deno run --allow-all $PWD/bench/floor_server.ts" --only cold
  * ```
  *
  * @module

@@ -15,8 +15,8 @@ import { Connection, INBOUND_QUEUE_LIMIT } from "../lib/rpc/connection.ts";
 import { Semaphore } from "../lib/rpc/semaphore.ts";
 import type { Inbound, Transport } from "../lib/rpc/transport.ts";
 import { rssKib, sleep } from "./helpers/reliability_proc.ts";
-import { ServerProcess, type StdioClient } from "./helpers/server_harness.ts";
-import { type InProcessServer, inProcessSession } from "./helpers/in_process_server.ts";
+import { handshake, type ProtocolClient, ServerProcess } from "./helpers/server_harness.ts";
+import { InProcessServer } from "./helpers/in_process_server.ts";
 import { sh, startProcess } from "./helpers/rpc.ts";
 
 /** A transport whose peer offers `total` requests and never reads a reply. */
@@ -135,59 +135,63 @@ function paddedReads(chars: number): string[] {
 }
 
 /**
- * A stdio server at `--max-message-bytes 1000` (so 2 000 characters of requests may be held)
- * and `--concurrent-requests 64`, running process `held`, which prints once `dir/go` exists;
- * sent reads of it and then {@linkcode STATUS}, `chars` characters in all.
+ * A server (in this process) at `--max-message-bytes 1000` (so 2 000 characters of requests may
+ * be held) and `--concurrent-requests 64`, running process `held`, which prints once `dir/go`
+ * exists; its client has sent reads of it and then {@linkcode STATUS}, `chars` characters in all.
  */
 async function heldServer(
+  listen: "stdio" | "ws",
   dir: string,
   chars: number,
-): Promise<InProcessServer & { stdio: StdioClient }> {
-  const server = await inProcessSession({ maxMessageBytes: 1000, concurrentRequests: 64 });
-  await startProcess(
-    server.stdio,
-    "held",
-    sh(`until [ -e ${dir}/go ]; do sleep 0.05; done; echo out`),
-  );
-  for (const text of [...paddedReads(chars - STATUS.length), STATUS]) {
-    await server.stdio.sendRaw(text);
-  }
-  return server;
+): Promise<{ client: ProtocolClient } & AsyncDisposable> {
+  const options = { maxMessageBytes: 1000, concurrentRequests: 64 };
+  const server = listen === "stdio"
+    ? InProcessServer.stdio(options)
+    : await InProcessServer.websocket(options);
+  const client: ProtocolClient = server.stdio ?? await server.connect();
+  await handshake(client);
+  await startProcess(client, "held", sh(`until [ -e ${dir}/go ]; do sleep 0.05; done; echo out`));
+  for (const text of [...paddedReads(chars - STATUS.length), STATUS]) await client.sendRaw(text);
+  return {
+    client,
+    async [Symbol.asyncDispose]() {
+      if (!server.stdio) await client.close();
+      await server.stop();
+    },
+  };
 }
 
 /** Where the reply to `id` is in what the client received (-1: not yet). */
-function replyIndex(client: StdioClient, id: number): number {
+function replyIndex(client: ProtocolClient, id: number): number {
   return client.log.received.findIndex((r) => r.msg.id === id && !("method" in r.msg));
 }
 
-Deno.test("a server at --max-message-bytes 1000 admits a request that brings the held text to exactly 2000 characters", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "es-held-" });
-  try {
-    await using server = await heldServer(dir, 2000);
-    // Answered while all four reads still wait for output.
-    await server.stdio.log.waitUntil(() => replyIndex(server.stdio, 900) >= 0, "the status reply");
-    for (let id = 800; id < 804; id++) assert.equal(replyIndex(server.stdio, id), -1);
-    await Deno.writeTextFile(`${dir}/go`, "");
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-});
+for (const listen of ["stdio", "ws"] as const) {
+  Deno.test(`a ${listen} server at --max-message-bytes 1000 admits a request that brings the held text to exactly 2000 characters`, async () => {
+    const dir = await Deno.makeTempDir({ prefix: "es-held-" });
+    try {
+      await using held = await heldServer(listen, dir, 2000);
+      // Answered while all four reads still wait for output.
+      await held.client.log.waitUntil(() => replyIndex(held.client, 900) >= 0, "the status reply");
+      for (let id = 800; id < 804; id++) assert.equal(replyIndex(held.client, id), -1);
+      await Deno.writeTextFile(`${dir}/go`, "");
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  });
 
-Deno.test("a server at --max-message-bytes 1000 reads no request that would take the held text to 2001 characters until one is answered", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "es-held-" });
-  try {
-    await using server = await heldServer(dir, 2001);
-    // Time for a server without the bound to answer (it would fail the order below).
-    await sleep(300);
-    assert.equal(
-      replyIndex(server.stdio, 900),
-      -1,
-      "the status was answered while the reads held 2000",
-    );
-    await Deno.writeTextFile(`${dir}/go`, "");
-    await server.stdio.log.waitUntil(() => replyIndex(server.stdio, 900) >= 0, "the status reply");
-    assert.ok(replyIndex(server.stdio, 800) < replyIndex(server.stdio, 900));
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-});
+  Deno.test(`a ${listen} server at --max-message-bytes 1000 reads no request that would take the held text to 2001 characters until one is answered`, async () => {
+    const dir = await Deno.makeTempDir({ prefix: "es-held-" });
+    try {
+      await using held = await heldServer(listen, dir, 2001);
+      // Time for a server without the bound to answer (it would fail the order below).
+      await sleep(300);
+      assert.equal(replyIndex(held.client, 900), -1, "answered while the reads held 2000");
+      await Deno.writeTextFile(`${dir}/go`, "");
+      await held.client.log.waitUntil(() => replyIndex(held.client, 900) >= 0, "the status reply");
+      assert.ok(replyIndex(held.client, 800) < replyIndex(held.client, 900));
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  });
+}
