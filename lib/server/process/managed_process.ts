@@ -63,6 +63,8 @@ export class ManagedProcess implements BackendEvents {
   sandboxDenied = false;
   /** The client closed stdin (`closeStdin`): later writes get `stdinClosed`. */
   stdinClosed = false;
+  /** Bytes written by `process/write` that the child's pipe or terminal has not taken yet. */
+  queuedStdinBytes = 0;
   /** The spawned child; set right after the spawn. */
   backend!: Backend;
   /** What its orphans are recognised by (`host/spawn_mark.ts`); set with {@linkcode backend}. */

@@ -30,6 +30,14 @@ import { startTty } from "./tty.ts";
 /** Default time a closed process stays readable, in ms (the reference's ≈ 80 s). */
 export const DEFAULT_PROCESS_RETENTION_MS = 80_000;
 
+/**
+ * Most bytes a process may have queued for its stdin (written by
+ * `process/write`, not yet taken by the child's pipe or terminal). A write
+ * that takes the queue past it is answered once its chunk has reached the
+ * child, so a client waiting for answers cannot make the server hold more.
+ */
+export const MAX_QUEUED_STDIN_BYTES = 8 * 1024 * 1024;
+
 /** Options for {@linkcode ProcessTable}. */
 export interface ProcessTableOptions {
   /**
@@ -213,9 +221,13 @@ export class ProcessTable {
   /**
    * `process/write`: a repeated writeId is accepted without writing again.
    * With `closeStdin` (extension `processStdinClose`) the input ends after
-   * the chunk; later writes with new writeIds get `stdinClosed`.
+   * the chunk; later writes with new writeIds get `stdinClosed`. A write that
+   * takes the queued stdin past {@linkcode MAX_QUEUED_STDIN_BYTES} is answered
+   * once its chunk has reached the child (or the write failed).
    */
-  write(params: ParamsOf<"process/write">): ResultOf<"process/write"> {
+  write(
+    params: ParamsOf<"process/write">,
+  ): ResultOf<"process/write"> | Promise<ResultOf<"process/write">> {
     if (params.writeId === "") throw invalidParams("writeId must not be empty");
     const proc = this.#processes.get(params.processId);
     if (!proc) return { status: "unknownProcess" };
@@ -228,10 +240,19 @@ export class ProcessTable {
       throw internalError("failed to write to process stdin");
     }
     // Accepted means queued for the child, in request order; not consumed.
-    if (params.chunk.length > 0) proc.backend.write(params.chunk).catch(() => {});
+    let written: Promise<void> | undefined;
+    const size = params.chunk.length;
+    if (size > 0) {
+      proc.queuedStdinBytes += size;
+      const taken = () => void (proc.queuedStdinBytes -= size);
+      written = proc.backend.write(params.chunk).then(taken, taken);
+    }
     if (params.closeStdin === true && this.#extensions.has("processStdinClose")) {
       proc.stdinClosed = true;
       proc.backend.closeStdin().catch(() => {});
+    }
+    if (written !== undefined && proc.queuedStdinBytes > MAX_QUEUED_STDIN_BYTES) {
+      return written.then(() => ({ status: "accepted" }));
     }
     return { status: "accepted" };
   }
