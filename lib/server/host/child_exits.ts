@@ -12,7 +12,7 @@
  * @module
  */
 
-import { C, errno, spawnLibc } from "./libc.ts";
+import { C, errno, waitChild } from "./libc.ts";
 
 /** How a watched child ended: its exit code, or the number of the signal that ended it. */
 export interface ChildExit {
@@ -63,9 +63,8 @@ function collect(): void {
 
 function collectOne(pid: number): void {
   if (!watched.has(pid)) return;
-  const lib = spawnLibc();
-  let rc = lib.waitpid(pid, status, C.WNOHANG);
-  while (rc < 0 && errno() === C.EINTR) rc = lib.waitpid(pid, status, C.WNOHANG);
+  let rc = waitChild(pid, status, C.WNOHANG);
+  while (rc < 0 && errno() === C.EINTR) rc = waitChild(pid, status, C.WNOHANG);
   if (rc === 0) return;
   const onExit = watched.get(pid);
   watched.delete(pid);

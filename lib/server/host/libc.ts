@@ -13,10 +13,11 @@
  */
 
 /**
- * What a pipe process's spawn, its pipes and its exit need, bound on their own: each bound
- * symbol costs about 0.3-0.4 ms (Deno compiles a fast-call trampoline for it), which the first
- * `process/start` answer should not pay for the pty and I/O calls of {@linkcode LIBC_SYMBOLS}.
- * `sigemptyset` and `sigfillset` are done in JS ({@linkcode spawnInNewSession}).
+ * What a pipe process's spawn, its pipes and its exit need, bound on their own: binding costs
+ * about 0.35 ms per symbol (`Deno.dlopen` of libc with 34 symbols took 11-14 ms, with 17
+ * 7.3-8.9, with 1 1.3), which the first `process/start` answer should not pay for the pty and
+ * I/O calls of {@linkcode LIBC_SYMBOLS}. `sigemptyset` and `sigfillset` are done in JS
+ * ({@linkcode spawnInNewSession}), plain system calls go through `syscall`.
  */
 export const SPAWN_SYMBOLS = {
   posix_spawn: {
@@ -41,12 +42,10 @@ export const SPAWN_SYMBOLS = {
   posix_spawnattr_setflags: { parameters: ["buffer", "i16"], result: "i32" },
   posix_spawnattr_setsigmask: { parameters: ["buffer", "buffer"], result: "i32" },
   posix_spawnattr_setsigdefault: { parameters: ["buffer", "buffer"], result: "i32" },
-  pipe2: { parameters: ["buffer", "i32"], result: "i32" },
-  close: { parameters: ["i32"], result: "i32" },
-  // Variadic in C; on the Linux x86_64 and aarch64 ABIs a pointer third argument is passed the
-  // same way as in a non-variadic call.
-  ioctl: { parameters: ["i32", "u64", "buffer"], result: "i32" },
-  waitpid: { parameters: ["i32", "buffer", "i32"], result: "i32" },
+  // Variadic in C (`long syscall(long number, ...)`); integer and pointer arguments are passed
+  // as in a non-variadic call on the Linux x86_64 and aarch64 ABIs. One symbol instead of one
+  // per call: see {@linkcode pipeFds}, {@linkcode closeFd}, {@linkcode waitChild}...
+  syscall: { parameters: ["i64", "i64", "i64", "i64", "i64"], result: "i64" },
   __errno_location: { parameters: [], result: "pointer" },
 } as const;
 
@@ -56,6 +55,12 @@ export const LIBC_SYMBOLS = {
   grantpt: { parameters: ["i32"], result: "i32" },
   unlockpt: { parameters: ["i32"], result: "i32" },
   ptsname_r: { parameters: ["i32", "buffer", "usize"], result: "i32" },
+  pipe2: { parameters: ["buffer", "i32"], result: "i32" },
+  close: { parameters: ["i32"], result: "i32" },
+  // Variadic in C; on the Linux x86_64 and aarch64 ABIs a pointer third argument is passed the
+  // same way as in a non-variadic call.
+  ioctl: { parameters: ["i32", "u64", "buffer"], result: "i32" },
+  waitpid: { parameters: ["i32", "buffer", "i32"], result: "i32" },
   read: { parameters: ["i32", "buffer", "usize"], result: "isize" },
   write: { parameters: ["i32", "buffer", "usize"], result: "isize" },
   // Variadic in C; an int third argument is passed as in a non-variadic call.
@@ -69,6 +74,11 @@ export const LIBC_SYMBOLS = {
   getenv: { parameters: ["buffer"], result: "pointer" },
   strerror: { parameters: ["i32"], result: "pointer" },
 } as const;
+
+/** Linux system call numbers of the calls made through `syscall`. */
+const SYS = Deno.build.arch === "aarch64"
+  ? { close: 57, ioctl: 29, pipe2: 59, wait4: 260, prctl: 167, prlimit64: 261 }
+  : { close: 3, ioctl: 16, pipe2: 293, wait4: 61, prctl: 157, prlimit64: 302 };
 
 /** The bound spawn, pipe and exit functions ({@linkcode SPAWN_SYMBOLS}). */
 export type SpawnLibc = Deno.DynamicLibrary<typeof SPAWN_SYMBOLS>["symbols"];
@@ -193,6 +203,56 @@ export function libcLoadFailed(): boolean {
 export function errno(): number {
   const ptr = spawnLibc().__errno_location();
   return ptr === null ? 0 : new Deno.UnsafePointerView(ptr).getInt32();
+}
+
+/** The address of a buffer's first byte, as a `syscall` argument (0 for `null`). */
+function address(buffer: BufferSource | null): bigint {
+  return buffer === null ? 0n : BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(buffer)));
+}
+
+function sys(number: number, a = 0n, b = 0n, c = 0n, d = 0n): number {
+  return Number(spawnLibc().syscall(BigInt(number), a, b, c, d));
+}
+
+/** `pipe2(fds, flags)`: 0, or -1 with {@linkcode errno} set. */
+export function pipeFds(fds: Int32Array<ArrayBuffer>, flags: number): number {
+  return sys(SYS.pipe2, address(fds), BigInt(flags));
+}
+
+/** `close(fd)`: 0, or -1 with {@linkcode errno} set. */
+export function closeFd(fd: number): number {
+  return sys(SYS.close, BigInt(fd));
+}
+
+/** Bytes waiting to be read from a pipe (`ioctl(FIONREAD)`), or -1 with {@linkcode errno} set. */
+export function bytesReadable(fd: number): number {
+  const count = new Int32Array(1);
+  return sys(SYS.ioctl, BigInt(fd), BigInt(C.FIONREAD), address(count)) < 0 ? -1 : count[0]!;
+}
+
+/**
+ * `waitpid(pid, status, options)`: the pid collected, 0 (`WNOHANG`, still running), or -1
+ * with {@linkcode errno} set.
+ */
+export function waitChild(pid: number, status: Int32Array<ArrayBuffer>, options: number): number {
+  return sys(SYS.wait4, BigInt(pid), address(status), BigInt(options), 0n);
+}
+
+/** `prctl(option, arg2)` (the other arguments 0): its result, or -1 with {@linkcode errno} set. */
+export function processControl(option: number, arg2: bigint): number {
+  return sys(SYS.prctl, BigInt(option), arg2, 0n, 0n);
+}
+
+/**
+ * `prlimit(0, resource, newLimit, oldLimit)` on this process (either limit may be `null`):
+ * 0, or -1 with {@linkcode errno} set. A limit is two `u64`: soft, hard.
+ */
+export function processLimit(
+  resource: number,
+  newLimit: BigUint64Array<ArrayBuffer> | null,
+  oldLimit: BigUint64Array<ArrayBuffer> | null,
+): number {
+  return sys(SYS.prlimit64, 0n, BigInt(resource), address(newLimit), address(oldLimit));
 }
 
 /** Returns the C library's description of an error number, e.g. `No such file or directory`. */

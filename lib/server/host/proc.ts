@@ -15,9 +15,9 @@
  */
 
 import { fsSyscallsAvailable, listDirectoryAt, readSmallFile } from "./fs_syscalls.ts";
+import { processControl } from "./libc.ts";
 
 const SYMBOLS = {
-  prctl: { parameters: ["i32", "u64", "u64", "u64", "u64"], result: "i32" },
   kill: { parameters: ["i32", "i32"], result: "i32" },
   waitpid: { parameters: ["i32", "buffer", "i32"], result: "i32" },
 } as const;
@@ -137,12 +137,12 @@ export function descendantsOf(root: number): number[] {
 export function becomeSubreaper(): boolean {
   if (subreaper) return true;
   if (subreaperRefused || Deno.build.os !== "linux") return false;
-  // Only the three symbols above are bound here: the first process start does not wait for the
-  // descriptor calls of `fs_syscalls.ts` (about 0.3 ms of binding per symbol, 30 of them), which
-  // the `/proc` reads bind when they first run.
+  // Through the spawn's bindings of `libc.ts`: the first process start does not wait for the
+  // descriptor calls of `fs_syscalls.ts` (about 0.35 ms of binding per symbol, 30 of them), which
+  // the `/proc` reads bind when they first run, nor for the two symbols above.
   try {
     subreaper = Deno.permissions.querySync({ name: "ffi" }).state === "granted" &&
-      lib().prctl(PR_SET_CHILD_SUBREAPER, 1n, 0n, 0n, 0n) === 0;
+      processControl(PR_SET_CHILD_SUBREAPER, 1n) === 0;
   } catch {
     subreaper = false;
   }

@@ -23,11 +23,7 @@
  * @module
  */
 
-/** Bound on their own: the first spawn does not wait for the bindings of `libc.ts`. */
-const SYMBOLS = {
-  getrlimit: { parameters: ["i32", "buffer"], result: "i32" },
-  setrlimit: { parameters: ["i32", "buffer"], result: "i32" },
-} as const;
+import { libcAvailable, processLimit } from "./libc.ts";
 
 const RLIMIT_RTTIME = 15;
 const UNLIMITED = 0xffff_ffff_ffff_ffffn;
@@ -35,20 +31,18 @@ const UNLIMITED = 0xffff_ffff_ffff_ffffn;
 const MARK_TOP = 1n << 62n;
 
 let issued = 0n;
-let library: Deno.DynamicLibrary<typeof SYMBOLS>["symbols"] | null | undefined;
+let usable: boolean | undefined;
 
-/** The two calls, or `null` without FFI (or off Linux). */
-function lib(): Deno.DynamicLibrary<typeof SYMBOLS>["symbols"] | null {
-  if (library !== undefined) return library;
+/** Whether limits can be set through FFI (`prlimit` of `libc.ts`, which the spawn binds too). */
+function available(): boolean {
+  if (usable !== undefined) return usable;
   try {
-    library = Deno.build.os === "linux" &&
-        Deno.permissions.querySync({ name: "ffi" }).state === "granted"
-      ? Deno.dlopen("libc.so.6", SYMBOLS).symbols
-      : null;
+    usable = Deno.build.os === "linux" &&
+      Deno.permissions.querySync({ name: "ffi" }).state === "granted" && libcAvailable();
   } catch {
-    library = null;
+    usable = false;
   }
-  return library;
+  return usable;
 }
 
 /**
@@ -60,17 +54,16 @@ function lib(): Deno.DynamicLibrary<typeof SYMBOLS>["symbols"] | null {
  * @throws What `spawn` throws (the server's limit is restored first).
  */
 export function spawnMarked<T>(spawn: () => T): { value: T; mark: bigint | undefined } {
-  const calls = lib();
   const limit = new BigUint64Array(2);
-  const ok = calls !== null && calls.getrlimit(RLIMIT_RTTIME, limit) === 0 &&
+  const ok = available() && processLimit(RLIMIT_RTTIME, null, limit) === 0 &&
     limit[0] === UNLIMITED;
   if (!ok) return { value: spawn(), mark: undefined };
   const mark = MARK_TOP - ++issued;
   const marked = new BigUint64Array([mark, limit[1]!]);
-  if (calls.setrlimit(RLIMIT_RTTIME, marked) !== 0) return { value: spawn(), mark: undefined };
+  if (processLimit(RLIMIT_RTTIME, marked, null) !== 0) return { value: spawn(), mark: undefined };
   try {
     return { value: spawn(), mark };
   } finally {
-    calls.setrlimit(RLIMIT_RTTIME, limit);
+    processLimit(RLIMIT_RTTIME, limit, null);
   }
 }

@@ -23,12 +23,14 @@ import { internalError, invalidRequest } from "../../protocol/errors.ts";
 import { PROCESS_SIGNALS } from "../../protocol/methods.ts";
 import { watchChildExit } from "../host/child_exits.ts";
 import {
+  bytesReadable,
   C,
+  closeFd,
   cString,
   errno,
   libcAvailable,
+  pipeFds,
   spawnInNewSession,
-  spawnLibc,
   type SpawnStdio,
 } from "../host/libc.ts";
 import { osErrorName } from "../host/os_errors.ts";
@@ -152,14 +154,13 @@ function spawnPosix(
 ): Backend {
   // FFI spawns bypass Deno's checks: the run permission covers what is executed.
   requireRun(program);
-  const lib = spawnLibc();
   const opened: number[] = [];
   const pipe = (): [number, number] => {
     const fds = new Int32Array(2);
     // Close-on-exec on both ends: the child gets its ends through dup2, which clears it there.
-    if (lib.pipe2(fds, C.O_CLOEXEC) !== 0) {
+    if (pipeFds(fds, C.O_CLOEXEC) !== 0) {
       const code = errno();
-      for (const fd of opened) lib.close(fd);
+      for (const fd of opened) closeFd(fd);
       throw spawnErrorFromErrno(osErrorName(code));
     }
     opened.push(fds[0]!, fds[1]!);
@@ -179,11 +180,11 @@ function spawnPosix(
   try {
     pid = spawnInNewSession(program, childArgv, env, options.cwd, stdio);
   } catch (err) {
-    for (const fd of opened) lib.close(fd);
+    for (const fd of opened) closeFd(fd);
     throw spawnErrorFromErrno(osErrorName((err as { code: number }).code));
   }
   // The child has its own copies now.
-  for (const fd of [stdin?.[0], stdout[1], stderr[1]]) if (fd !== undefined) lib.close(fd);
+  for (const fd of [stdin?.[0], stdout[1], stderr[1]]) if (fd !== undefined) closeFd(fd);
   let readers: OutputReader[] = [];
   let writer: Writable | null = null;
   const attach = (net: NetModule): void => {
@@ -223,11 +224,9 @@ const MAX_DRAIN_TURNS = 20;
  * whose reader waits for room or one kept open by another process.
  */
 function afterDrained(readers: OutputReader[], done: () => void): void {
-  const count = new Int32Array(1);
   const unread = ({ fd, socket, merge }: OutputReader): boolean => {
     if (socket.destroyed || socket.readableEnded || merge.congested) return false;
-    count[0] = 0;
-    return spawnLibc().ioctl(fd, BigInt(C.FIONREAD), count) === 0 && count[0]! > 0;
+    return bytesReadable(fd) > 0;
   };
   let turns = 0;
   const check = (): void => {
