@@ -211,7 +211,8 @@ async function main(args: string[]): Promise<void> {
         maxConnections: flags["max-connections"],
       });
     } catch (err) {
-      fail(`cannot listen on ${flags.listen}: ${(err as Error).message}`, 1);
+      const host = listen.host.includes(":") ? `[${listen.host}]` : listen.host;
+      fail(`cannot listen on ws://${host}:${listen.port}: ${(err as Error).message}`, 1);
     }
     console.log(server.url);
     const exitOnStdinClose = flags["exit-on-stdin-close"] ||

@@ -303,3 +303,11 @@ Deno.test("a server whose file scope is not race-free says so at start: scoped -
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("exec-server names the address it cannot listen on and exits 1", async () => {
+  using taken = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const url = `ws://127.0.0.1:${taken.addr.port}`;
+  const result = await runCli(["--listen", url]);
+  assert.equal(result.code, 1);
+  assert.match(result.stderr, new RegExp(`cannot listen on ${url}: `));
+});
