@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { type ChildExit, watchChildExit } from "../lib/server/host/child_exits.ts";
-import { C, cString, spawnInNewSession } from "../lib/server/host/libc.ts";
+import { C, cString, spawnAttributes, spawnInNewSession } from "../lib/server/host/libc.ts";
 
 const O_WRONLY = 0o1;
 const devNull = { open: cString("/dev/null"), flags: C.O_RDWR };
@@ -58,4 +58,32 @@ Deno.test("watchChildExit reports the exit code, and the signal that ended a chi
   const exit = exitOf(sleeping);
   Deno.kill(sleeping, "SIGKILL");
   assert.deepEqual(await exit, { code: null, signal: 9 });
+});
+
+Deno.test("spawnAttributes is the posix_spawnattr_t that glibc's init and setters make", () => {
+  const glibc = Deno.dlopen("libc.so.6", {
+    posix_spawnattr_init: { parameters: ["buffer"], result: "i32" },
+    posix_spawnattr_setflags: { parameters: ["buffer", "i16"], result: "i32" },
+    posix_spawnattr_setsigmask: { parameters: ["buffer", "buffer"], result: "i32" },
+    posix_spawnattr_setsigdefault: { parameters: ["buffer", "buffer"], result: "i32" },
+    sigemptyset: { parameters: ["buffer"], result: "i32" },
+    sigfillset: { parameters: ["buffer"], result: "i32" },
+  });
+  try {
+    const lib = glibc.symbols;
+    // Garbage first: init must be what clears every byte.
+    const attr = new Uint8Array(336).fill(0xa5);
+    const empty = new Uint8Array(128);
+    const full = new Uint8Array(128);
+    assert.equal(lib.sigemptyset(empty), 0);
+    assert.equal(lib.sigfillset(full), 0);
+    assert.equal(lib.posix_spawnattr_init(attr), 0);
+    const flags = C.POSIX_SPAWN_SETSID | C.POSIX_SPAWN_SETSIGMASK | C.POSIX_SPAWN_SETSIGDEF;
+    assert.equal(lib.posix_spawnattr_setflags(attr, flags), 0);
+    assert.equal(lib.posix_spawnattr_setsigmask(attr, empty), 0);
+    assert.equal(lib.posix_spawnattr_setsigdefault(attr, full), 0);
+    assert.deepEqual(spawnAttributes(), attr);
+  } finally {
+    glibc.close();
+  }
 });

@@ -16,8 +16,8 @@
  * What a pipe process's spawn, its pipes and its exit need, bound on their own: binding costs
  * about 0.35 ms per symbol (`Deno.dlopen` of libc with 34 symbols took 11-14 ms, with 17
  * 7.3-8.9, with 1 1.3), which the first `process/start` answer should not pay for the pty and
- * I/O calls of {@linkcode LIBC_SYMBOLS}. `sigemptyset` and `sigfillset` are done in JS
- * ({@linkcode spawnInNewSession}), plain system calls go through `syscall`.
+ * I/O calls of {@linkcode LIBC_SYMBOLS}. The `posix_spawnattr_t` is built in JS
+ * ({@linkcode spawnAttributes}), plain system calls go through `syscall`.
  */
 export const SPAWN_SYMBOLS = {
   posix_spawn: {
@@ -37,11 +37,6 @@ export const SPAWN_SYMBOLS = {
     result: "i32",
     optional: true,
   },
-  posix_spawnattr_init: { parameters: ["buffer"], result: "i32" },
-  posix_spawnattr_destroy: { parameters: ["buffer"], result: "i32" },
-  posix_spawnattr_setflags: { parameters: ["buffer", "i16"], result: "i32" },
-  posix_spawnattr_setsigmask: { parameters: ["buffer", "buffer"], result: "i32" },
-  posix_spawnattr_setsigdefault: { parameters: ["buffer", "buffer"], result: "i32" },
   // Variadic in C (`long syscall(long number, ...)`); integer and pointer arguments are passed
   // as in a non-variadic call on the Linux x86_64 and aarch64 ABIs. One symbol instead of one
   // per call: see {@linkcode pipeFds}, {@linkcode closeFd}, {@linkcode waitChild}...
@@ -355,11 +350,8 @@ export function spawnInNewSession(
   const lib = spawnLibc();
   // Generous sizes: glibc's posix_spawn_file_actions_t is 80 bytes, posix_spawnattr_t 336.
   const actions = new Uint8Array(256);
-  const attr = new Uint8Array(512);
-  const emptySet = new Uint8Array(SIGSET_BYTES);
-  const fullSet = filledSignalSet();
+  const attr = spawnAttributes();
   lib.posix_spawn_file_actions_init(actions);
-  lib.posix_spawnattr_init(attr);
   try {
     // With POSIX_SPAWN_SETSID, glibc calls setsid() before the file actions.
     stdio.forEach((from, fd) => {
@@ -374,13 +366,6 @@ export function spawnInNewSession(
     if (lib.posix_spawn_file_actions_addclosefrom_np !== null) {
       spawnCheck(lib.posix_spawn_file_actions_addclosefrom_np(actions, 3));
     }
-    spawnCheck(lib.posix_spawnattr_setflags(
-      attr,
-      C.POSIX_SPAWN_SETSID | C.POSIX_SPAWN_SETSIGMASK | C.POSIX_SPAWN_SETSIGDEF,
-    ));
-    // Deno ignores some signals (e.g. SIGPIPE); ignored dispositions survive exec, so reset all.
-    spawnCheck(lib.posix_spawnattr_setsigmask(attr, emptySet));
-    spawnCheck(lib.posix_spawnattr_setsigdefault(attr, fullSet));
     const cArgv = cStringArray(argv);
     const cEnv = cStringArray(envEntries);
     const pidOut = new Int32Array(1);
@@ -391,7 +376,6 @@ export function spawnInNewSession(
     return pidOut[0]!;
   } finally {
     lib.posix_spawn_file_actions_destroy(actions);
-    lib.posix_spawnattr_destroy(attr);
   }
 }
 
@@ -407,6 +391,30 @@ function filledSignalSet(): Uint8Array<ArrayBuffer> {
   const set = new Uint8Array(SIGSET_BYTES).fill(0xff, 0, 8);
   for (const signal of [32, 33]) set[(signal - 1) >> 3]! &= ~(1 << ((signal - 1) & 7));
   return set;
+}
+
+/** Offsets in glibc's `posix_spawnattr_t` (x86_64 and aarch64, 336 bytes). */
+const ATTR = { size: 336, flags: 0, sigDefault: 8, sigMask: 136 } as const;
+
+/**
+ * The `posix_spawnattr_t` of {@linkcode spawnInNewSession}, as glibc's
+ * `posix_spawnattr_init`, `_setflags`, `_setsigmask` and `_setsigdefault`
+ * make it (they only write these fields; `_destroy` does nothing): flags
+ * `POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF`, no
+ * signal blocked and every signal reset to its default (Deno ignores some,
+ * e.g. SIGPIPE, and ignored dispositions survive `exec`). Built here: five
+ * fewer symbols to bind before the first spawn.
+ */
+export function spawnAttributes(): Uint8Array<ArrayBuffer> {
+  const attr = new Uint8Array(ATTR.size);
+  new DataView(attr.buffer).setInt16(
+    ATTR.flags,
+    C.POSIX_SPAWN_SETSID | C.POSIX_SPAWN_SETSIGMASK | C.POSIX_SPAWN_SETSIGDEF,
+    true,
+  );
+  attr.set(filledSignalSet(), ATTR.sigDefault);
+  // The mask at ATTR.sigMask stays empty.
+  return attr;
 }
 
 function keepAlive(..._values: unknown[]): void {}
