@@ -19,6 +19,7 @@
 import assert from "node:assert/strict";
 import { FS_OPERATIONS } from "../lib/server/fs/operations.ts";
 import {
+  type Case,
   CASES,
   Client,
   type Layout,
@@ -52,8 +53,21 @@ async function startSwapper(dir: string): Promise<Deno.ChildProcess> {
   return child;
 }
 
-/** Runs every case (writing ones only for a write-only scope) and returns escapes by case. */
-async function race(writeOnly: boolean, ffi: boolean): Promise<Record<string, number>> {
+/**
+ * The `fs/watchMissing` case, run on its own server: a watcher on the swapped directory stalled the
+ * whole server (`Deno.watchFs`), which this pins apart from the other methods.
+ */
+const isWatch = (c: Case) => c.what === "watchMissing";
+
+/**
+ * Runs the cases `pick` keeps (writing ones only for a write-only scope)
+ * and returns escapes by case.
+ */
+async function race(
+  writeOnly: boolean,
+  ffi: boolean,
+  pick: (c: Case) => boolean = (c) => !isWatch(c),
+): Promise<Record<string, number>> {
   await using l: Layout = await raceLayout(writeOnly);
   const permissions = writeOnly
     ? [`--allow-write=${l.scope}`, `--allow-read=${l.src}`]
@@ -68,7 +82,7 @@ async function race(writeOnly: boolean, ffi: boolean): Promise<Record<string, nu
   return await runRace(
     new Client(server.stdio!),
     l,
-    raceCases({ writes: writeOnly }),
+    raceCases({ writes: writeOnly }).filter(pick),
     async () => {
       const stopped = await Promise.race([swapper.status, Promise.resolve(undefined)]);
       assert.equal(stopped, undefined, "the swapper stopped early");
@@ -101,10 +115,21 @@ for (const writeOnly of [false, true]) {
 
 Deno.test({
   name:
+    `fs/watchMissing stays in a read-write scope and keeps answering while a local process swaps a directory and a link to outside it${RACE_SKIP}`,
+  ignore: RACE_SKIP !== "",
+  async fn() {
+    const escapes = await race(false, true, isWatch);
+    console.log(`attack ${JSON.stringify({ watch: true, ffi: true, tries: TRIES, escapes })}`);
+    assert.deepEqual(escapes, zero(escapes));
+  },
+});
+
+Deno.test({
+  name:
     "fs calls stay in a read-write scope without --allow-ffi while a local process swaps a link in (ignored: without FFI Deno opens by path only, so the race remains; README, Not achieved)",
   ignore: true,
   async fn() {
-    const escapes = await race(false, false);
+    const escapes = await race(false, false, () => true);
     console.log(`attack ${JSON.stringify({ ffi: false, tries: TRIES, escapes })}`);
     assert.deepEqual(escapes, zero(escapes));
   },

@@ -11,6 +11,15 @@ import { requireRead } from "../host/permissions.ts";
 import { close, F } from "../host/fs_syscalls.ts";
 import { openForRead, readsScoped } from "./resolve.ts";
 
+/**
+ * How often a watch under a read scope looks for its paths. Such a watch
+ * polls on checked descriptors instead of using `Deno.watchFs`: a process
+ * renaming a watched directory in a loop keeps Deno's watcher thread busy,
+ * and the server's next `Deno.watchFs` or `close` waits for that thread, so
+ * the whole server stopped answering (`attack_scope_race_test.ts`).
+ */
+export const SCOPED_POLL_MS = 50;
+
 interface Watch {
   watchers: Deno.FsWatcher[];
   loops: Promise<void>[];
@@ -84,6 +93,10 @@ export class MissingWatchTable {
     };
     try {
       for (const [ancestor, children] of targets) {
+        if ([...children].some((child) => readsScoped(child, []))) {
+          watch.loops.push(pollLoop(watch, children, fire));
+          continue;
+        }
         const watcher = Deno.watchFs(ancestor, { recursive: false });
         watch.watchers.push(watcher);
         watch.loops.push(watchLoop(watcher, children, fire));
@@ -127,17 +140,23 @@ export class MissingWatchTable {
   }
 }
 
+/** Under a read scope: looks for the children on checked descriptors every {@linkcode SCOPED_POLL_MS}. */
+async function pollLoop(watch: Watch, children: Set<string>, fire: () => void): Promise<void> {
+  while (!watch.done) {
+    await new Promise((resolve) => setTimeout(resolve, SCOPED_POLL_MS));
+    if (watch.done) return;
+    for (const child of children) if (await exists(child).catch(() => false)) return fire();
+  }
+}
+
 async function watchLoop(
   watcher: Deno.FsWatcher,
   children: Set<string>,
   fire: () => void,
 ): Promise<void> {
-  // Under a read scope the watcher, installed by path, may watch a directory a link swapped in
-  // leads to: an event fires the watch only once a child is seen on checked descriptors.
-  const confirm = [...children].some((child) => readsScoped(child, []));
   try {
     for await (const event of watcher) {
-      if (!confirm && event.paths.some((path) => children.has(path))) return fire();
+      if (event.paths.some((path) => children.has(path))) return fire();
       // Paths in events may be spelled differently from ours; check the children directly.
       for (const child of children) if (await exists(child).catch(() => false)) return fire();
     }
