@@ -191,7 +191,7 @@ Deno.test("a request head of 64 KiB is answered; one byte more gets 431", async 
   }
 });
 
-Deno.test("the listener waits 10 s for an upgrade and keeps 1 024 connections pending by default", () => {
+Deno.test("the listener's defaults are a 10 s handshake timeout and 1 024 pending connections", () => {
   // The tests around this one exercise both rules at small values through the same options.
   assert.equal(HANDSHAKE_TIMEOUT_MS, 10_000);
   assert.equal(MAX_PENDING_CONNECTIONS, 1024);

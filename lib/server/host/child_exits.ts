@@ -52,11 +52,6 @@ export function watchChildExit(pid: number, onExit: (exit: ChildExit) => void): 
   queueMicrotask(() => collectOne(pid));
 }
 
-/** Number of children watched (running, or ended and not yet seen). */
-export function watchedChildren(): number {
-  return watched.size;
-}
-
 function collect(): void {
   for (const pid of [...watched.keys()]) collectOne(pid);
 }

@@ -55,14 +55,31 @@ export interface ProcStat {
   starttime: number;
 }
 
-function readText(path: string): string {
+/**
+ * Reads a small `/proc` file: through FFI when it is granted (Deno reads
+ * `/proc` only with `--allow-all`), else with Deno.
+ *
+ * @param path The file, e.g. `/proc/1/stat`.
+ */
+export function readProcText(path: string): string {
   return fsSyscallsAvailable() ? readSmallFile(path) : Deno.readTextFileSync(path);
+}
+
+/**
+ * Lists a `/proc` directory, the same way as {@linkcode readProcText}.
+ *
+ * @param path The directory, e.g. `/proc/1/fd`.
+ */
+export function listProc(path: string): string[] {
+  return fsSyscallsAvailable()
+    ? listDirectoryAt(path)
+    : [...Deno.readDirSync(path)].map((entry) => entry.name);
 }
 
 /** A file of `/proc/<pid>/`, `undefined` when the process is gone. */
 function procFile(pid: number, name: string): string | undefined {
   try {
-    return readText(`/proc/${pid}/${name}`);
+    return readProcText(`/proc/${pid}/${name}`);
   } catch {
     return undefined;
   }
@@ -97,9 +114,7 @@ export function rtTimeLimitOf(pid: number): bigint | undefined {
 export function childrenOf(pid: number): number[] {
   let tasks: string[];
   try {
-    tasks = fsSyscallsAvailable()
-      ? listDirectoryAt(`/proc/${pid}/task`)
-      : [...Deno.readDirSync(`/proc/${pid}/task`)].map((entry) => entry.name);
+    tasks = listProc(`/proc/${pid}/task`);
   } catch {
     return [];
   }
@@ -107,7 +122,7 @@ export function childrenOf(pid: number): number[] {
   for (const tid of tasks) {
     let text: string;
     try {
-      text = readText(`/proc/${pid}/task/${tid}/children`);
+      text = readProcText(`/proc/${pid}/task/${tid}/children`);
     } catch {
       continue;
     }

@@ -16,6 +16,8 @@
  * @module
  */
 
+import { concatBytes } from "../host/bytes.ts";
+
 const CR = 0x0d;
 const LF = 0x0a;
 const READ_SIZE = 64 * 1024;
@@ -187,7 +189,7 @@ export class ResponseReader {
     }
     if (bytes === null) return false;
     this.#received += bytes.length;
-    this.#pending = this.#pending.length === 0 ? bytes : concat(this.#pending, bytes);
+    this.#pending = this.#pending.length === 0 ? bytes : concatBytes([this.#pending, bytes]);
     return true;
   }
 
@@ -396,11 +398,4 @@ function latin1(bytes: Uint8Array): string {
     text += String.fromCharCode(...bytes.subarray(i, i + 8192));
   }
   return text;
-}
-
-function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
-  const out = new Uint8Array(a.length + b.length);
-  out.set(a);
-  out.set(b, a.length);
-  return out;
 }

@@ -418,11 +418,9 @@ export function websocketConnTransport(
         const payload = reader.peek().subarray(0, head.length);
         unmask(payload, head.mask, 0);
         if (head.fin && parts.length === 0) {
-          const text = utf8(payload);
+          // Skipping only moves the read offset: the payload's bytes stay where they are.
           reader.skip(head.length);
-          if (text !== undefined) return text;
-          if (opcode === 0x1) throw new ProtocolViolation(1007, "invalid UTF-8 in text message");
-          return { fault: "invalid UTF-8 in binary message" };
+          return decodeMessage(payload, opcode);
         }
         parts.push(payload.slice());
         reader.skip(head.length);

@@ -67,7 +67,7 @@ function onSuccess<M extends ClientRequestName>(
  * table). `process/start` is audited by the process's `ProcessWatch`, once
  * the child runs.
  */
-export const REQUEST_AUDITS: { readonly [M in ClientRequestName]?: RequestAudit<M> } = {
+const REQUEST_AUDITS: { readonly [M in ClientRequestName]?: RequestAudit<M> } = {
   "fs/writeFile": onSuccess((params, session) =>
     audit("fs.write", { session, method: "fs/writeFile", path: pathOf(params.path) })
   ),

@@ -21,28 +21,12 @@
  * @module
  */
 
-import {
-  F,
-  fsSyscallsAvailable,
-  listDirectoryAt,
-  readlinkat,
-  readSmallFile,
-} from "../host/fs_syscalls.ts";
-import { descendantsOf } from "../host/proc.ts";
+import { F, fsSyscallsAvailable, readlinkat } from "../host/fs_syscalls.ts";
+import { descendantsOf, listProc, readProcText } from "../host/proc.ts";
 
 let liveNetworkSandboxes = 0;
 
 // Deno reads `/proc` only with --allow-all: go through FFI when it is granted.
-function readText(path: string): string {
-  return fsSyscallsAvailable() ? readSmallFile(path) : Deno.readTextFileSync(path);
-}
-
-function list(path: string): string[] {
-  return fsSyscallsAvailable()
-    ? listDirectoryAt(path)
-    : [...Deno.readDirSync(path)].map((entry) => entry.name);
-}
-
 function readLink(path: string): string {
   return fsSyscallsAvailable() ? readlinkat(F.AT_FDCWD, path) : Deno.readLinkSync(path);
 }
@@ -113,7 +97,7 @@ function socketInode(peer: Endpoint, server: Endpoint): string | undefined {
   for (const table of ["/proc/net/tcp", "/proc/net/tcp6"]) {
     let text: string;
     try {
-      text = readText(table);
+      text = readProcText(table);
     } catch (err) {
       if ((err as { code?: string }).code === "ENOENT") continue;
       throw err;
@@ -155,7 +139,7 @@ export function isSandboxedPeer(peer: Endpoint, server: Endpoint): boolean {
       if (namespace === undefined || namespace === ownNamespace) continue;
       let fds: string[];
       try {
-        fds = list(`/proc/${pid}/fd`);
+        fds = listProc(`/proc/${pid}/fd`);
       } catch {
         continue;
       }
