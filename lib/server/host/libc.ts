@@ -71,8 +71,28 @@ export const LIBC_SYMBOLS = {
 
 /** Linux system call numbers of the calls made through `syscall`. */
 const SYS = Deno.build.arch === "aarch64"
-  ? { close: 57, ioctl: 29, pipe2: 59, wait4: 260, prctl: 167, prlimit64: 261 }
-  : { close: 3, ioctl: 16, pipe2: 293, wait4: 61, prctl: 157, prlimit64: 302 };
+  ? {
+    write: 64,
+    close: 57,
+    fcntl: 25,
+    kill: 129,
+    ioctl: 29,
+    pipe2: 59,
+    wait4: 260,
+    prctl: 167,
+    prlimit64: 261,
+  }
+  : {
+    write: 1,
+    close: 3,
+    fcntl: 72,
+    kill: 62,
+    ioctl: 16,
+    pipe2: 293,
+    wait4: 61,
+    prctl: 157,
+    prlimit64: 302,
+  };
 
 /** The bound spawn, pipe and exit functions ({@linkcode SPAWN_SYMBOLS}). */
 export type SpawnLibc = Deno.DynamicLibrary<typeof SPAWN_SYMBOLS>["symbols"];
@@ -216,6 +236,21 @@ export function pipeFds(fds: Int32Array<ArrayBuffer>, flags: number): number {
 /** `close(fd)`: 0, or -1 with {@linkcode errno} set. */
 export function closeFd(fd: number): number {
   return sys(SYS.close, BigInt(fd));
+}
+
+/** `fcntl(fd, cmd, arg)` with an integer argument: its result, or -1 with {@linkcode errno} set. */
+export function fileControl(fd: number, cmd: number, arg: number): number {
+  return sys(SYS.fcntl, BigInt(fd), BigInt(cmd), BigInt(arg));
+}
+
+/** `kill(pid, signal)`: 0, or -1 with {@linkcode errno} set. */
+export function killProcess(pid: number, signal: number): number {
+  return sys(SYS.kill, BigInt(pid), BigInt(signal));
+}
+
+/** `write(fd, bytes)`: the bytes written, or -1 with {@linkcode errno} set. */
+export function writeFd(fd: number, bytes: Uint8Array<ArrayBuffer>): number {
+  return sys(SYS.write, BigInt(fd), address(bytes), BigInt(bytes.length));
 }
 
 /** Bytes waiting to be read from a pipe (`ioctl(FIONREAD)`), or -1 with {@linkcode errno} set. */

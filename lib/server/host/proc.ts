@@ -15,12 +15,7 @@
  */
 
 import { fsSyscallsAvailable, listDirectoryAt, readSmallFile } from "./fs_syscalls.ts";
-import { processControl } from "./libc.ts";
-
-const SYMBOLS = {
-  kill: { parameters: ["i32", "i32"], result: "i32" },
-  waitpid: { parameters: ["i32", "buffer", "i32"], result: "i32" },
-} as const;
+import { killProcess, processControl, waitChild } from "./libc.ts";
 
 const PR_SET_CHILD_SUBREAPER = 36;
 const SIGKILL = 9;
@@ -29,7 +24,6 @@ const WNOHANG = 1;
 /** Most rounds of stop-and-collect before the tree is killed as found. */
 const MAX_ROUNDS = 20;
 
-let library: Deno.DynamicLibrary<typeof SYMBOLS> | null = null;
 let subreaper = false;
 /** Set once becoming the subreaper failed (no `--allow-ffi`, no glibc): it is not retried. */
 let subreaperRefused = false;
@@ -37,11 +31,6 @@ let subreaperRefused = false;
 const leaders = new Set<number>();
 /** Pids of the server's own helpers (the watchdog): never orphans, never reaped here. */
 const helpers = new Set<number>();
-
-function lib(): Deno.DynamicLibrary<typeof SYMBOLS>["symbols"] {
-  library ??= Deno.dlopen("libc.so.6", SYMBOLS);
-  return library.symbols;
-}
 
 /** What `/proc/<pid>/stat` says of a process. */
 export interface ProcStat {
@@ -242,14 +231,14 @@ export function killTree(leader: number, mark?: bigint): void {
       const fresh = [...tree].filter((pid) => !stopped.has(pid));
       if (fresh.length === 0) break;
       for (const pid of fresh) {
-        lib().kill(pid, SIGSTOP);
+        killProcess(pid, SIGSTOP);
         stopped.add(pid);
       }
     }
   } catch {
     // /proc unreadable: kill what was found.
   }
-  for (const pid of stopped) lib().kill(pid, SIGKILL);
+  for (const pid of stopped) killProcess(pid, SIGKILL);
   reapSoon();
 }
 
@@ -267,9 +256,9 @@ export function killOrphans(): void {
 export function reapOrphans(): void {
   if (!subreaper) return;
   try {
-    const status = new Uint8Array(4);
+    const status = new Int32Array(1);
     for (const orphan of orphans()) {
-      if (orphan.stat.state === "Z") lib().waitpid(orphan.pid, status, WNOHANG);
+      if (orphan.stat.state === "Z") waitChild(orphan.pid, status, WNOHANG);
     }
   } catch {
     // /proc unreadable: try again later.

@@ -29,7 +29,18 @@
  * @module
  */
 
-import { C, cString, errno, libc, libcAvailable, spawnInNewSession } from "./libc.ts";
+import {
+  C,
+  closeFd,
+  cString,
+  errno,
+  fileControl,
+  libcAvailable,
+  pipeFds,
+  spawnInNewSession,
+  waitChild,
+  writeFd,
+} from "./libc.ts";
 import { leaderPids, orphans, statOf, trackHelper } from "./proc.ts";
 
 /** The watchdog's `argv[0]`: how `ps` (and the tests) tell it from the server's processes. */
@@ -127,13 +138,12 @@ const encoder = new TextEncoder();
 
 function start(): Watchdog | undefined {
   if (!libcAvailable()) return undefined;
-  const lib = libc();
   const fds = new Int32Array(2);
-  if (lib.pipe2(fds, C.O_CLOEXEC) !== 0) return undefined;
+  if (pipeFds(fds, C.O_CLOEXEC) !== 0) return undefined;
   const [readEnd, writeEnd] = [fds[0]!, fds[1]!];
   try {
     // A stopped watchdog must not block the server: unwritten lines wait in `pending`.
-    lib.fcntl(writeEnd, C.F_SETFL, C.O_NONBLOCK);
+    fileControl(writeEnd, C.F_SETFL, C.O_NONBLOCK);
     const devNull = { open: cString("/dev/null"), flags: C.O_RDWR };
     const pid = spawnInNewSession("/bin/sh", [WATCHDOG_ARG0, "-c", WATCHDOG_SCRIPT], [], "/", [
       { dup: readEnd },
@@ -142,17 +152,17 @@ function start(): Watchdog | undefined {
     ]);
     return { pid, fd: writeEnd, untrack: trackHelper(pid) };
   } catch {
-    lib.close(writeEnd);
+    closeFd(writeEnd);
     return undefined;
   } finally {
-    lib.close(readEnd);
+    closeFd(readEnd);
   }
 }
 
 /** Collects the watchdog's exit if it has one, then forgets it. */
 function forget(watchdog: Watchdog): void {
-  libc().close(watchdog.fd);
-  libc().waitpid(watchdog.pid, new Uint8Array(4), C.WNOHANG);
+  closeFd(watchdog.fd);
+  waitChild(watchdog.pid, new Int32Array(1), C.WNOHANG);
   watchdog.untrack();
   if (dog === watchdog) dog = undefined;
   pending = "";
@@ -165,7 +175,7 @@ function send(line: string): void {
   if (pending.length + line.length > MAX_PENDING_CHARS) return;
   pending += line;
   const bytes = encoder.encode(pending);
-  const written = Number(libc().write(dog.fd, bytes, BigInt(bytes.length)));
+  const written = writeFd(dog.fd, bytes);
   if (written >= 0) {
     // ASCII only: bytes and characters coincide.
     pending = pending.slice(written);
