@@ -53,7 +53,7 @@ async function transportPair(): Promise<{ client: Deno.Conn; transport: Transpor
 
 Deno.test("WebSocket frames are unmasked whole, fragmented and at every buffer alignment", async () => {
   const { client, transport } = await transportPair();
-  const reader = transport.readable.getReader();
+  const reader = transport.readable[Symbol.asyncIterator]();
   try {
     const texts: string[] = [];
     const frames: Uint8Array[] = [];
@@ -83,12 +83,11 @@ Deno.test("WebSocket frames are unmasked whole, fragmented and at every buffer a
       }
     })();
     for (const text of texts) {
-      const { value } = await reader.read();
+      const { value } = await reader.next();
       assert.equal(value, text);
     }
     await writing;
   } finally {
-    reader.releaseLock();
     transport.close();
     client.close();
   }
@@ -96,7 +95,7 @@ Deno.test("WebSocket frames are unmasked whole, fragmented and at every buffer a
 
 Deno.test("WebSocket text sent with U+FFFD arrives as sent; a binary message of invalid UTF-8 is a fault; invalid UTF-8 text closes with 1007", async () => {
   const { client, transport } = await transportPair();
-  const reader = transport.readable.getReader();
+  const reader = transport.readable[Symbol.asyncIterator]();
   try {
     const replacement = `{"text":"${"\uFFFD".repeat(3)}${"x".repeat(6000)}"}`;
     const invalid = new Uint8Array([0x7b, 0xff, 0xfe, 0x7d]);
@@ -107,9 +106,9 @@ Deno.test("WebSocket text sent with U+FFFD arrives as sent; a binary message of 
         encodeFrame(0x1, invalid, true),
       ]
     ) await client.write(frame);
-    assert.equal((await reader.read()).value, replacement);
-    assert.deepEqual((await reader.read()).value, { fault: "invalid UTF-8 in binary message" });
-    assert.equal((await reader.read()).done, true);
+    assert.equal((await reader.next()).value, replacement);
+    assert.deepEqual((await reader.next()).value, { fault: "invalid UTF-8 in binary message" });
+    assert.equal((await reader.next()).done, true);
     // A close frame with status 1007 (read until its first four bytes are in).
     const close = new Uint8Array(64);
     let got = 0;
@@ -120,7 +119,6 @@ Deno.test("WebSocket text sent with U+FFFD arrives as sent; a binary message of 
     }
     assert.deepEqual([...close.subarray(0, Math.min(got, 4))], [0x88, close[1], 0x03, 0xef]);
   } finally {
-    reader.releaseLock();
     transport.close();
     client.close();
   }

@@ -44,8 +44,8 @@ export function outboundString(text: OutboundText): string {
  * reading.
  */
 export interface Transport {
-  /** Inbound messages; ends when the peer closes. */
-  readonly readable: ReadableStream<Inbound>;
+  /** Inbound messages, read as they are asked for; ends when the peer closes. */
+  readonly readable: AsyncIterable<Inbound>;
   /** Sends one message; resolves when the outbound buffer has room again. */
   send(text: OutboundText): Promise<void>;
   /** Closes the channel; idempotent. */

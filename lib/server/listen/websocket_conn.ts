@@ -228,17 +228,6 @@ class ByteReader {
   }
 }
 
-/** Whether `bytes` begin with a whole frame of at most 64 KiB (decoding it needs no read). */
-function frameBuffered(bytes: Uint8Array): boolean {
-  if (bytes.length < 2) return false;
-  const short = bytes[1]! & 0x7f;
-  if (short === 127) return false;
-  const headSize = short === 126 ? 8 : 6;
-  if (bytes.length < headSize) return false;
-  const length = short === 126 ? (bytes[2]! << 8) | bytes[3]! : short;
-  return bytes.length >= headSize + length;
-}
-
 async function readFrameHead(reader: ByteReader): Promise<FrameHead | null> {
   if (!reader.has(2) && !(await reader.ensure(2))) return null;
   const [b0, b1] = reader.peek();
@@ -447,11 +436,12 @@ export function websocketConnTransport(
     }
   }
 
-  const readable = new ReadableStream<Inbound>({
-    // One pull decodes every message whose frames are already read (the requests of one TCP
-    // read, say), not one message per pull; what it holds is bounded by the read buffer.
-    async pull(controller) {
-      do {
+  // Messages are decoded as the connection asks for them (no web stream: Deno loads its streams
+  // on first use, about 9 M instructions); whatever the consumer stops at closes the socket.
+  async function* messages(): AsyncGenerator<Inbound> {
+    let ended = false;
+    try {
+      while (true) {
         let message: Inbound | null;
         try {
           message = closing ? null : await nextMessage();
@@ -460,20 +450,19 @@ export function websocketConnTransport(
           message = null;
         }
         if (message === null) {
-          controller.close();
+          ended = true;
           if (!closing) closeConn();
           return;
         }
-        controller.enqueue(message);
-      } while (frameBuffered(reader.peek()));
-    },
-    cancel() {
-      closeWith(1000);
-    },
-  }, { highWaterMark: 0 });
+        yield message;
+      }
+    } finally {
+      if (!ended) closeWith(1000);
+    }
+  }
 
   return {
-    readable,
+    readable: messages(),
     send(text: OutboundText): Promise<void> {
       if (closing) return Promise.resolve();
       return writer.text(text);
