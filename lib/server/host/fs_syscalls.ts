@@ -13,7 +13,7 @@
  * @module
  */
 
-import { cString } from "./libc.ts";
+import { cString, fileControl } from "./libc.ts";
 
 /** Symbols bound for descriptor-relative file system calls. */
 const SYMBOLS = {
@@ -63,7 +63,6 @@ const SYMBOLS = {
   dup: { parameters: ["i32"], result: "i32" },
   memfd_create: { parameters: ["buffer", "u32"], result: "i32" },
   // Variadic in C; an int third argument is passed as in a non-variadic call.
-  fcntl: { parameters: ["i32", "i32", "i32"], result: "i32" },
   flock: { parameters: ["i32", "i32"], result: "i32" },
   fdopendir: { parameters: ["i32"], result: "pointer" },
   readdir: { parameters: ["pointer"], result: "pointer" },
@@ -487,7 +486,7 @@ export function sealedMemoryFile(name: string, data: Uint8Array): number {
       written += Number(check(lib().write(fd, rest, BigInt(rest.length)), "write"));
     }
     fchmod(fd, 0o444);
-    check(lib().fcntl(fd, F_ADD_SEALS, ALL_SEALS), "fcntl");
+    check(fileControl(fd, F_ADD_SEALS, ALL_SEALS), "fcntl");
     return fd;
   } catch (err) {
     close(fd);
