@@ -111,3 +111,11 @@ Deno.test({
     }
   },
 });
+
+Deno.test("SyscallError takes its errno name from the OS error table (ESRCH was E3), an unlisted errno is E<number>", () => {
+  assert.equal(new SyscallError(18, "openat2").code, "EXDEV");
+  assert.equal(new SyscallError(3, "kill").code, "ESRCH");
+  assert.equal(new SyscallError(95, "fallocate").code, "EOPNOTSUPP");
+  assert.equal(new SyscallError(200, "x").code, "E200");
+  assert.equal(new SyscallError(18, "openat2").message, "openat2 failed: EXDEV");
+});

@@ -14,6 +14,7 @@
  */
 
 import { cString, fileControl } from "./libc.ts";
+import { osErrorName } from "./os_errors.ts";
 
 /** Symbols bound for descriptor-relative file system calls. */
 const SYMBOLS = {
@@ -102,42 +103,6 @@ export const F = {
   S_IFIFO: 0o010000,
 } as const;
 
-/** errno names by number, for the errors the callers handle. */
-const ERRNO_NAMES: Record<number, string> = {
-  1: "EPERM",
-  2: "ENOENT",
-  4: "EINTR",
-  5: "EIO",
-  6: "ENXIO",
-  7: "E2BIG",
-  9: "EBADF",
-  11: "EAGAIN",
-  12: "ENOMEM",
-  13: "EACCES",
-  16: "EBUSY",
-  17: "EEXIST",
-  18: "EXDEV",
-  19: "ENODEV",
-  20: "ENOTDIR",
-  21: "EISDIR",
-  22: "EINVAL",
-  23: "ENFILE",
-  24: "EMFILE",
-  26: "ETXTBSY",
-  27: "EFBIG",
-  28: "ENOSPC",
-  29: "ESPIPE",
-  30: "EROFS",
-  31: "EMLINK",
-  36: "ENAMETOOLONG",
-  38: "ENOSYS",
-  39: "ENOTEMPTY",
-  40: "ELOOP",
-  75: "EOVERFLOW",
-  95: "EOPNOTSUPP",
-  122: "EDQUOT",
-};
-
 type Library = Deno.DynamicLibrary<typeof SYMBOLS>["symbols"];
 let library: Deno.DynamicLibrary<typeof SYMBOLS> | null = null;
 let unavailable = false;
@@ -178,7 +143,7 @@ export class SyscallError extends Error {
    * @param call The failing call, for the message.
    */
   constructor(errno: number, call: string) {
-    const code = ERRNO_NAMES[errno] ?? `E${errno}`;
+    const code = osErrorName(errno) ?? `E${errno}`;
     super(`${call} failed: ${code}`);
     this.code = code;
     this.errno = errno;
