@@ -343,67 +343,69 @@ export function fchownQuiet(fd: number, uid: number, gid: number): void {
 }
 
 /**
- * Writes all of `data` to `fd` (on the blocking thread pool). A nonblocking
- * call sets `errno` on the pool's thread, not this one, so a write that
- * fails there is repeated here: its error (e.g. `ENOSPC`) is then its own.
+ * Makes a call on the blocking thread pool (`pooled`). A nonblocking call sets `errno` on the
+ * pool's thread, not this one, so a call that failed there (a negative result) is repeated
+ * here (`direct`): its error (e.g. `ENOSPC`) is then its own.
  */
+async function onPool<A extends unknown[], T extends number | bigint>(
+  call: string,
+  pooled: (...args: A) => Promise<T>,
+  direct: (...args: A) => T,
+  ...args: A
+): Promise<T> {
+  const result = await pooled(...args);
+  return result < 0 ? check(direct(...args), call) : result;
+}
+
+/** Writes all of `data` to `fd` (on the blocking thread pool, see {@linkcode onPool}). */
 export async function writeAll(fd: number, data: Uint8Array): Promise<void> {
   let written = 0;
   while (written < data.length) {
     const chunk = data.subarray(written, Math.min(data.length, written + (1 << 24)));
-    const buffer = chunk as Uint8Array<ArrayBuffer>;
-    let n = await lib().writeAsync(fd, buffer, BigInt(chunk.length));
-    if (n < 0) n = check(lib().write(fd, buffer, BigInt(chunk.length)), "write");
-    written += Number(n);
+    const { writeAsync, write } = lib();
+    written += Number(await onPool("write", writeAsync, write, fd, chunk, BigInt(chunk.length)));
   }
 }
 
-/**
- * Reads into `buffer` (on the blocking thread pool); `null` at end of file.
- * A failure there is repeated here for its `errno` (see {@linkcode writeAll}).
- */
+/** Reads into `buffer` (on the blocking thread pool, see {@linkcode onPool}); `null` at end of file. */
 export async function readInto(fd: number, buffer: Uint8Array): Promise<number | null> {
-  const target = buffer as Uint8Array<ArrayBuffer>;
-  let n = await lib().readAsync(fd, target, BigInt(buffer.length));
-  if (n < 0) n = check(lib().read(fd, target, BigInt(buffer.length)), "read");
+  const { readAsync, read } = lib();
+  const n = await onPool("read", readAsync, read, fd, buffer, BigInt(buffer.length));
   return n === 0n ? null : Number(n);
 }
 
 /**
- * `pread` at `offset` (on the blocking thread pool; a failure is repeated here for its
- * `errno`, see {@linkcode writeAll}).
+ * `pread` at `offset` (on the blocking thread pool, see {@linkcode onPool}).
  *
  * @returns The number of bytes read, 0 at the end of the file.
  */
 export async function preadAt(fd: number, buffer: Uint8Array, offset: bigint): Promise<number> {
-  const target = buffer as Uint8Array<ArrayBuffer>;
-  let n = await lib().preadAsync(fd, target, BigInt(buffer.length), offset);
-  if (n < 0) n = check(lib().pread(fd, target, BigInt(buffer.length), offset), "pread");
-  return Number(n);
+  const { preadAsync, pread } = lib();
+  return Number(
+    await onPool("pread", preadAsync, pread, fd, buffer, BigInt(buffer.length), offset),
+  );
 }
 
 /**
- * `pwrite` at `offset` (on the blocking thread pool; a failure is repeated here for its
- * `errno`).
+ * `pwrite` at `offset` (on the blocking thread pool, see {@linkcode onPool}).
  *
  * @returns The number of bytes written.
  */
 export async function pwriteAt(fd: number, data: Uint8Array, offset: bigint): Promise<number> {
-  const source = data as Uint8Array<ArrayBuffer>;
-  let n = await lib().pwriteAsync(fd, source, BigInt(data.length), offset);
-  if (n < 0) n = check(lib().pwrite(fd, source, BigInt(data.length), offset), "pwrite");
-  return Number(n);
+  const { pwriteAsync, pwrite } = lib();
+  return Number(await onPool("pwrite", pwriteAsync, pwrite, fd, data, BigInt(data.length), offset));
 }
 
 /**
- * `fdatasync` (on the blocking thread pool). A failure there is asked again
- * here for its `errno` (see {@linkcode writeAll}); the kernel reports a
- * writeback error once, so a repeat that succeeds means `EIO`.
+ * `fdatasync` (on the blocking thread pool, see {@linkcode onPool}). The kernel reports a
+ * writeback error once, so a repeat here that succeeds means `EIO`.
  */
 export async function fdatasync(fd: number): Promise<void> {
-  if (await lib().fdatasyncAsync(fd) >= 0) return;
-  check(lib().fdatasync(fd), "fdatasync");
-  throw new SyscallError(5, "fdatasync");
+  const { fdatasyncAsync } = lib();
+  await onPool("fdatasync", fdatasyncAsync, (fd: number) => {
+    check(lib().fdatasync(fd), "fdatasync");
+    throw new SyscallError(5, "fdatasync");
+  }, fd);
 }
 
 /** The names in the directory open on `dirfd` (the descriptor stays open), without `.` and `..`. */
