@@ -43,6 +43,7 @@ import {
   fdPath,
   fsSyscallsAvailable,
   fstatat,
+  isType,
   linkTmpfile,
   listDirectory,
   mkdirat,
@@ -493,10 +494,6 @@ export function openForReplace(path: string, scope: WriteScope): number {
   } finally {
     done(target);
   }
-}
-
-function isType(stat: Stat | undefined, type: number): boolean {
-  return stat !== undefined && (stat.mode & F.S_IFMT) === type;
 }
 
 /**
