@@ -106,8 +106,10 @@ export class FrameWriter {
    * UTF-8 payload.
    *
    * @param text The message, whole or in parts.
+   * @param now Write without waiting for the end of this event-loop turn (for a frame
+   *   nothing else is expected to join: see {@linkcode FrameWriter}).
    */
-  text(text: OutboundText): Promise<void> {
+  text(text: OutboundText, now = false): Promise<void> {
     if (this.#closed) return Promise.resolve();
     const parts = typeof text === "string" ? [text] : text;
     let length = 0;
@@ -123,11 +125,12 @@ export class FrameWriter {
         return this.frame(
           0x1,
           this.#encoder.encode(typeof text === "string" ? text : parts.join("")),
+          now,
         );
       }
       at += written;
     }
-    return this.#commit(size);
+    return this.#commit(size, now);
   }
 
   /**
@@ -135,13 +138,14 @@ export class FrameWriter {
    *
    * @param opcode The frame's opcode.
    * @param payload The payload.
+   * @param now Write without waiting for the end of this event-loop turn.
    */
-  frame(opcode: number, payload: Uint8Array): Promise<void> {
+  frame(opcode: number, payload: Uint8Array, now = false): Promise<void> {
     if (this.#closed) return Promise.resolve();
     const size = headerBytes(payload.length) + payload.length;
     const buffer = this.#reserve(size);
     buffer.set(payload, writeHeader(buffer, this.#used, opcode, payload.length));
-    return this.#commit(size);
+    return this.#commit(size, now);
   }
 
   /** Resolves once everything queued so far is written (or dropped). */
@@ -183,18 +187,19 @@ export class FrameWriter {
     this.#used = 0;
   }
 
-  #commit(size: number): Promise<void> {
+  #commit(size: number, now: boolean): Promise<void> {
     this.#used += size;
     this.#queued += size;
-    this.#writing ??= this.#drain();
+    this.#writing ??= this.#drain(now);
     if (this.#queued <= this.#highWater) return Promise.resolve();
     return new Promise((resolve) => this.#roomWaiters.push(resolve));
   }
 
-  async #drain(): Promise<void> {
+  async #drain(now: boolean): Promise<void> {
     // Frames queued in this turn of the event loop (the answers to every request of one read,
-    // say) go out in one write: wait until the turn's microtasks have run.
-    await new Promise((resolve) => setImmediate(resolve));
+    // say) go out in one write: wait until the turn's microtasks have run, unless the frame
+    // that starts the write is known to be alone.
+    if (!now) await new Promise((resolve) => setImmediate(resolve));
     try {
       while (!this.#closed) {
         if (this.#sealed.length === 0) this.#seal();
