@@ -24,6 +24,14 @@ export const BATCH_BYTES = 256 * 1024;
 /** How many written batches of {@linkcode BATCH_BYTES} a connection keeps for reuse. */
 const SPARE_BATCHES = 2;
 
+/**
+ * Whether this process has waited for the end of a turn yet. The first `setImmediate` loads
+ * Deno's Node timers (about 10 ms of CPU); until then a frame marked `now` waits like the others,
+ * so that load stays with the process's first answer rather than moving into a later request
+ * that needs those timers anyway (the first `process/start`: the spawn path sets timers).
+ */
+let turnWaited = false;
+
 /** Bytes of a frame's header for a payload of `length` bytes (server frames are unmasked). */
 function headerBytes(length: number): number {
   return length < 126 ? 2 : length < 65536 ? 4 : 10;
@@ -106,8 +114,9 @@ export class FrameWriter {
    * UTF-8 payload.
    *
    * @param text The message, whole or in parts.
-   * @param now Write without waiting for the end of this event-loop turn (for a frame
-   *   nothing else is expected to join: see {@linkcode FrameWriter}).
+   * @param now Write without waiting for the end of this event-loop turn, for a frame nothing
+   *   else is expected to join (once the process has waited for one turn's end: the first
+   *   wait loads Deno's Node timers).
    */
   text(text: OutboundText, now = false): Promise<void> {
     if (this.#closed) return Promise.resolve();
@@ -199,7 +208,10 @@ export class FrameWriter {
     // Frames queued in this turn of the event loop (the answers to every request of one read,
     // say) go out in one write: wait until the turn's microtasks have run, unless the frame
     // that starts the write is known to be alone.
-    if (!now) await new Promise((resolve) => setImmediate(resolve));
+    if (!now || !turnWaited) {
+      turnWaited = true;
+      await new Promise((resolve) => setImmediate(resolve));
+    }
     try {
       while (!this.#closed) {
         if (this.#sealed.length === 0) this.#seal();
