@@ -295,6 +295,24 @@ export function fstatat(dirfd: number, name: string, follow: boolean): Stat | un
   };
 }
 
+/**
+ * Whether a mode ({@linkcode Stat} or {@linkcode StatX}) is of an `S_IF*` type; `false` for
+ * `undefined` (a missing entry).
+ *
+ * @example
+ * ```ts
+ * import { F, isType } from "./fs_syscalls.ts";
+ * console.log(isType({ mode: F.S_IFDIR | 0o755 }, F.S_IFDIR)); // true
+ * console.log(isType(undefined, F.S_IFREG)); // false
+ * ```
+ *
+ * @param stat What `fstatat` or `statx` reported, or `undefined`.
+ * @param type `F.S_IFDIR`, `F.S_IFREG`, `F.S_IFLNK`...
+ */
+export function isType(stat: { mode: number } | undefined, type: number): boolean {
+  return stat !== undefined && (stat.mode & F.S_IFMT) === type;
+}
+
 /** What {@linkcode statx} reports: the fields of `fs/getMetadata`. */
 export interface StatX {
   /** `stx_mode` (type and permission bits). */
