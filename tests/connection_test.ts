@@ -26,6 +26,8 @@ class MemoryTransport implements Transport {
   readonly parseErrorPrefix = "failed to parse JSON-RPC message from memory";
   readonly label = "memory";
   readonly sent: string[] = [];
+  /** The `alone` hint of each send, in order. */
+  readonly alone: boolean[] = [];
   closed = false;
   #controller!: ReadableStreamDefaultController<Inbound>;
   #onSend: (() => void)[] = [];
@@ -54,8 +56,9 @@ class MemoryTransport implements Transport {
     }
   }
 
-  send(text: string): Promise<void> {
+  send(text: string, alone = false): Promise<void> {
     this.sent.push(text);
+    this.alone.push(alone);
     for (const wake of this.#onSend.splice(0)) wake();
     return Promise.resolve();
   }
@@ -458,6 +461,45 @@ Deno.test("Connection runs inline requests strictly in order and semaphore reque
   gate.resolve();
   await transport.waitSent(4);
   assert.deepEqual(order.slice(5), ["end block", "start after", "end after"]);
+  conn.close();
+});
+
+Deno.test("Connection marks an answer alone only when no other request is queued or running", async () => {
+  const gates = new Map<string, PromiseWithResolvers<void>>();
+  const lane = new Semaphore(4);
+  const transport = new MemoryTransport();
+  const conn = new Connection(transport, {
+    handlers: {
+      async request(method) {
+        const gate = Promise.withResolvers<void>();
+        gates.set(method, gate);
+        await gate.promise;
+        return method;
+      },
+      schedule: (method) => (method.startsWith("lane") ? lane : "inline"),
+    },
+  });
+  // Two requests running at once: the first answer has company, the second is alone.
+  transport.inject({ id: 1, method: "lane-a" }, { id: 2, method: "lane-b" });
+  await settle();
+  gates.get("lane-a")!.resolve();
+  await transport.waitSent(1);
+  await settle();
+  gates.get("lane-b")!.resolve();
+  await transport.waitSent(2);
+  // Inline: the first answer while the second request waits in the queue, then the second.
+  transport.inject({ id: 3, method: "first" }, { id: 4, method: "second" });
+  await settle();
+  gates.get("first")!.resolve();
+  await transport.waitSent(3);
+  await settle();
+  gates.get("second")!.resolve();
+  await transport.waitSent(4);
+  // Malformed input is answered, never as a call's answer.
+  transport.inject("{");
+  await transport.waitSent(5);
+  assert.deepEqual(transport.messages().map((m) => m.id), [1, 2, 3, 4, -1]);
+  assert.deepEqual(transport.alone, [false, true, false, true, false]);
   conn.close();
 });
 

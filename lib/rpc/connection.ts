@@ -397,13 +397,13 @@ export class Connection {
       case "request": {
         const schedule = this.#handlers.schedule?.(item.method);
         if (schedule === "inline") {
-          await this.#run(item);
+          await this.#run(item, 0);
           return false;
         }
         this.#admitted++;
         const running = schedule
-          ? schedule.acquire().then((release) => this.#run(item).finally(release))
-          : this.#run(item);
+          ? schedule.acquire().then((release) => this.#run(item, 1).finally(release))
+          : this.#run(item, 1);
         running.finally(() => {
           this.#admitted--;
           this.#release(units);
@@ -431,13 +431,14 @@ export class Connection {
     else entry.reject(new RemoteError(message.error));
   }
 
-  async #run(request: RequestMessage): Promise<void> {
+  /** Runs a request and sends its answer; `counted` is 1 when it is counted in `#admitted`. */
+  async #run(request: RequestMessage, counted: 0 | 1): Promise<void> {
     if (this.#closed) return;
     const key = idKey(request.id);
     if (this.#trackIds) {
       const refusal = this.#admit(request.id, key);
       if (refusal) {
-        await this.#reply({ kind: "error", id: request.id, error: refusal });
+        await this.#reply({ kind: "error", id: request.id, error: refusal }, counted);
         return;
       }
       this.#incoming.add(key);
@@ -455,7 +456,7 @@ export class Connection {
     } finally {
       if (this.#trackIds) this.#incoming.delete(key);
     }
-    await this.#reply(reply);
+    await this.#reply(reply, counted);
   }
 
   #admit(id: RequestId, key: string): WireError | undefined {
@@ -478,9 +479,16 @@ export class Connection {
     return undefined;
   }
 
-  async #reply(message: Message): Promise<void> {
+  /**
+   * Sends an answer. With `counted` (0 or 1: whether the request it answers is counted in
+   * `#admitted`), it tells the transport when it answers the only request held, so a lone
+   * call's answer is not held back to be batched with answers that are not coming.
+   */
+  async #reply(message: Message, counted?: 0 | 1): Promise<void> {
     if (this.#closed) return;
-    await this.#transport.send(encodeMessage(message)).catch(() => {});
+    const alone = counted !== undefined && this.#queue.length === 0 &&
+      this.#admitted === counted;
+    await this.#transport.send(encodeMessage(message), alone).catch(() => {});
   }
 }
 

@@ -447,7 +447,14 @@ export function websocketConnTransport(
     }
   }
 
+  /** True while the pull decodes a further message already buffered (see `send`). */
+  let readAhead = false;
+  /** The stream's controller: its `desiredSize` is below 0 while messages wait in it. */
+  let stream: ReadableStreamDefaultController<Inbound> | undefined;
   const readable = new ReadableStream<Inbound>({
+    start(controller) {
+      stream = controller;
+    },
     // One pull decodes every message whose frames are already read (the requests of one TCP
     // read, say), not one message per pull; what it holds is bounded by the read buffer.
     async pull(controller) {
@@ -465,7 +472,8 @@ export function websocketConnTransport(
           return;
         }
         controller.enqueue(message);
-      } while (frameBuffered(reader.peek()));
+        readAhead = frameBuffered(reader.peek());
+      } while (readAhead);
     },
     cancel() {
       closeWith(1000);
@@ -474,9 +482,13 @@ export function websocketConnTransport(
 
   return {
     readable,
-    send(text: OutboundText): Promise<void> {
+    send(text: OutboundText, alone = false): Promise<void> {
       if (closing) return Promise.resolve();
-      return writer.text(text);
+      // A lone answer goes at once when no further request is read ahead either (a whole frame
+      // buffered, or a message handed to the stream and not yet taken): nothing can join it.
+      const now = alone && !readAhead && !frameBuffered(reader.peek()) &&
+        (stream?.desiredSize ?? 0) >= 0;
+      return writer.text(text, now);
     },
     close() {
       closeWith(1000);

@@ -41,6 +41,7 @@ import { OutputCoalescer, REAL_PACING } from "./output_coalescer.ts";
 import { killGroup, signalExitCode, signalGroup, signalNameOf } from "./signals.ts";
 import { hasExecutableFormat } from "./exec_format.ts";
 import { spawnErrorFromErrno } from "./spawn_errors.ts";
+import { StdinWriter } from "./stdin_writer.ts";
 
 const DEV_NULL = cString("/dev/null");
 
@@ -335,12 +336,16 @@ function pipeBackend(
     const ready = stdin();
     return ready instanceof Promise ? ready.then(use) : use(ready);
   };
+  const writer = new StdinWriter({
+    write: (bytes) => withStdin((stdin) => writeStdin(stdin, bytes)),
+    end: () => withStdin(closeStdin),
+  });
   return {
     pid,
     tty: false,
     stdin: hasStdin,
-    write: (bytes) => withStdin((stdin) => writeStdin(stdin, bytes)),
-    closeStdin: () => withStdin(closeStdin),
+    write: (bytes) => writer.write(bytes),
+    closeStdin: () => writer.close(),
     signal: (name) => signalGroup(pid, PROCESS_SIGNALS[name]),
     kill: (signal) => killGroup(pid, signal),
     resize() {
