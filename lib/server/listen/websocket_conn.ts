@@ -378,7 +378,40 @@ export function websocketConnTransport(
     return { fault: "invalid UTF-8 in binary message" };
   }
 
-  /** Reads the next message; `null` when the stream ends. */
+  /**
+   * The message of a whole, final, masked text or binary frame of at most
+   * {@linkcode INLINE_FRAME_BYTES} at the front of the buffer, decoded in place
+   * without a read or an await (most requests); `undefined` for anything else,
+   * which {@linkcode nextMessage} reads and checks.
+   */
+  function bufferedMessage(): Inbound | undefined {
+    const bytes = reader.peek();
+    if (!frameBuffered(bytes)) return undefined;
+    const opcode = bytes[0]! ^ 0x80;
+    if ((opcode !== 0x1 && opcode !== 0x2) || (bytes[1]! & 0x80) === 0) return undefined;
+    const short = bytes[1]! & 0x7f;
+    const length = short === 126 ? (bytes[2]! << 8) | bytes[3]! : short;
+    if (length > INLINE_FRAME_BYTES || length > maxBytes) return undefined;
+    const start = short === 126 ? 8 : 6;
+    const payload = bytes.subarray(start, start + length);
+    unmask(payload, bytes.subarray(start - 4, start), 0);
+    reader.skip(start + length);
+    return decodeMessage(payload, opcode);
+  }
+
+  /** The next message: a buffered one at once, else after reading; `null` when the stream ends. */
+  async function next(): Promise<Inbound | null> {
+    const buffered = bufferedMessage();
+    if (buffered !== undefined) return buffered;
+    if (reader.buffered === 0) {
+      if (!(await reader.fill())) return null;
+      const read = bufferedMessage();
+      if (read !== undefined) return read;
+    }
+    return await nextMessage();
+  }
+
+  /** Reads the next message, any frames; `null` when the stream ends. */
   async function nextMessage(): Promise<Inbound | null> {
     const parts: Uint8Array[] = [];
     let total = 0;
@@ -461,7 +494,7 @@ export function websocketConnTransport(
       do {
         let message: Inbound | null;
         try {
-          message = closing ? null : await nextMessage();
+          message = closing ? null : await next();
         } catch (err) {
           if (err instanceof ProtocolViolation) closeWith(err.code, err.message);
           message = null;
