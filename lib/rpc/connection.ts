@@ -449,7 +449,9 @@ export class Connection {
       if (!handler) {
         throw new RpcError(ErrorCode.MethodNotFound, `method \`${request.method}\` is not handled`);
       }
-      const result = await handler(request.method, request.params, request.id);
+      // A synchronous handler's result is answered without a wait for it.
+      const answer = handler(request.method, request.params, request.id);
+      const result = answer instanceof Promise ? await answer : answer;
       reply = { kind: "response", id: request.id, result };
     } catch (err) {
       reply = { kind: "error", id: request.id, error: toWireError(err) };
