@@ -480,48 +480,62 @@ export function websocketConnTransport(
     }
   }
 
-  /** True while the pull decodes a further message already buffered (see `send`). */
-  let readAhead = false;
-  /** The stream's controller: its `desiredSize` is below 0 while messages wait in it. */
-  let stream: ReadableStreamDefaultController<Inbound> | undefined;
-  const readable = new ReadableStream<Inbound>({
-    start(controller) {
-      stream = controller;
-    },
-    // One pull decodes every message whose frames are already read (the requests of one TCP
-    // read, say), not one message per pull; what it holds is bounded by the read buffer.
-    async pull(controller) {
-      do {
-        let message: Inbound | null;
-        try {
-          message = closing ? null : await next();
-        } catch (err) {
-          if (err instanceof ProtocolViolation) closeWith(err.code, err.message);
-          message = null;
-        }
-        if (message === null) {
-          controller.close();
-          if (!closing) closeConn();
-          return;
-        }
-        controller.enqueue(message);
-        readAhead = frameBuffered(reader.peek());
-      } while (readAhead);
-    },
-    cancel() {
-      closeWith(1000);
-    },
-  }, { highWaterMark: 0 });
+  let ended = false;
+
+  /** The message that ends reading: `null`, after closing the socket unless a close is under way. */
+  function end(): null {
+    if (!ended) {
+      ended = true;
+      if (!closing) closeConn();
+    }
+    return null;
+  }
+
+  /**
+   * The next message: at once when its frame is buffered (the further requests of one TCP
+   * read), else once read; `null` at the end. A protocol violation closes with its code.
+   */
+  function receive(): Inbound | null | Promise<Inbound | null> {
+    if (ended || closing) return end();
+    try {
+      const buffered = bufferedMessage();
+      if (buffered !== undefined) return buffered;
+    } catch (err) {
+      return violated(err);
+    }
+    return next().then((message) => message ?? end(), violated);
+  }
+
+  function violated(err: unknown): null {
+    if (err instanceof ProtocolViolation) closeWith(err.code, err.message);
+    return end();
+  }
+
+  let stream: ReadableStream<Inbound> | undefined;
+  /** `receive` as a stream, made for a reader that asks for one. */
+  function readable(): ReadableStream<Inbound> {
+    return stream ??= new ReadableStream<Inbound>({
+      async pull(controller) {
+        const message = await receive();
+        if (message === null) controller.close();
+        else controller.enqueue(message);
+      },
+      cancel() {
+        closeWith(1000);
+      },
+    }, { highWaterMark: 0 });
+  }
 
   return {
-    readable,
+    get readable() {
+      return readable();
+    },
+    receive,
     send(text: OutboundText, alone = false): Promise<void> {
       if (closing) return Promise.resolve();
       // A lone answer goes at once when no further request is read ahead either (a whole frame
-      // buffered, or a message handed to the stream and not yet taken): nothing can join it.
-      const now = alone && !readAhead && !frameBuffered(reader.peek()) &&
-        (stream?.desiredSize ?? 0) >= 0;
-      return writer.text(text, now);
+      // buffered): nothing can join it.
+      return writer.text(text, alone && !frameBuffered(reader.peek()));
     },
     close() {
       closeWith(1000);
