@@ -24,7 +24,6 @@ import {
   MAX_PENDING_CONNECTIONS,
   serveWebSocket,
 } from "../lib/server/listen/listen.ts";
-import { MAX_HEAD_BYTES } from "../lib/server/listen/http_head.ts";
 import {
   handshake,
   MAIN_TS,
@@ -175,10 +174,8 @@ Deno.test("a request head of 64 KiB is answered; one byte more gets 431", async 
   const server = await serveWebSocket({});
   const port = Number(new URL(server.url).port);
   try {
-    assert.equal(MAX_HEAD_BYTES, 64 * 1024);
     const start = "GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: ";
-    const atLimit = start + "a".repeat(MAX_HEAD_BYTES - start.length);
-    assert.equal(atLimit.length, MAX_HEAD_BYTES);
+    const atLimit = start + "a".repeat(64 * 1024 - start.length);
     assert.equal(await statusLineFor(port, `${atLimit}\r\n\r\n`), "HTTP/1.1 200 OK");
     // One byte more and all but the last byte of the blank line: exactly what the server reads
     // before it gives up, so nothing is left unread to turn its close into a reset.

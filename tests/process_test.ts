@@ -673,13 +673,17 @@ Deno.test("process output delivered after exit keeps closed last (background chi
   assert.equal(kinds[kinds.length - 1], "process/closed");
 });
 
-Deno.test("process/start answers before the process's first notification", async () => {
+Deno.test("process/start answers before the process's first notification, with pipes and with a tty", async () => {
   await using server = await inProcessSession();
   const client = server.stdio;
-  for (const id of ["a", "b", "c", "d", "e"]) await start(client, id, ["/bin/echo", id]);
-  for (const id of ["a", "b", "c", "d", "e"]) await client.log.processClosed(id);
+  const pipes = ["a", "b", "c", "d", "e"];
+  const ttys = ["ta", "tb", "tc", "td", "te"];
+  for (const id of pipes) await start(client, id, ["/bin/echo", id]);
+  // A tty child that dies at once: its output and exit were sent before the answer.
+  for (const id of ttys) await start(client, id, sh(`echo ${id}; kill -9 $$`), { tty: true });
+  for (const id of [...pipes, ...ttys]) await client.log.processClosed(id);
   const received = client.log.received.map((r) => r.msg);
-  for (const id of ["a", "b", "c", "d", "e"]) {
+  for (const id of [...pipes, ...ttys]) {
     const response = received.findIndex((m) =>
       !("method" in m) && (m.result as { processId?: string } | undefined)?.processId === id
     );

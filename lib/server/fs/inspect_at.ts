@@ -89,7 +89,7 @@ export function canonicalAt(
 }
 
 /** What a symlink leads to: its `statx` and real path. */
-export interface LinkTarget {
+interface LinkTarget {
   /** `statx` of the target. */
   stat: StatX;
   /** Canonical path of the target. */

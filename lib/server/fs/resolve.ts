@@ -88,7 +88,7 @@ export function raceFreeWrites(): boolean {
  * @returns The new descriptor; close it.
  * @throws {SyscallError} `EXDEV` for a path that leaves the root, `ELOOP` after 40 links.
  */
-export function openBelow(rootfd: number, rel: string, flags: number, rootReal?: string): number {
+function openBelow(rootfd: number, rel: string, flags: number, rootReal?: string): number {
   if (!openat2Missing) {
     try {
       return openat2(rootfd, rel, flags, 0, BENEATH);
