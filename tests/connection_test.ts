@@ -499,6 +499,26 @@ Deno.test("Connection marks an answer alone only when no other request is queued
   conn.close();
 });
 
+Deno.test("Connection reads through receive when the transport offers it, answers in order and ends at null", async () => {
+  const transport = new MemoryTransport(
+    new ReadableStream({
+      pull: () => {
+        throw new Error("the stream is not read when receive is offered");
+      },
+    }),
+  );
+  const inbound: (string | null | Promise<string | null>)[] = [
+    JSON.stringify({ id: 1, method: "now" }),
+    Promise.resolve(JSON.stringify({ id: 2, method: "later" })),
+    JSON.stringify({ id: 3, method: "now again" }),
+    new Promise((resolve) => setTimeout(() => resolve(null), 10)),
+  ];
+  const offered = Object.assign(transport, { receive: () => inbound.shift() ?? null });
+  const conn = new Connection(offered, { handlers: echo });
+  await conn.closed;
+  assert.deepEqual(transport.messages().map((m) => m.id), [1, 2, 3]);
+});
+
 Deno.test("Connection stops reading when 128 inbound messages wait", async () => {
   const gate = Promise.withResolvers<void>();
   let pulled = 0;

@@ -172,3 +172,20 @@ Deno.test("WebSocket writes a lone answer at once, but not while another request
     client.close();
   }
 });
+
+Deno.test("WebSocket receive hands over a message whose frame is already read at once, and null at the end", async () => {
+  const { client, transport } = await transportPair();
+  try {
+    const frame = (text: string) => encodeFrame(0x1, new TextEncoder().encode(text), true);
+    await client.write(new Uint8Array([...frame("one"), ...frame("two")]));
+    const first = transport.receive!();
+    assert.ok(first instanceof Promise, "nothing read yet: a promise");
+    assert.equal(await first, "one");
+    assert.equal(transport.receive!(), "two", "read with the first: at once");
+    client.close();
+    assert.equal(await transport.receive!(), null);
+    assert.equal(transport.receive!(), null, "and null again");
+  } finally {
+    transport.close();
+  }
+});

@@ -19,7 +19,7 @@ import {
 } from "../protocol/envelope.ts";
 import { ErrorCode, RpcError, toWireError, type WireError } from "../protocol/errors.ts";
 import type { Semaphore } from "./semaphore.ts";
-import type { OutboundText, Transport } from "./transport.ts";
+import type { Inbound, OutboundText, Transport } from "./transport.ts";
 
 /** The connection closed before the call was answered (a local condition, never a remote error). */
 export class ClosedError extends Error {
@@ -329,10 +329,31 @@ export class Connection {
     return true;
   }
 
+  /** The next inbound message, `null` at the end (through `receive` when the transport has it). */
+  #next: () => Inbound | null | Promise<Inbound | null> = () => {
+    const transport = this.#transport;
+    if (transport.receive !== undefined) {
+      this.#next = () => transport.receive!();
+    } else {
+      const messages = transport.readable[Symbol.asyncIterator]();
+      this.#stopReading = () => void messages.return?.().catch(() => {});
+      this.#next = async () => {
+        const { done, value } = await messages.next();
+        return done ? null : value;
+      };
+    }
+    return this.#next();
+  };
+
+  /** Lets go of the transport's stream when reading stops before its end. */
+  #stopReading = () => {};
+
   async #read(): Promise<void> {
     try {
-      for await (const item of this.#transport.readable) {
-        if (this.#closed) break;
+      while (!this.#closed) {
+        const next = this.#next();
+        const item = next instanceof Promise ? await next : next;
+        if (item === null || this.#closed) break;
         const units = typeof item === "string" ? item.length : 0;
         while (!this.#closed && this.#full(units)) {
           await new Promise<void>((resolve) => (this.#space = resolve));
@@ -343,6 +364,7 @@ export class Connection {
         this.#queue.push({ item: typeof item === "string" ? decodeOrFault(item) : item, units });
         this.#wake?.();
       }
+      if (this.#closed) this.#stopReading();
     } catch {
       // A transport error ends the connection like EOF.
     }
@@ -449,7 +471,9 @@ export class Connection {
       if (!handler) {
         throw new RpcError(ErrorCode.MethodNotFound, `method \`${request.method}\` is not handled`);
       }
-      const result = await handler(request.method, request.params, request.id);
+      // A synchronous handler's result is answered without a wait for it.
+      const answer = handler(request.method, request.params, request.id);
+      const result = answer instanceof Promise ? await answer : answer;
       reply = { kind: "response", id: request.id, result };
     } catch (err) {
       reply = { kind: "error", id: request.id, error: toWireError(err) };

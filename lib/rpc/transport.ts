@@ -47,6 +47,12 @@ export interface Transport {
   /** Inbound messages; ends when the peer closes. */
   readonly readable: ReadableStream<Inbound>;
   /**
+   * The next inbound message, `null` once the peer has closed: at once when it is already
+   * read, else a promise. A transport may offer it as a cheaper way to read than `readable`
+   * (no stream objects per connection and per message); a reader uses one or the other.
+   */
+  receive?(): Inbound | null | Promise<Inbound | null>;
+  /**
    * Sends one message; resolves when the outbound buffer has room again.
    *
    * @param text The message, whole or in parts.
