@@ -1,13 +1,28 @@
 /**
- * The floor of the `cold` metric: the least a `deno run` program does to answer the harness's
- * cold-start exchange. It answers `initialize` and every other request with a fixed result, and
- * runs a `process/start` with `Deno.Command` (stdout and stderr piped, as a server would),
- * sending `process/exited` and `process/closed` when it ends. It validates nothing, keeps no
- * session and speaks only the WebSocket frames a harness client sends (masked, unfragmented
- * text). Not a server: a measuring stick for what Deno itself costs on this machine.
+ * The floor of the `cold` and `stdin` metrics: the least a `deno run` program does to answer the
+ * harness. It answers `initialize` and every other request with a fixed result, and runs a
+ * `process/start` with `Deno.Command` (stdout and stderr piped, as a server would), sending
+ * `process/exited` and `process/closed` when it ends. It validates nothing, keeps no session and
+ * speaks only the WebSocket frames a harness client sends (masked, unfragmented text). Not a
+ * server: a measuring stick for what Deno itself costs on this machine.
+ *
+ * A process started with `pipeStdin` is handled as `--stdin MODE` says (`cat` when not given):
+ * - `null`: no child at all; each `process/write` is answered at once and its chunk (still
+ *   base64) sent straight back as the process's output: what the harness client alone costs.
+ * - `devnull`: the same echo, and the decoded chunk is also written to a `cat > /dev/null`
+ *   child's stdin (answered at once, written in order): the client plus the pipe write.
+ * - `cat`: the chunk is decoded and written to `cat`, whose output is read, base64 encoded and
+ *   sent as `process/output`: the whole pipeline with the least JavaScript.
+ *
+ * An `http/request` is relayed to its origin over one kept-alive connection per origin (one
+ * write of the head and body, reads until the `content-length` body is in; no chunked bodies,
+ * redirects, proxies or checks) and answered with the status, the header lines and the body in
+ * base64, the reference's result shape: the least a Deno server does per `http/request`.
  *
  * ```sh
  * deno task bench --server "deno run --allow-all $PWD/bench/floor_server.ts" --only cold
+ * deno task bench --server "deno run --allow-all $PWD/bench/floor_server.ts --stdin null" --only stdin
+ * deno task bench --server "deno run --allow-all $PWD/bench/floor_server.ts" --only http
  * ```
  *
  * @module
@@ -18,40 +33,151 @@ const decoder = new TextDecoder();
 const WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 
 type Send = (text: string) => void;
+type StdinMode = "null" | "devnull" | "cat";
 
-async function drain(stream: ReadableStream<Uint8Array>): Promise<void> {
-  const reader = stream.getReader();
-  while (!(await reader.read()).done) { /* output is not forwarded */ }
+const argValue = (name: string): string | undefined => {
+  const at = Deno.args.indexOf(name);
+  return at < 0 ? undefined : Deno.args[at + 1];
+};
+const STDIN_MODE = (argValue("--stdin") ?? "cat") as StdinMode;
+
+/** A process started with `pipeStdin`: where its writes go. */
+interface Piped {
+  seq: number;
+  stdin: WritableStreamDefaultWriter<Uint8Array> | null;
+  child: Deno.ChildProcess | null;
+}
+const piped = new Map<string, Piped>();
+
+function output(processId: string, seq: number, chunk: string): string {
+  return `{"method":"process/output","params":{"processId":${
+    JSON.stringify(processId)
+  },"seq":${seq},"stream":"stdout","chunk":"${chunk}"}}`;
+}
+
+async function drain(
+  stream: ReadableStream<Uint8Array>,
+  forward?: (bytes: Uint8Array) => void,
+): Promise<void> {
+  for await (const bytes of stream) forward?.(bytes);
+}
+
+function ended(processId: string, exitCode: number, send: Send): void {
+  send(JSON.stringify({ method: "process/exited", params: { processId, exitCode } }));
+  send(JSON.stringify({ method: "process/closed", params: { processId } }));
+}
+
+function start(processId: string, argv: string[], pipeStdin: boolean, send: Send): void {
+  if (pipeStdin && STDIN_MODE === "null") {
+    piped.set(processId, { seq: 0, stdin: null, child: null });
+    return;
+  }
+  const devnull = pipeStdin && STDIN_MODE === "devnull";
+  const child = new Deno.Command(devnull ? "/bin/sh" : argv[0]!, {
+    args: devnull ? ["-c", "cat > /dev/null"] : argv.slice(1),
+    stdin: pipeStdin ? "piped" : "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const entry: Piped = { seq: 0, stdin: pipeStdin ? child.stdin.getWriter() : null, child };
+  if (pipeStdin) piped.set(processId, entry);
+  const forward = pipeStdin && !devnull
+    ? (bytes: Uint8Array) => send(output(processId, ++entry.seq, bytes.toBase64()))
+    : undefined;
+  Promise.all([child.status, drain(child.stdout, forward), drain(child.stderr)])
+    .then(([status]) => ended(processId, status.code, send));
+}
+
+function write(processId: string, chunk: string, send: Send): void {
+  const entry = piped.get(processId);
+  if (entry === undefined) return;
+  if (STDIN_MODE !== "cat") send(output(processId, ++entry.seq, chunk));
+  if (STDIN_MODE !== "null") entry.stdin?.write(Uint8Array.fromBase64(chunk)).catch(() => {});
+}
+
+function terminate(processId: string, send: Send): void {
+  const entry = piped.get(processId);
+  piped.delete(processId);
+  if (entry?.child) entry.child.kill("SIGKILL");
+  else if (entry) ended(processId, 137, send);
+}
+
+/** One kept-alive connection per origin, read by one relayed request at a time. */
+const origins = new Map<string, Promise<Deno.TcpConn>>();
+
+/** Relays one `http/request` over its origin's kept-alive connection (see the module doc). */
+async function relay(id: number, params: Record<string, unknown>, send: Send): Promise<void> {
+  const url = new URL(params.url as string);
+  let conn = origins.get(url.host);
+  if (conn === undefined) {
+    conn = Deno.connect({ hostname: url.hostname, port: Number(url.port || 80) }).then((c) => {
+      c.setNoDelay(true);
+      return c;
+    });
+    origins.set(url.host, conn);
+  }
+  const tcp = await conn;
+  const body = typeof params.bodyBase64 === "string"
+    ? Uint8Array.fromBase64(params.bodyBase64)
+    : null;
+  let head = `${params.method} ${url.pathname}${url.search} HTTP/1.1\r\n`;
+  for (const header of (params.headers ?? []) as { name: string; value: string }[]) {
+    head += `${header.name}: ${header.value}\r\n`;
+  }
+  head += `host: ${url.host}\r\n${body ? `content-length: ${body.length}\r\n` : ""}\r\n`;
+  const headBytes = encoder.encode(head);
+  const message = new Uint8Array(headBytes.length + (body?.length ?? 0));
+  message.set(headBytes);
+  if (body) message.set(body, headBytes.length);
+  await tcp.write(message);
+  const buffer = new Uint8Array(65536);
+  let received = 0;
+  while (true) {
+    const n = await tcp.read(buffer.subarray(received));
+    if (n === null) throw new Error("origin closed");
+    received += n;
+    const text = decoder.decode(buffer.subarray(0, received));
+    const end = text.indexOf("\r\n\r\n");
+    if (end < 0) continue;
+    const lines = text.slice(0, end).split("\r\n");
+    const headers = lines.slice(1).map((line) => {
+      const colon = line.indexOf(":");
+      return { name: line.slice(0, colon).toLowerCase(), value: line.slice(colon + 1).trim() };
+    });
+    const length = Number(headers.find((h) => h.name === "content-length")?.value ?? 0);
+    if (received < end + 4 + length) continue;
+    const bodyBase64 = buffer.subarray(end + 4, end + 4 + length).toBase64();
+    const status = Number(lines[0]!.split(" ")[1]);
+    send(JSON.stringify({ id, result: { status, headers, bodyBase64 } }));
+    return;
+  }
 }
 
 function answer(text: string, send: Send): void {
   const message = JSON.parse(text);
   if (typeof message.id !== "number") return;
-  if (message.method !== "process/start") {
+  const params = message.params as Record<string, unknown>;
+  const processId = params?.processId as string;
+  if (message.method === "http/request") {
+    relay(message.id, params, send).catch(() =>
+      send(JSON.stringify({ id: message.id, error: { code: -32603, message: "relay failed" } }))
+    );
+  } else if (message.method === "process/write") {
+    send(`{"id":${message.id},"result":{"status":"accepted"}}`);
+    write(processId, params.chunk as string, send);
+  } else if (message.method === "process/start") {
+    send(JSON.stringify({ id: message.id, result: { processId } }));
+    start(processId, params.argv as string[], params.pipeStdin === true, send);
+  } else {
     send(JSON.stringify({ id: message.id, result: { sessionId: "floor" } }));
-    return;
+    if (message.method === "process/terminate") terminate(processId, send);
   }
-  const { processId, argv } = message.params as { processId: string; argv: string[] };
-  const child = new Deno.Command(argv[0]!, {
-    args: argv.slice(1),
-    stdin: "null",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  send(JSON.stringify({ id: message.id, result: { processId } }));
-  Promise.all([child.status, drain(child.stdout), drain(child.stderr)])
-    .then(([status]) => {
-      send(
-        JSON.stringify({ method: "process/exited", params: { processId, exitCode: status.code } }),
-      );
-      send(JSON.stringify({ method: "process/closed", params: { processId } }));
-    });
 }
 
 async function serveStdio(): Promise<void> {
   const buffer = new Uint8Array(65536);
   let pending = "";
-  const send: Send = (text) => void Deno.stdout.writeSync(encoder.encode(text + "\n"));
+  const send = sender(Deno.stdout, (text) => encoder.encode(text + "\n"));
   for (let n = await Deno.stdin.read(buffer); n !== null; n = await Deno.stdin.read(buffer)) {
     pending += decoder.decode(buffer.subarray(0, n));
     for (let end = pending.indexOf("\n"); end >= 0; end = pending.indexOf("\n")) {
@@ -59,6 +185,34 @@ async function serveStdio(): Promise<void> {
       pending = pending.slice(end + 1);
     }
   }
+}
+
+/**
+ * Sends each message whole and in order: the ones queued while a write is under way leave
+ * together in the next one (a write may take only part of what it is given).
+ */
+function sender(
+  to: { write(bytes: Uint8Array): Promise<number> },
+  encode: (text: string) => Uint8Array,
+): Send {
+  let queued: Uint8Array[] = [];
+  let writing = false;
+  const flush = async () => {
+    writing = true;
+    while (queued.length > 0) {
+      const parts = queued;
+      queued = [];
+      const bytes = new Uint8Array(parts.reduce((n, part) => n + part.length, 0));
+      let at = 0;
+      for (const part of parts) at += (bytes.set(part, at), part.length);
+      for (let done = 0; done < bytes.length;) done += await to.write(bytes.subarray(done));
+    }
+    writing = false;
+  };
+  return (text) => {
+    queued.push(encode(text));
+    if (!writing) flush().catch(() => {});
+  };
 }
 
 function frame(text: string): Uint8Array {
@@ -96,7 +250,7 @@ async function serveWebSocket(conn: Deno.TcpConn): Promise<void> {
     "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
       `Sec-WebSocket-Accept: ${new Uint8Array(digest).toBase64()}\r\n\r\n`,
   ));
-  const send: Send = (text) => void conn.write(frame(text)).catch(() => {});
+  const send = sender(conn, frame);
   while (true) {
     while (bytes.length < 2) if (!(await fill())) return;
     const opcode = bytes[0]! & 0x0f;

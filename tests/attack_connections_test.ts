@@ -24,7 +24,7 @@ import {
   MAX_PENDING_CONNECTIONS,
   serveWebSocket,
 } from "../lib/server/listen/listen.ts";
-import { MAX_HEAD_BYTES } from "../lib/server/listen/http_head.ts";
+import { readRequestHead } from "../lib/server/listen/http_head.ts";
 import {
   handshake,
   MAIN_TS,
@@ -150,6 +150,40 @@ Deno.test("a connection that does not finish its request head is closed after th
   }
 });
 
+Deno.test("each stalled handshake is closed after its own full timeout, however the handshakes are staggered", async () => {
+  const timeoutMs = 300;
+  const server = await serveWebSocket({ handshakeTimeoutMs: timeoutMs });
+  const port = Number(new URL(server.url).port);
+  const conns: Deno.TcpConn[] = [];
+  try {
+    // One at a time, 100 ms apart (the later ones wait behind an earlier one's timer), and one
+    // more after all the others were closed (the timer is set again for it).
+    const lifetimes: Promise<number>[] = [];
+    const watch = async (conn: Deno.TcpConn, opened: number) => {
+      assert.ok(await closedByServer(conn));
+      return performance.now() - opened;
+    };
+    for (let i = 0; i < 3; i++) {
+      const opened = performance.now();
+      const [conn] = await halfOpen(port, 1);
+      conns.push(conn!);
+      lifetimes.push(watch(conn!, opened));
+      await sleep(100);
+    }
+    const first = await Promise.all(lifetimes);
+    const opened = performance.now();
+    const [late] = await halfOpen(port, 1);
+    conns.push(late!);
+    const all = [...first, await watch(late!, opened)];
+    for (const lifetime of all) {
+      assert.ok(lifetime >= timeoutMs - 1, `closed after ${lifetime} ms, before its timeout`);
+    }
+  } finally {
+    closeAll(conns);
+    await server.shutdown();
+  }
+});
+
 /** Sends `bytes` on `conn`, reads the answer to its end; returns the answer's status line. */
 async function statusLineAfter(conn: Deno.Conn, bytes: string): Promise<string> {
   await conn.write(new TextEncoder().encode(bytes));
@@ -175,10 +209,8 @@ Deno.test("a request head of 64 KiB is answered; one byte more gets 431", async 
   const server = await serveWebSocket({});
   const port = Number(new URL(server.url).port);
   try {
-    assert.equal(MAX_HEAD_BYTES, 64 * 1024);
     const start = "GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: ";
-    const atLimit = start + "a".repeat(MAX_HEAD_BYTES - start.length);
-    assert.equal(atLimit.length, MAX_HEAD_BYTES);
+    const atLimit = start + "a".repeat(64 * 1024 - start.length);
     assert.equal(await statusLineFor(port, `${atLimit}\r\n\r\n`), "HTTP/1.1 200 OK");
     // One byte more and all but the last byte of the blank line: exactly what the server reads
     // before it gives up, so nothing is left unread to turn its close into a reset.
@@ -295,5 +327,30 @@ Deno.test("accept failing with EMFILE is logged and survived; the server serves 
     const stderr = await server.stderr;
     assert.match(stderr, /accept failed, retrying: .*os error 24/);
     assert.equal(status.code, 0, `the server did not run until stopped:\n${stderr}`);
+  }
+});
+
+Deno.test("a request head is found at its blank line wherever the reads split it, the bytes read after it kept", async () => {
+  const text = "GET / HTTP/1.1\r\nHost: a\r\nX-Cr: \r\r\n\r\nearly";
+  const bytes = new TextEncoder().encode(text);
+  for (let split = 1; split < bytes.length; split++) {
+    const chunks = [bytes.subarray(0, split), bytes.subarray(split)];
+    const conn = {
+      read: (buffer: Uint8Array) => {
+        const chunk = chunks.shift();
+        if (chunk === undefined) return Promise.resolve(null);
+        buffer.set(chunk);
+        return Promise.resolve(chunk.length);
+      },
+    };
+    const head = await readRequestHead(conn as unknown as Deno.Conn);
+    assert.ok(typeof head === "object", `split at ${split}: ${head}`);
+    // A CR that starts no blank line is passed over (and trimmed from the value).
+    assert.equal(head.headers.get("x-cr"), "", `split at ${split}`);
+    assert.equal(head.headers.get("host"), "a");
+    // What came after the blank line in the reads that found it.
+    const headBytes = text.indexOf("\r\n\r\n") + 4;
+    const rest = text.slice(headBytes, split >= headBytes ? split : text.length);
+    assert.equal(new TextDecoder().decode(head.rest), rest, `split at ${split}`);
   }
 });

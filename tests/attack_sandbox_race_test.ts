@@ -5,7 +5,11 @@
  * through the directory. Every request must stay inside the writable root:
  * 0 escapes per method, and no temp file left anywhere.
  *
- * 200 tries per method (a few seconds).
+ * The cases are those of the operations table (`helpers/fs_race.ts`, as in
+ * `attack_scope_race_test.ts`), with the outside directory denied by the
+ * sandbox: the reading ones 200 times each, the writing ones `TRIES` times
+ * (50, 200 with `EXEC_SERVER_LONG_TESTS=1`). Writes are also raced, 200
+ * times, against an outside directory the sandbox may read but not write.
  *
  * @module
  */
@@ -14,6 +18,7 @@ import assert from "node:assert/strict";
 import { handshake, type ProtocolClient, ServerProcess } from "./helpers/server_harness.ts";
 import { attackLayout, b64, listNames, SANDBOX, sandboxValue, uri } from "./helpers/attack.ts";
 import {
+  type Case,
   Client,
   PERL,
   RACE_SKIP,
@@ -54,7 +59,7 @@ async function startSwapper(
 
 Deno.test({
   name:
-    `sandboxed fs calls stay in the writable root while a sandboxed process swaps a link in${SKIP}`,
+    `sandboxed fs writes stay in the writable root while a sandboxed process swaps in a link to a directory the sandbox may read but not write${SKIP}`,
   ignore: SKIP !== "",
   async fn() {
     await using l = await attackLayout("es-attack-race-");
@@ -85,12 +90,7 @@ Deno.test({
         await client.request(id++, method, { ...params, sandbox });
       }
     }
-    const swapping = client.log.processEvents("swapper").every((m) =>
-      m.method !== "process/exited"
-    );
-    assert.ok(swapping, `the swapper stopped early: ${client.log.outputText("swapper", "stderr")}`);
-    await client.request(id++, "process/terminate", { processId: "swapper" });
-    await client.log.processClosed("swapper");
+    await stopSwapper(client, id++);
     const outside = listNames(l.outside);
     const escapes = {
       writeFile: outside.filter((name) => /^w\d+$/.test(name)).length,
@@ -106,36 +106,6 @@ Deno.test({
   },
 });
 
-/**
- * The read races' layout: `d` (holding `f`, "public", and `PUBLIC`) swapped
- * with `l`, a link to a directory the sandbox denies (holding `f`,
- * "SECRET", and the marker file `SECRETMARK`); returns the sandbox value.
- */
-async function startDeniedSwap(
-  client: ProtocolClient,
-  l: { base: string; ws: string },
-): Promise<Record<string, unknown>> {
-  const secret = `${l.base}/secret`;
-  await Deno.mkdir(secret);
-  await Deno.writeTextFile(`${secret}/f`, "SECRET\n");
-  await Deno.writeTextFile(`${secret}/SECRETMARK`, "");
-  await Deno.mkdir(`${l.ws}/d`);
-  await Deno.writeTextFile(`${l.ws}/d/f`, "public-public\n");
-  await Deno.writeTextFile(`${l.ws}/d/PUBLIC`, "");
-  await Deno.symlink(secret, `${l.ws}/l`);
-  await handshake(client);
-  const base = sandboxValue([l.ws], "restricted") as {
-    permissions: { file_system: { entries: unknown[] } };
-  };
-  base.permissions.file_system.entries.push({
-    path: { type: "path", path: uri(secret) },
-    access: "none",
-  });
-  const sandbox = base as Record<string, unknown>;
-  await startSwapper(client, l.ws, sandbox);
-  return sandbox;
-}
-
 /** Stops the swapper, asserting it kept swapping until now. */
 async function stopSwapper(client: ProtocolClient, id: number | string): Promise<void> {
   const swapping = client.log.processEvents("swapper").every((m) => m.method !== "process/exited");
@@ -144,199 +114,53 @@ async function stopSwapper(client: ProtocolClient, id: number | string): Promise
   await client.log.processClosed("swapper");
 }
 
-Deno.test({
-  name:
-    `sandboxed fs/readDirectory, fs/getMetadata and fs/canonicalize reveal nothing of a denied directory while a sandboxed process swaps a link in${SKIP}`,
-  ignore: SKIP !== "",
-  async fn() {
-    await using l = await attackLayout("es-attack-race-inspect-");
-    await using server = await ServerProcess.start({ listen: "stdio" });
-    const client = server.stdio!;
-    const sandbox = await startDeniedSwap(client, l);
-    const seen = { listings: 0, metadata: 0, canonical: 0 };
-    const leaks = { readDirectory: 0, getMetadata: 0, canonicalize: 0 };
-    let id = 1;
-    for (let i = 0; i < TRIES; i++) {
-      const listing = await client.request(id++, "fs/readDirectory", {
-        path: uri(`${l.ws}/d`),
-        sandbox,
-      });
-      const entries = (listing.result as { entries?: { fileName: string }[] } | undefined)
-        ?.entries;
-      if (entries?.some((entry) => entry.fileName === "PUBLIC")) seen.listings++;
-      if (entries?.some((entry) => entry.fileName === "SECRETMARK")) leaks.readDirectory++;
-      const metadata = await client.request(id++, "fs/getMetadata", {
-        path: uri(`${l.ws}/d/f`),
-        sandbox,
-      });
-      const size = (metadata.result as { size?: number } | undefined)?.size;
-      if (size === "public-public\n".length) seen.metadata++;
-      if (size === "SECRET\n".length) leaks.getMetadata++;
-      const canonical = await client.request(id++, "fs/canonicalize", {
-        path: uri(`${l.ws}/d/f`),
-        sandbox,
-      });
-      const path = (canonical.result as { path?: string } | undefined)?.path;
-      if (path === uri(`${l.ws}/d/f`)) seen.canonical++;
-      if (path?.includes("/secret/")) leaks.canonicalize++;
-    }
-    await stopSwapper(client, id);
-    console.log(`attack ${JSON.stringify({ tries: TRIES, seen, leaks })}`);
-    assert.deepEqual(leaks, { readDirectory: 0, getMetadata: 0, canonicalize: 0 });
-  },
-});
+/**
+ * Runs `cases` of the operations table ({@linkcode raceCases}) `tries` times under a sandbox
+ * whose writable root is S, with the directory outside S denied, while a sandboxed process
+ * swaps `S/d` and the link `S/l` to it; returns escapes by case.
+ */
+async function tableRace(
+  cases: (c: Case) => boolean,
+  tries: number,
+): Promise<Record<string, number>> {
+  await using l = await raceLayout(false, "/var/tmp", tries);
+  await using server = await ServerProcess.start({ listen: "stdio" });
+  const client = server.stdio!;
+  await handshake(client);
+  const sandbox = sandboxValue([l.scope], "restricted") as {
+    permissions: { file_system: { entries: unknown[] } };
+  };
+  sandbox.permissions.file_system.entries.push({
+    path: { type: "path", path: uri(l.outside) },
+    access: "none",
+  });
+  await startSwapper(client, l.scope, sandbox);
+  return await runRace(
+    new Client(client, sandbox),
+    l,
+    raceCases({ sandboxed: true }).filter(cases),
+    () => stopSwapper(client, "stop"),
+  );
+}
 
 Deno.test({
   name:
-    `sandboxed fs/walk lists nothing of a denied directory while a sandboxed process swaps a link in${SKIP}`,
+    `sandboxed fs calls of every writing case of the operations table stay in the writable root while a sandboxed process swaps a link to a denied directory in${SKIP}`,
   ignore: SKIP !== "",
   async fn() {
-    await using l = await attackLayout("es-attack-race-walk-");
-    await using server = await ServerProcess.start({ listen: "stdio" });
-    const client = server.stdio!;
-    const sandbox = await startDeniedSwap(client, l);
-    let seen = 0;
-    let leaks = 0;
-    let id = 1;
-    const options = { maxDepth: 3, maxDirectories: 10, maxEntries: 100 };
-    for (let i = 0; i < TRIES; i++) {
-      const walked = await client.request(id++, "fs/walk", {
-        path: uri(l.ws),
-        options: { ...options, followDirectorySymlinks: i % 2 === 0 },
-        sandbox,
-      });
-      const paths = ((walked.result as { entries?: { path: string }[] } | undefined)?.entries ?? [])
-        .map((entry) => entry.path);
-      if (paths.some((path) => path.endsWith("/PUBLIC"))) seen++;
-      if (paths.some((path) => path.endsWith("/SECRETMARK"))) leaks++;
-    }
-    await stopSwapper(client, id);
-    console.log(`attack ${JSON.stringify({ tries: TRIES, seen, leaks })}`);
-    assert.equal(leaks, 0, "a walk listed a denied directory");
-  },
-});
-
-Deno.test({
-  name:
-    `sandboxed recursive fs/copy copies nothing of a denied directory while a sandboxed process swaps a link in${SKIP}`,
-  ignore: SKIP !== "",
-  async fn() {
-    await using l = await attackLayout("es-attack-race-tree-");
-    await using server = await ServerProcess.start({ listen: "stdio" });
-    const client = server.stdio!;
-    const sandbox = await startDeniedSwap(client, l);
-    let id = 1;
-    for (let i = 0; i < TRIES; i++) {
-      await client.request(id++, "fs/copy", {
-        sourcePath: uri(`${l.ws}/d`),
-        destinationPath: uri(`${l.ws}/tree${i}`),
-        recursive: true,
-        sandbox,
-      });
-    }
-    await stopSwapper(client, id);
-    // A copy of the link itself is a link (legitimate): only copied directories count.
-    const copies = listNames(l.ws).filter((name) =>
-      name.startsWith("tree") && Deno.lstatSync(`${l.ws}/${name}`).isDirectory
-    );
-    const inside = (marker: string) =>
-      copies.filter((name) => listNames(`${l.ws}/${name}`).includes(marker)).length;
-    const counts = { trees: copies.length, public: inside("PUBLIC"), leaks: inside("SECRETMARK") };
-    console.log(`attack ${JSON.stringify({ tries: TRIES, ...counts })}`);
-    assert.equal(counts.leaks, 0, "a copy holds a denied directory's entries");
-  },
-});
-
-Deno.test({
-  name:
-    `sandboxed fs/readFile, fs/open and fs/copy read no denied file while a sandboxed process swaps a link in${SKIP}`,
-  ignore: SKIP !== "",
-  async fn() {
-    await using l = await attackLayout("es-attack-race-read-");
-    await using server = await ServerProcess.start({ listen: "stdio" });
-    const client = server.stdio!;
-    const sandbox = await startDeniedSwap(client, l);
-    let leaks = 0;
-    let read = 0;
-    let handleLeaks = 0;
-    let id = 1;
-    const secretIn = (base64: string | undefined) =>
-      base64 !== undefined &&
-      new TextDecoder().decode(Uint8Array.fromBase64(base64)).includes("SECRET");
-    for (let i = 0; i < TRIES; i++) {
-      const response = await client.request(id++, "fs/readFile", {
-        path: uri(`${l.ws}/d/f`),
-        sandbox,
-      });
-      const data = (response.result as { dataBase64?: string } | undefined)?.dataBase64;
-      if (data !== undefined) read++;
-      if (secretIn(data)) leaks++;
-      // The same through a handle.
-      const opened = await client.request(id++, "fs/open", {
-        handleId: "h",
-        path: uri(`${l.ws}/d/f`),
-        sandbox,
-      });
-      // And through a copy into the writable root, where the swapper could read it.
-      await client.request(id++, "fs/copy", {
-        sourcePath: uri(`${l.ws}/d/f`),
-        destinationPath: uri(`${l.ws}/copy${i}`),
-        recursive: false,
-        sandbox,
-      });
-      if (opened.result === undefined) continue;
-      const block = await client.request(id++, "fs/readBlock", {
-        handleId: "h",
-        offset: 0,
-        len: 64,
-      });
-      if (secretIn((block.result as { chunk?: string } | undefined)?.chunk)) handleLeaks++;
-      await client.request(id++, "fs/close", { handleId: "h" });
-    }
-    await stopSwapper(client, id++);
-    const copyLeaks = listNames(l.ws).filter((name) =>
-      name.startsWith("copy") && Deno.readTextFileSync(`${l.ws}/${name}`).includes("SECRET")
-    ).length;
-    const counts = {
-      publicReads: read,
-      deniedReads: leaks,
-      deniedHandleReads: handleLeaks,
-      deniedCopies: copyLeaks,
-    };
-    console.log(`attack ${JSON.stringify({ tries: TRIES, ...counts })}`);
-    assert.deepEqual(
-      { leaks, handleLeaks, copyLeaks },
-      { leaks: 0, handleLeaks: 0, copyLeaks: 0 },
-      "a denied file was read",
-    );
-  },
-});
-
-Deno.test({
-  name:
-    `sandboxed fs calls of every method of the operations table stay in the writable root and read nothing denied while a sandboxed process swaps a link in${SKIP}`,
-  ignore: SKIP !== "",
-  async fn() {
-    // The cases of `attack_scope_race_test.ts`, with the outside directory denied by the sandbox.
-    await using l = await raceLayout(false, "/var/tmp");
-    await using server = await ServerProcess.start({ listen: "stdio" });
-    const client = server.stdio!;
-    await handshake(client);
-    const sandbox = sandboxValue([l.scope], "restricted") as {
-      permissions: { file_system: { entries: unknown[] } };
-    };
-    sandbox.permissions.file_system.entries.push({
-      path: { type: "path", path: uri(l.outside) },
-      access: "none",
-    });
-    await startSwapper(client, l.scope, sandbox);
-    const escapes = await runRace(
-      new Client(client, sandbox),
-      l,
-      raceCases({ sandboxed: true }),
-      () => stopSwapper(client, "stop"),
-    );
+    const escapes = await tableRace((c) => c.writes, TABLE_TRIES);
     console.log(`attack ${JSON.stringify({ sandboxed: true, tries: TABLE_TRIES, escapes })}`);
+    assert.deepEqual(escapes, zero(escapes));
+  },
+});
+
+Deno.test({
+  name:
+    `sandboxed fs calls of every reading case of the operations table read nothing of a denied directory while a sandboxed process swaps a link to it in${SKIP}`,
+  ignore: SKIP !== "",
+  async fn() {
+    const escapes = await tableRace((c) => !c.writes, TRIES);
+    console.log(`attack ${JSON.stringify({ sandboxed: true, tries: TRIES, escapes })}`);
     assert.deepEqual(escapes, zero(escapes));
   },
 });

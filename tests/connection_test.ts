@@ -7,9 +7,7 @@ import {
   Connection,
   type ConnectionHandlers,
   INBOUND_QUEUE_LIMIT,
-  MAX_IN_FLIGHT_CALLS,
   RemoteError,
-  RESERVED_CLEANUP_CALLS,
   TimedOutError,
 } from "../lib/rpc/connection.ts";
 import { Semaphore } from "../lib/rpc/semaphore.ts";
@@ -26,6 +24,8 @@ class MemoryTransport implements Transport {
   readonly parseErrorPrefix = "failed to parse JSON-RPC message from memory";
   readonly label = "memory";
   readonly sent: string[] = [];
+  /** The `alone` hint of each send, in order. */
+  readonly alone: boolean[] = [];
   closed = false;
   #controller!: ReadableStreamDefaultController<Inbound>;
   #onSend: (() => void)[] = [];
@@ -54,8 +54,9 @@ class MemoryTransport implements Transport {
     }
   }
 
-  send(text: string): Promise<void> {
+  send(text: string, alone = false): Promise<void> {
     this.sent.push(text);
+    this.alone.push(alone);
     for (const wake of this.#onSend.splice(0)) wake();
     return Promise.resolve();
   }
@@ -210,8 +211,6 @@ Deno.test("Connection close() rejects pending calls and later calls fail fast", 
 });
 
 Deno.test("Connection allows 1024 regular calls in flight plus one reserved cleanup call", async () => {
-  assert.equal(MAX_IN_FLIGHT_CALLS, 1024);
-  assert.equal(RESERVED_CLEANUP_CALLS, 1);
   const transport = new MemoryTransport();
   const conn = new Connection(transport);
   const calls: Promise<unknown>[] = [];
@@ -461,8 +460,66 @@ Deno.test("Connection runs inline requests strictly in order and semaphore reque
   conn.close();
 });
 
+Deno.test("Connection marks an answer alone only when no other request is queued or running", async () => {
+  const gates = new Map<string, PromiseWithResolvers<void>>();
+  const lane = new Semaphore(4);
+  const transport = new MemoryTransport();
+  const conn = new Connection(transport, {
+    handlers: {
+      async request(method) {
+        const gate = Promise.withResolvers<void>();
+        gates.set(method, gate);
+        await gate.promise;
+        return method;
+      },
+      schedule: (method) => (method.startsWith("lane") ? lane : "inline"),
+    },
+  });
+  // Two requests running at once: the first answer has company, the second is alone.
+  transport.inject({ id: 1, method: "lane-a" }, { id: 2, method: "lane-b" });
+  await settle();
+  gates.get("lane-a")!.resolve();
+  await transport.waitSent(1);
+  await settle();
+  gates.get("lane-b")!.resolve();
+  await transport.waitSent(2);
+  // Inline: the first answer while the second request waits in the queue, then the second.
+  transport.inject({ id: 3, method: "first" }, { id: 4, method: "second" });
+  await settle();
+  gates.get("first")!.resolve();
+  await transport.waitSent(3);
+  await settle();
+  gates.get("second")!.resolve();
+  await transport.waitSent(4);
+  // Malformed input is answered, never as a call's answer.
+  transport.inject("{");
+  await transport.waitSent(5);
+  assert.deepEqual(transport.messages().map((m) => m.id), [1, 2, 3, 4, -1]);
+  assert.deepEqual(transport.alone, [false, true, false, true, false]);
+  conn.close();
+});
+
+Deno.test("Connection reads through receive when the transport offers it, answers in order and ends at null", async () => {
+  const transport = new MemoryTransport(
+    new ReadableStream({
+      pull: () => {
+        throw new Error("the stream is not read when receive is offered");
+      },
+    }),
+  );
+  const inbound: (string | null | Promise<string | null>)[] = [
+    JSON.stringify({ id: 1, method: "now" }),
+    Promise.resolve(JSON.stringify({ id: 2, method: "later" })),
+    JSON.stringify({ id: 3, method: "now again" }),
+    new Promise((resolve) => setTimeout(() => resolve(null), 10)),
+  ];
+  const offered = Object.assign(transport, { receive: () => inbound.shift() ?? null });
+  const conn = new Connection(offered, { handlers: echo });
+  await conn.closed;
+  assert.deepEqual(transport.messages().map((m) => m.id), [1, 2, 3]);
+});
+
 Deno.test("Connection stops reading when 128 inbound messages wait", async () => {
-  assert.equal(INBOUND_QUEUE_LIMIT, 128);
   const gate = Promise.withResolvers<void>();
   let pulled = 0;
   const readable = new ReadableStream<Inbound>({
@@ -484,8 +541,8 @@ Deno.test("Connection stops reading when 128 inbound messages wait", async () =>
     },
   });
   await settle(20);
-  assert.ok(pulled <= INBOUND_QUEUE_LIMIT + 3, `read ${pulled} messages while blocked`);
-  assert.ok(pulled >= INBOUND_QUEUE_LIMIT, `read only ${pulled} messages`);
+  assert.ok(pulled <= 128 + 3, `read ${pulled} messages while blocked`);
+  assert.ok(pulled >= 128, `read only ${pulled} messages`);
   gate.resolve();
   await transport.waitSent(1000);
   assert.equal(pulled, 1000);

@@ -145,3 +145,23 @@ Deno.test("frame writer reports a failed write once, drops what is queued and re
   assert.equal(errors, 1);
   assert.equal(writes, 1, "nothing is written after the failure");
 });
+
+Deno.test("frame writer writes a frame marked now at once; others wait for the end of the turn", async () => {
+  const conn = new HeldConn();
+  const writer = new FrameWriter(conn as unknown as Deno.Conn, 1 << 30, () => {});
+  void writer.text("batched");
+  void writer.text("joins");
+  assert.equal(conn.writes.length, 0, "no write before the turn ends");
+  await conn.releaseAll(writer);
+  assert.equal(conn.writes.length, 1);
+  void writer.text("alone", true);
+  assert.equal(conn.writes.length, 2, "written within the call");
+  // Frames queued while that write is in flight go together after it.
+  void writer.text("next", true);
+  void writer.text("and next");
+  await conn.releaseAll(writer);
+  assert.deepEqual(
+    conn.writes.map((bytes) => parseFrames(bytes).map(([, payload]) => decode(payload))),
+    [["batched", "joins"], ["alone"], ["next", "and next"]],
+  );
+});

@@ -7,7 +7,11 @@ import {
   fstatat,
   openat,
   openat2,
+  preadAt,
+  pwriteAt,
+  readInto,
   SyscallError,
+  writeAll,
 } from "../lib/server/host/fs_syscalls.ts";
 import { walkBelow } from "../lib/server/fs/resolve.ts";
 
@@ -108,6 +112,41 @@ Deno.test({
       } finally {
         close(rootfd);
       }
+    }
+  },
+});
+
+Deno.test("SyscallError takes its errno name from the OS error table (ESRCH was E3), an unlisted errno is E<number>", () => {
+  assert.equal(new SyscallError(18, "openat2").code, "EXDEV");
+  assert.equal(new SyscallError(3, "kill").code, "ESRCH");
+  assert.equal(new SyscallError(95, "fallocate").code, "EOPNOTSUPP");
+  assert.equal(new SyscallError(200, "x").code, "E200");
+  assert.equal(new SyscallError(18, "openat2").message, "openat2 failed: EXDEV");
+});
+
+Deno.test({
+  name: `reads and writes on the blocking pool that fail throw their own errno${SKIP}`,
+  ignore: SKIP !== "",
+  fn: async () => {
+    const dir = await Deno.makeTempDir({ prefix: "es-pool-errno-" });
+    await Deno.writeTextFile(`${dir}/f`, "data");
+    const dirfd = openat(F.AT_FDCWD, dir, F.O_RDONLY | F.O_DIRECTORY);
+    const readOnly = openat(F.AT_FDCWD, `${dir}/f`, F.O_RDONLY);
+    const code = async (call: Promise<unknown>) => {
+      const err = await call.then(() => undefined, (e) => e);
+      assert.ok(err instanceof SyscallError, String(err));
+      return err.code;
+    };
+    try {
+      assert.equal(await code(readInto(dirfd, new Uint8Array(8))), "EISDIR");
+      assert.equal(await code(preadAt(dirfd, new Uint8Array(8), 0n)), "EISDIR");
+      assert.equal(await code(writeAll(readOnly, new Uint8Array(8))), "EBADF");
+      assert.equal(await code(pwriteAt(readOnly, new Uint8Array(8), 0n)), "EBADF");
+      assert.equal(await preadAt(readOnly, new Uint8Array(8), 2n), 2);
+    } finally {
+      close(dirfd);
+      close(readOnly);
+      await Deno.remove(dir, { recursive: true });
     }
   },
 });

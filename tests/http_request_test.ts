@@ -4,8 +4,6 @@ import { ErrorCode, RpcError } from "../lib/protocol/errors.ts";
 import type { ParamsOf, ResultOf } from "../lib/protocol/methods.ts";
 import { MAX_BUFFERED_BODY_BYTES } from "../lib/server/http/decoding.ts";
 import { HttpRequestTable, MAX_DELTA_BYTES } from "../lib/server/http/request.ts";
-import { MAX_REDIRECTS } from "../lib/server/http/redirects.ts";
-import { MAX_RESPONSE_HEAD_BYTES } from "../lib/server/http/wire.ts";
 import { concat } from "./helpers/server_harness.ts";
 
 type BodyDelta = ParamsOf<"http/request/bodyDelta">;
@@ -329,7 +327,6 @@ Deno.test("http/request fails a redirect loop with too many redirects after 10 h
 });
 
 Deno.test("http/request follows a chain of exactly 10 redirects and refuses an 11th", async () => {
-  assertEquals(MAX_REDIRECTS, 10);
   // /r/N redirects to /r/N-1; /r/0 answers.
   await using server = serve((req) => {
     const hops = Number(new URL(req.url).pathname.slice(3));
@@ -363,7 +360,6 @@ function headOfBytes(bytes: number): string {
 }
 
 Deno.test("http/request reads a response head of exactly 256 KiB and refuses one byte more", async () => {
-  assertEquals(MAX_RESPONSE_HEAD_BYTES, 256 * 1024);
   await using server = rawServer(async (conn, request) => {
     const bytes = Number(/GET \/(\d+)/.exec(request)![1]);
     await write(conn, headOfBytes(bytes) + "ok");
@@ -371,11 +367,11 @@ Deno.test("http/request reads a response head of exactly 256 KiB and refuses one
   const { request } = recordingTable();
   const atLimit = await request({
     method: "GET",
-    url: `${server.origin}/${MAX_RESPONSE_HEAD_BYTES}`,
+    url: `${server.origin}/${256 * 1024}`,
     requestId: "",
   });
   assertEquals([atLimit.status, text(atLimit.bodyBase64)], [200, "ok"]);
-  const over = `${server.origin}/${MAX_RESPONSE_HEAD_BYTES + 1}`;
+  const over = `${server.origin}/${256 * 1024 + 1}`;
   await assertRpcError(
     request({ method: "GET", url: over, requestId: "" }),
     ErrorCode.InternalError,

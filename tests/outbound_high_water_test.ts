@@ -72,16 +72,15 @@ function blockedConn() {
 }
 
 Deno.test("stdio: a message that leaves exactly 8 Mi characters queued resolves while the peer takes nothing", async () => {
-  assert.equal(OUTBOUND_HIGH_WATER_BYTES, 8 * 1024 * 1024);
   const peer = blockedQueue();
-  const order = await orderOfSend(peer.send, peer.release, "x".repeat(OUTBOUND_HIGH_WATER_BYTES));
+  const order = await orderOfSend(peer.send, peer.release, "x".repeat(8 * 1024 * 1024));
   assert.deepEqual(order, ["send resolved", "peer took the first write"]);
   peer.close();
 });
 
 Deno.test("stdio: a message that leaves 8 Mi + 1 characters queued waits until the peer takes it", async () => {
   const peer = blockedQueue();
-  const text = "x".repeat(OUTBOUND_HIGH_WATER_BYTES + 1);
+  const text = "x".repeat(8 * 1024 * 1024 + 1);
   const order = await orderOfSend(peer.send, peer.release, text);
   assert.deepEqual(order, ["peer took the first write", "send resolved"]);
   peer.close();

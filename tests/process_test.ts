@@ -364,6 +364,26 @@ Deno.test("process/terminate kills the whole process group with SIGKILL (137)", 
   assert.equal(read.exitCode, 137, "terminate does not remove the entry");
 });
 
+Deno.test("process/exited for a child a signal killed is 128 + signal on pipes and 1 on a tty, as the reference sends", async () => {
+  await using server = await inProcessSession();
+  const client = server.stdio;
+  // Asked of the reference (`sh -c 'kill -9 $$'`, `kill -TERM $$`): 137 and 143 with pipes, 1 and 1
+  // with a tty.
+  const cases = [
+    { id: "kill9-pipe", signal: "KILL", tty: false, exitCode: 137 },
+    { id: "term-pipe", signal: "TERM", tty: false, exitCode: 143 },
+    { id: "kill9-tty", signal: "KILL", tty: true, exitCode: 1 },
+    { id: "term-tty", signal: "TERM", tty: true, exitCode: 1 },
+  ];
+  for (const { id, signal, tty } of cases) {
+    await start(client, id, sh(`kill -${signal} $$`), { tty });
+  }
+  for (const { id, exitCode } of cases) {
+    const exited = (await client.log.processClosed(id)).find((m) => m.method === "process/exited")!;
+    assert.equal((exited.params as { exitCode: number }).exitCode, exitCode, id);
+  }
+});
+
 Deno.test("process output ring keeps at most 1 MiB, evicting the oldest whole chunks", async () => {
   await using server = await inProcessSession();
   const client = server.stdio;
@@ -653,13 +673,17 @@ Deno.test("process output delivered after exit keeps closed last (background chi
   assert.equal(kinds[kinds.length - 1], "process/closed");
 });
 
-Deno.test("process/start answers before the process's first notification", async () => {
+Deno.test("process/start answers before the process's first notification, with pipes and with a tty", async () => {
   await using server = await inProcessSession();
   const client = server.stdio;
-  for (const id of ["a", "b", "c", "d", "e"]) await start(client, id, ["/bin/echo", id]);
-  for (const id of ["a", "b", "c", "d", "e"]) await client.log.processClosed(id);
+  const pipes = ["a", "b", "c", "d", "e"];
+  const ttys = ["ta", "tb", "tc", "td", "te"];
+  for (const id of pipes) await start(client, id, ["/bin/echo", id]);
+  // A tty child that dies at once: its output and exit were sent before the answer.
+  for (const id of ttys) await start(client, id, sh(`echo ${id}; kill -9 $$`), { tty: true });
+  for (const id of [...pipes, ...ttys]) await client.log.processClosed(id);
   const received = client.log.received.map((r) => r.msg);
-  for (const id of ["a", "b", "c", "d", "e"]) {
+  for (const id of [...pipes, ...ttys]) {
     const response = received.findIndex((m) =>
       !("method" in m) && (m.result as { processId?: string } | undefined)?.processId === id
     );

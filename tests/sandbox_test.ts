@@ -13,6 +13,7 @@ import { looksSandboxDenied, OutputTail } from "../lib/server/sandbox/denial.ts"
 import { launchSandboxed } from "../lib/server/sandbox/launch.ts";
 import { planSandbox, type SandboxPlan } from "../lib/server/sandbox/policy.ts";
 import { seccompProgram } from "../lib/server/sandbox/seccomp.ts";
+import { filterFile } from "../lib/server/sandbox/seccomp_files.ts";
 import { capabilities } from "../lib/server/session/environment.ts";
 import { eventually, pidsMatching, type StdioClient } from "./helpers/server_harness.ts";
 import { call, nextRequestId } from "./helpers/rpc.ts";
@@ -165,6 +166,26 @@ Deno.test("seccompProgram() vsock mode only denies AF_VSOCK and io_uring", () =>
   const arm = seccompProgram("restricted", "aarch64");
   assert.equal(runFilter(arm, 198, /* socket */ 2, 0xc00000b7), SECCOMP_RET_EPERM);
   assert.equal(runFilter(arm, 198, 1, 0xc00000b7), SECCOMP_RET_ALLOW);
+});
+
+Deno.test("the seccomp filter file a sandbox loads is sealed: it cannot be written, truncated or grown", () => {
+  const path = filterFile("restricted");
+  const before = Deno.readFileSync(path);
+  assert.ok(before.length > 0);
+  // Root may open it for writing despite its 0444 mode; the seals refuse the change itself.
+  let file: Deno.FsFile | undefined;
+  try {
+    file = Deno.openSync(path, { write: true });
+  } catch (err) {
+    assert.ok(err instanceof Deno.errors.PermissionDenied, String(err));
+  }
+  if (file !== undefined) {
+    using opened = file;
+    assert.throws(() => opened.writeSync(new Uint8Array([0])), Deno.errors.PermissionDenied);
+    assert.throws(() => opened.truncateSync(0), Deno.errors.PermissionDenied);
+    assert.throws(() => opened.truncateSync(before.length + 1), Deno.errors.PermissionDenied);
+  }
+  assert.deepEqual(Deno.readFileSync(path), before);
 });
 
 // ---------------------------------------------------------------------------

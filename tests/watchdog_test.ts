@@ -8,7 +8,7 @@
  */
 
 import assert from "node:assert/strict";
-import { WATCHDOG_SCRIPT } from "../lib/server/host/watchdog.ts";
+import { queueLine, WATCHDOG_SCRIPT } from "../lib/server/host/watchdog.ts";
 import { eventually } from "./helpers/server_harness.ts";
 import { descendants, procStat } from "./helpers/reliability_proc.ts";
 
@@ -99,4 +99,41 @@ Deno.test("the watchdog ignores malformed lines", async () => {
     assert.equal(status.code, 0);
     assert.ok(alive(tree.pid), "a malformed line killed a process");
   });
+});
+
+/** A pipe to a watchdog that does not read: it takes nothing; counts the writes offered. */
+function fullPipe(): { write: () => number; writes: number } {
+  const pipe = {
+    writes: 0,
+    write: () => {
+      pipe.writes++;
+      return 0;
+    },
+  };
+  return pipe;
+}
+
+Deno.test("lines for a watchdog that does not read are queued up to exactly 1 MiB", () => {
+  const pipe = fullPipe();
+  const line = "4194304 123456789\n";
+  const before = "1".repeat(1_048_576 - line.length);
+  const queued = queueLine(before, line, pipe.write);
+  assert.equal(queued, before + line);
+  assert.equal((queued as string).length, 1_048_576);
+  assert.equal(pipe.writes, 1, "the queue is offered to the pipe");
+});
+
+Deno.test("a line that would take the queue for a watchdog that does not read past 1 MiB is dropped", () => {
+  const pipe = fullPipe();
+  const line = "4194304 123456789\n";
+  const before = "1".repeat(1_048_576 - line.length + 1);
+  assert.equal(queueLine(before, line, pipe.write), before);
+  const atBound = "1".repeat(1_048_576);
+  assert.equal(queueLine(atBound, "\n", pipe.write), atBound);
+  assert.equal(pipe.writes, 0, "nothing more is offered to the pipe");
+});
+
+Deno.test("the queue for the watchdog keeps what the pipe did not take, and reports a broken pipe", () => {
+  assert.equal(queueLine("12 34\n", "56 78\n", (bytes) => bytes.length - 3), "78\n");
+  assert.equal(queueLine("", "56 78\n", () => "broken"), "broken");
 });

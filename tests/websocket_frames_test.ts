@@ -42,18 +42,29 @@ Deno.test("WebSocket replies arrive whole for ASCII and non-ASCII text of every 
 });
 
 /** A server-side WebSocket transport on one end of a loopback TCP pair, and the other end. */
-async function transportPair(): Promise<{ client: Deno.Conn; transport: Transport }> {
+async function transportPair(): Promise<
+  { client: Deno.Conn; transport: Transport; writes: () => number }
+> {
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const client = await Deno.connect({ hostname: "127.0.0.1", port: listener.addr.port });
   const server = await listener.accept();
   listener.close();
-  const transport = websocketConnTransport(server, { label: "test", maxMessageBytes: 1 << 20 });
-  return { client, transport };
+  let writes = 0;
+  const counted = {
+    read: (buffer: Uint8Array) => server.read(buffer),
+    write: (bytes: Uint8Array) => (writes++, server.write(bytes)),
+    close: () => server.close(),
+  };
+  const transport = websocketConnTransport(counted as unknown as Deno.Conn, {
+    label: "test",
+    maxMessageBytes: 1 << 20,
+  });
+  return { client, transport, writes: () => writes };
 }
 
 Deno.test("WebSocket frames are unmasked whole, fragmented and at every buffer alignment", async () => {
   const { client, transport } = await transportPair();
-  const reader = transport.readable[Symbol.asyncIterator]();
+  const reader = transport.readable.getReader();
   try {
     const texts: string[] = [];
     const frames: Uint8Array[] = [];
@@ -83,11 +94,12 @@ Deno.test("WebSocket frames are unmasked whole, fragmented and at every buffer a
       }
     })();
     for (const text of texts) {
-      const { value } = await reader.next();
+      const { value } = await reader.read();
       assert.equal(value, text);
     }
     await writing;
   } finally {
+    reader.releaseLock();
     transport.close();
     client.close();
   }
@@ -95,7 +107,7 @@ Deno.test("WebSocket frames are unmasked whole, fragmented and at every buffer a
 
 Deno.test("WebSocket text sent with U+FFFD arrives as sent; a binary message of invalid UTF-8 is a fault; invalid UTF-8 text closes with 1007", async () => {
   const { client, transport } = await transportPair();
-  const reader = transport.readable[Symbol.asyncIterator]();
+  const reader = transport.readable.getReader();
   try {
     const replacement = `{"text":"${"\uFFFD".repeat(3)}${"x".repeat(6000)}"}`;
     const invalid = new Uint8Array([0x7b, 0xff, 0xfe, 0x7d]);
@@ -106,9 +118,9 @@ Deno.test("WebSocket text sent with U+FFFD arrives as sent; a binary message of 
         encodeFrame(0x1, invalid, true),
       ]
     ) await client.write(frame);
-    assert.equal((await reader.next()).value, replacement);
-    assert.deepEqual((await reader.next()).value, { fault: "invalid UTF-8 in binary message" });
-    assert.equal((await reader.next()).done, true);
+    assert.equal((await reader.read()).value, replacement);
+    assert.deepEqual((await reader.read()).value, { fault: "invalid UTF-8 in binary message" });
+    assert.equal((await reader.read()).done, true);
     // A close frame with status 1007 (read until its first four bytes are in).
     const close = new Uint8Array(64);
     let got = 0;
@@ -119,7 +131,61 @@ Deno.test("WebSocket text sent with U+FFFD arrives as sent; a binary message of 
     }
     assert.deepEqual([...close.subarray(0, Math.min(got, 4))], [0x88, close[1], 0x03, 0xef]);
   } finally {
+    reader.releaseLock();
     transport.close();
     client.close();
+  }
+});
+
+Deno.test("WebSocket writes a lone answer at once, but not while another request is read ahead", async () => {
+  const { client, transport, writes } = await transportPair();
+  const reader = transport.readable.getReader();
+  try {
+    const frame = (text: string) => encodeFrame(0x1, new TextEncoder().encode(text), true);
+    // Two requests in one TCP write: the second is read ahead when the first is answered.
+    const both = new Uint8Array([...frame('{"id":1}'), ...frame('{"id":2}')]);
+    await client.write(both);
+    assert.equal((await reader.read()).value, '{"id":1}');
+    void transport.send('{"id":1,"result":1}', true);
+    assert.equal(writes(), 0, "held for the end of the turn");
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    assert.equal(writes(), 1);
+    assert.equal((await reader.read()).value, '{"id":2}');
+    void transport.send('{"id":2,"result":2}', true);
+    assert.equal(writes(), 2, "nothing read ahead: written within the call");
+    void transport.send('{"method":"n"}');
+    assert.equal(writes(), 2, "a message not alone waits");
+    const expected = [0x81, 19, ...new TextEncoder().encode('{"id":1,"result":1}')];
+    expected.push(0x81, 19, ...new TextEncoder().encode('{"id":2,"result":2}'));
+    expected.push(0x81, 14, ...new TextEncoder().encode('{"method":"n"}'));
+    const got = new Uint8Array(expected.length);
+    let at = 0;
+    while (at < got.length) {
+      const n = await client.read(got.subarray(at));
+      if (n === null) break;
+      at += n;
+    }
+    assert.deepEqual([...got], expected);
+  } finally {
+    reader.releaseLock();
+    transport.close();
+    client.close();
+  }
+});
+
+Deno.test("WebSocket receive hands over a message whose frame is already read at once, and null at the end", async () => {
+  const { client, transport } = await transportPair();
+  try {
+    const frame = (text: string) => encodeFrame(0x1, new TextEncoder().encode(text), true);
+    await client.write(new Uint8Array([...frame("one"), ...frame("two")]));
+    const first = transport.receive!();
+    assert.ok(first instanceof Promise, "nothing read yet: a promise");
+    assert.equal(await first, "one");
+    assert.equal(transport.receive!(), "two", "read with the first: at once");
+    client.close();
+    assert.equal(await transport.receive!(), null);
+    assert.equal(transport.receive!(), null, "and null again");
+  } finally {
+    transport.close();
   }
 });

@@ -56,12 +56,12 @@ async function loopback(options: WebSocketTransportOptions = {}): Promise<Loopba
 }
 
 async function take(
-  reader: AsyncIterator<Inbound>,
+  reader: ReadableStreamDefaultReader<Inbound>,
   count: number,
 ): Promise<Inbound[]> {
   const out: Inbound[] = [];
   for (let i = 0; i < count; i++) {
-    const { value, done } = await reader.next();
+    const { value, done } = await reader.read();
     if (done) break;
     out.push(value);
   }
@@ -70,7 +70,7 @@ async function take(
 
 Deno.test("websocketTransport reads text and binary messages as message text", async () => {
   await using lb = await loopback();
-  const reader = lb.server.readable[Symbol.asyncIterator]();
+  const reader = lb.server.readable.getReader();
   lb.client.send('{"id":1,"method":"environment/status"}');
   lb.client.send(new TextEncoder().encode('{"id":2,"method":"environment/status"}'));
   lb.client.send("");
@@ -81,19 +81,21 @@ Deno.test("websocketTransport reads text and binary messages as message text", a
     "",
     "   ",
   ], "empty and whitespace-only messages are passed on (unlike stdio)");
+  reader.releaseLock();
 });
 
 Deno.test("websocketTransport faults on a binary message with invalid UTF-8", async () => {
   await using lb = await loopback();
-  const reader = lb.server.readable[Symbol.asyncIterator]();
+  const reader = lb.server.readable.getReader();
   lb.client.send(new Uint8Array([0x7b, 0xff, 0x7d]));
   lb.client.send("{}");
   assert.deepEqual(await take(reader, 2), [{ fault: "invalid UTF-8 in binary message" }, "{}"]);
+  reader.releaseLock();
 });
 
 Deno.test("websocketTransport faults on a message over the size limit", async () => {
   await using lb = await loopback({ maxMessageBytes: 8 });
-  const reader = lb.server.readable[Symbol.asyncIterator]();
+  const reader = lb.server.readable.getReader();
   lb.client.send("123456789");
   lb.client.send(new Uint8Array(9));
   lb.client.send("12345678");
@@ -102,17 +104,19 @@ Deno.test("websocketTransport faults on a message over the size limit", async ()
     { fault: "message exceeds the limit of 8 bytes" },
     "12345678",
   ]);
+  reader.releaseLock();
 });
 
 Deno.test("websocketTransport counts the size limit of text messages in UTF-8 bytes", async () => {
   await using lb = await loopback({ maxMessageBytes: 8 });
-  const reader = lb.server.readable[Symbol.asyncIterator]();
+  const reader = lb.server.readable.getReader();
   lb.client.send("€€€"); // 3 characters, 9 bytes
   lb.client.send("€€"); // 6 bytes
   assert.deepEqual(await take(reader, 2), [
     { fault: "message exceeds the limit of 8 bytes" },
     "€€",
   ]);
+  reader.releaseLock();
 });
 
 Deno.test("websocketTransport sends each message as one text frame without a newline", async () => {
@@ -137,11 +141,12 @@ Deno.test("websocketTransport labels parse errors with the peer", async () => {
 
 Deno.test("websocketTransport readable ends when the peer closes", async () => {
   await using lb = await loopback();
-  const reader = lb.server.readable[Symbol.asyncIterator]();
+  const reader = lb.server.readable.getReader();
   lb.client.send("last");
   lb.client.close();
-  assert.deepEqual(await reader.next(), { done: false, value: "last" });
-  assert.deepEqual(await reader.next(), { done: true, value: undefined });
+  assert.deepEqual(await reader.read(), { done: false, value: "last" });
+  assert.deepEqual(await reader.read(), { done: true, value: undefined });
+  reader.releaseLock();
   await lb.server.send("ignored after close");
 });
 
@@ -175,8 +180,8 @@ Deno.test("websocketTransport closes a peer whose unprocessed messages exceed th
   // Nobody reads the server's readable: the messages pile up.
   for (let i = 0; i < 50; i++) pair.client.send(JSON.stringify({ id: i, pad: "x".repeat(100) }));
   await closed;
-  const reader = pair.server.readable[Symbol.asyncIterator]();
+  const reader = pair.server.readable.getReader();
   let count = 0;
-  while (!(await reader.next()).done) count++;
+  while (!(await reader.read()).done) count++;
   assert.ok(count < 50, `all ${count} messages were kept`);
 });

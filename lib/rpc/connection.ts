@@ -19,7 +19,7 @@ import {
 } from "../protocol/envelope.ts";
 import { ErrorCode, RpcError, toWireError, type WireError } from "../protocol/errors.ts";
 import type { Semaphore } from "./semaphore.ts";
-import type { OutboundText, Transport } from "./transport.ts";
+import type { Inbound, OutboundText, Transport } from "./transport.ts";
 
 /** The connection closed before the call was answered (a local condition, never a remote error). */
 export class ClosedError extends Error {
@@ -329,10 +329,31 @@ export class Connection {
     return true;
   }
 
+  /** The next inbound message, `null` at the end (through `receive` when the transport has it). */
+  #next: () => Inbound | null | Promise<Inbound | null> = () => {
+    const transport = this.#transport;
+    if (transport.receive !== undefined) {
+      this.#next = () => transport.receive!();
+    } else {
+      const messages = transport.readable[Symbol.asyncIterator]();
+      this.#stopReading = () => void messages.return?.().catch(() => {});
+      this.#next = async () => {
+        const { done, value } = await messages.next();
+        return done ? null : value;
+      };
+    }
+    return this.#next();
+  };
+
+  /** Lets go of the transport's stream when reading stops before its end. */
+  #stopReading = () => {};
+
   async #read(): Promise<void> {
     try {
-      for await (const item of this.#transport.readable) {
-        if (this.#closed) break;
+      while (!this.#closed) {
+        const next = this.#next();
+        const item = next instanceof Promise ? await next : next;
+        if (item === null || this.#closed) break;
         const units = typeof item === "string" ? item.length : 0;
         while (!this.#closed && this.#full(units)) {
           await new Promise<void>((resolve) => (this.#space = resolve));
@@ -343,6 +364,7 @@ export class Connection {
         this.#queue.push({ item: typeof item === "string" ? decodeOrFault(item) : item, units });
         this.#wake?.();
       }
+      if (this.#closed) this.#stopReading();
     } catch {
       // A transport error ends the connection like EOF.
     }
@@ -397,13 +419,13 @@ export class Connection {
       case "request": {
         const schedule = this.#handlers.schedule?.(item.method);
         if (schedule === "inline") {
-          await this.#run(item);
+          await this.#run(item, 0);
           return false;
         }
         this.#admitted++;
         const running = schedule
-          ? schedule.acquire().then((release) => this.#run(item).finally(release))
-          : this.#run(item);
+          ? schedule.acquire().then((release) => this.#run(item, 1).finally(release))
+          : this.#run(item, 1);
         running.finally(() => {
           this.#admitted--;
           this.#release(units);
@@ -431,13 +453,14 @@ export class Connection {
     else entry.reject(new RemoteError(message.error));
   }
 
-  async #run(request: RequestMessage): Promise<void> {
+  /** Runs a request and sends its answer; `counted` is 1 when it is counted in `#admitted`. */
+  async #run(request: RequestMessage, counted: 0 | 1): Promise<void> {
     if (this.#closed) return;
     const key = idKey(request.id);
     if (this.#trackIds) {
       const refusal = this.#admit(request.id, key);
       if (refusal) {
-        await this.#reply({ kind: "error", id: request.id, error: refusal });
+        await this.#reply({ kind: "error", id: request.id, error: refusal }, counted);
         return;
       }
       this.#incoming.add(key);
@@ -448,14 +471,16 @@ export class Connection {
       if (!handler) {
         throw new RpcError(ErrorCode.MethodNotFound, `method \`${request.method}\` is not handled`);
       }
-      const result = await handler(request.method, request.params, request.id);
+      // A synchronous handler's result is answered without a wait for it.
+      const answer = handler(request.method, request.params, request.id);
+      const result = answer instanceof Promise ? await answer : answer;
       reply = { kind: "response", id: request.id, result };
     } catch (err) {
       reply = { kind: "error", id: request.id, error: toWireError(err) };
     } finally {
       if (this.#trackIds) this.#incoming.delete(key);
     }
-    await this.#reply(reply);
+    await this.#reply(reply, counted);
   }
 
   #admit(id: RequestId, key: string): WireError | undefined {
@@ -478,9 +503,16 @@ export class Connection {
     return undefined;
   }
 
-  async #reply(message: Message): Promise<void> {
+  /**
+   * Sends an answer. With `counted` (0 or 1: whether the request it answers is counted in
+   * `#admitted`), it tells the transport when it answers the only request held, so a lone
+   * call's answer is not held back to be batched with answers that are not coming.
+   */
+  async #reply(message: Message, counted?: 0 | 1): Promise<void> {
     if (this.#closed) return;
-    await this.#transport.send(encodeMessage(message)).catch(() => {});
+    const alone = counted !== undefined && this.#queue.length === 0 &&
+      this.#admitted === counted;
+    await this.#transport.send(encodeMessage(message), alone).catch(() => {});
   }
 }
 

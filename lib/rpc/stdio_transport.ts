@@ -272,46 +272,28 @@ export type ByteSink = WritableStream<Uint8Array> | ByteWriter;
 /** Size of each read of a {@linkcode ByteReader}. */
 const READ_BYTES = 64 * 1024;
 
-/** The chunks of `input` and how to stop reading it (a pending `ByteReader` read ends the loop after it returns). */
+/** Reads chunks of `input`: the next one, `null` at the end; and how to stop reading it. */
 function chunksOf(
   input: ByteSource,
   splitter: LineSplitter,
-): { chunks: AsyncIterable<Uint8Array>; cancel(): void } {
-  let cancelled = false;
+): { next(): Promise<Uint8Array | null>; cancel(): void } {
   if ("getReader" in input) {
     const reader = input.getReader();
     return {
-      chunks: {
-        async *[Symbol.asyncIterator]() {
-          while (!cancelled) {
-            const { done, value } = await reader.read();
-            if (done) return;
-            yield value;
-          }
-        },
-      },
-      cancel() {
-        cancelled = true;
-        reader.cancel().catch(() => {});
-      },
+      next: () => reader.read().then(({ done, value }) => done ? null : value),
+      cancel: () => void reader.cancel().catch(() => {}),
     };
   }
+  let buffer = new Uint8Array(READ_BYTES);
   return {
-    chunks: {
-      async *[Symbol.asyncIterator]() {
-        let buffer = new Uint8Array(READ_BYTES);
-        while (!cancelled) {
-          // An unfinished line is kept as a view of the last buffer: read into a new one.
-          if (splitter.holding) buffer = new Uint8Array(READ_BYTES);
-          const n = await input.read(buffer);
-          if (n === null || cancelled) return;
-          yield buffer.subarray(0, n);
-        }
-      },
+    async next() {
+      // An unfinished line is kept as a view of the last buffer: read into a new one.
+      if (splitter.holding) buffer = new Uint8Array(READ_BYTES);
+      const n = await input.read(buffer);
+      return n === null ? null : buffer.subarray(0, n);
     },
-    cancel() {
-      cancelled = true;
-    },
+    // A read under way ends when the reader returns; its bytes are dropped.
+    cancel() {},
   };
 }
 
@@ -364,19 +346,45 @@ export function stdioTransport(
     () => close(),
   );
   const messages: Inbound[] = [];
+  let taken = 0;
   const splitter = new LineSplitter((message) => messages.push(message), options);
   const source = chunksOf(input, splitter);
-  async function* readable(): AsyncGenerator<Inbound> {
-    for await (const chunk of source.chunks) {
-      splitter.push(chunk);
-      // The splitter emitted synchronously; yield what it found before the next read.
-      for (let i = 0; i < messages.length; i++) yield messages[i]!;
-      messages.length = 0;
+  let ended = false;
+  /** The next message already split off, if any. */
+  function split(): Inbound | undefined {
+    if (taken === messages.length) return undefined;
+    const message = messages[taken++]!;
+    if (taken === messages.length) messages.length = taken = 0;
+    return message;
+  }
+  async function read(): Promise<Inbound | null> {
+    while (!closed && !ended) {
+      const chunk = await source.next();
+      if (closed) break;
+      if (chunk === null) {
+        ended = true;
+        splitter.end();
+      } else splitter.push(chunk);
+      const message = split();
+      if (message !== undefined) return message;
     }
-    if (closed) return;
-    splitter.end();
-    yield* messages;
-    messages.length = 0;
+    return null;
+  }
+  function receive(): Inbound | null | Promise<Inbound | null> {
+    if (closed) return null;
+    return split() ?? (ended ? null : read());
+  }
+  let stream: ReadableStream<Inbound> | undefined;
+  /** `receive` as a stream, made for a reader that asks for one. */
+  function readable(): ReadableStream<Inbound> {
+    return stream ??= new ReadableStream<Inbound>({
+      async pull(controller) {
+        const message = await receive();
+        if (message === null) controller.close();
+        else controller.enqueue(message);
+      },
+      cancel: () => close(),
+    }, { highWaterMark: 0 });
   }
   function close(): void {
     if (closed) return;
@@ -386,7 +394,10 @@ export function stdioTransport(
     writer.close();
   }
   return {
-    readable: readable(),
+    get readable() {
+      return readable();
+    },
+    receive,
     send: (text) => queue.push(text),
     close,
     parseErrorPrefix: options.parseErrorPrefix ??

@@ -44,10 +44,23 @@ export function outboundString(text: OutboundText): string {
  * reading.
  */
 export interface Transport {
-  /** Inbound messages, read as they are asked for; ends when the peer closes. */
-  readonly readable: AsyncIterable<Inbound>;
-  /** Sends one message; resolves when the outbound buffer has room again. */
-  send(text: OutboundText): Promise<void>;
+  /** Inbound messages; ends when the peer closes. */
+  readonly readable: ReadableStream<Inbound>;
+  /**
+   * The next inbound message, `null` once the peer has closed: at once when it is already
+   * read, else a promise. A transport may offer it as a cheaper way to read than `readable`
+   * (no stream objects per connection and per message); a reader uses one or the other.
+   */
+  receive?(): Inbound | null | Promise<Inbound | null>;
+  /**
+   * Sends one message; resolves when the outbound buffer has room again.
+   *
+   * @param text The message, whole or in parts.
+   * @param alone True for the answer to the only request the connection holds (nothing else
+   *   queued, running or read ahead): the transport may write it at once instead of waiting to
+   *   batch it with other messages of this event-loop turn.
+   */
+  send(text: OutboundText, alone?: boolean): Promise<void>;
   /** Closes the channel; idempotent. */
   close(): void;
   /** Prefix for malformed-message replies, e.g. `failed to parse JSON-RPC message from exec-server stdio`. */

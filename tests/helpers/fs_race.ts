@@ -45,14 +45,22 @@ export interface Layout extends AsyncDisposable {
   src: string;
   /** `S/zz`: what copies into the scope create (listed last by a walk of S). */
   copies: string;
+  /** Tries per case ({@linkcode runRace}); there is a removal victim for each. */
+  tries: number;
 }
 
 /**
  * Creates a {@linkcode Layout} in a new directory under `dir`.
  *
  * @param writeOnly The copy sources live outside S (a write-only scope reads them there).
+ * @param dir Where the layout's directory is made (default: the temp directory).
+ * @param tries Tries per case.
  */
-export async function raceLayout(writeOnly: boolean, dir?: string): Promise<Layout> {
+export async function raceLayout(
+  writeOnly: boolean,
+  dir?: string,
+  tries = TRIES,
+): Promise<Layout> {
   const base = await Deno.realPath(await Deno.makeTempDir({ dir, prefix: "es-fs-race-" }));
   const scope = `${base}/scope`;
   const outside = `${base}/outside`;
@@ -70,7 +78,7 @@ export async function raceLayout(writeOnly: boolean, dir?: string): Promise<Layo
   await Deno.symlink(outside, `${scope}/l`);
   await Deno.writeTextFile(`${src}/file.txt`, "copied\n");
   await Deno.writeTextFile(`${src}/tree/inner.txt`, "copied\n");
-  for (let i = 0; i < TRIES; i++) {
+  for (let i = 0; i < tries; i++) {
     await Deno.writeTextFile(`${outside}/v${i}`, "victim\n");
     await Deno.mkdir(`${outside}/r${i}`);
     await Deno.writeTextFile(`${outside}/r${i}/x`, "victim\n");
@@ -81,6 +89,7 @@ export async function raceLayout(writeOnly: boolean, dir?: string): Promise<Layo
     outside,
     src,
     copies: `${scope}/zz`,
+    tries,
     async [Symbol.asyncDispose]() {
       await Deno.remove(base, { recursive: true }).catch(() => {});
     },
@@ -138,9 +147,9 @@ export class Client {
 
 const named = (dir: string, pattern: RegExp) =>
   listNames(dir).filter((name) => pattern.test(name)).length;
-const missing = (dir: string, prefix: string) => {
+const missing = (l: Layout, prefix: string) => {
   let count = 0;
-  for (let i = 0; i < TRIES; i++) if (!pathExists(`${dir}/${prefix}${i}`)) count++;
+  for (let i = 0; i < l.tries; i++) if (!pathExists(`${l.outside}/${prefix}${i}`)) count++;
   return count;
 };
 const text = (base64: unknown) =>
@@ -218,7 +227,7 @@ const removal = (what: string, prefix: string, recursive: boolean): Case => ({
     await client.call("fs/remove", { path: uri(`${l.scope}/d/${prefix}${i}`), recursive });
     return false;
   },
-  after: (l) => missing(l.outside, prefix),
+  after: (l) => missing(l, prefix),
 });
 
 /**
@@ -342,7 +351,7 @@ export function raceCases(only: { writes?: boolean; sandboxed?: boolean } = {}):
 }
 
 /**
- * Runs {@linkcode TRIES} tries of every case (the swapper running), then
+ * Runs the layout's tries of every case (the swapper running), then
  * counts what escaped (answers from outside S, writes and removals there,
  * temp files anywhere).
  *
@@ -355,7 +364,7 @@ export async function runRace(
   stop: () => Promise<void>,
 ): Promise<Record<string, number>> {
   const escapes: Record<string, number> = Object.fromEntries(cases.map((c) => [c.what, 0]));
-  for (let i = 0; i < TRIES; i++) {
+  for (let i = 0; i < l.tries; i++) {
     for (const c of cases) if (await c.attempt(client, l, i)) escapes[c.what]!++;
   }
   await stop();

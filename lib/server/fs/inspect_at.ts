@@ -18,6 +18,7 @@ import {
   close,
   F,
   fdPath,
+  isType,
   listDirectory,
   openat2,
   type StatX,
@@ -25,11 +26,6 @@ import {
 } from "../host/fs_syscalls.ts";
 import type { SandboxPlan } from "../sandbox/policy.ts";
 import { openForRead, readableAt } from "./resolve.ts";
-
-/** Whether a `statx` mode is of the given `S_IF*` type. */
-export function isType(stat: StatX, type: number): boolean {
-  return (stat.mode & F.S_IFMT) === type;
-}
 
 /** Opens `path` for inspection; outside the read scope answers like a missing path. */
 function openToInspect(path: string, plans: readonly SandboxPlan[], flags: number): number {
@@ -93,7 +89,7 @@ export function canonicalAt(
 }
 
 /** What a symlink leads to: its `statx` and real path. */
-export interface LinkTarget {
+interface LinkTarget {
   /** `statx` of the target. */
   stat: StatX;
   /** Canonical path of the target. */

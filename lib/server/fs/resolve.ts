@@ -43,6 +43,7 @@ import {
   fdPath,
   fsSyscallsAvailable,
   fstatat,
+  isType,
   linkTmpfile,
   listDirectory,
   mkdirat,
@@ -87,7 +88,7 @@ export function raceFreeWrites(): boolean {
  * @returns The new descriptor; close it.
  * @throws {SyscallError} `EXDEV` for a path that leaves the root, `ELOOP` after 40 links.
  */
-export function openBelow(rootfd: number, rel: string, flags: number, rootReal?: string): number {
+function openBelow(rootfd: number, rel: string, flags: number, rootReal?: string): number {
   if (!openat2Missing) {
     try {
       return openat2(rootfd, rel, flags, 0, BENEATH);
@@ -304,7 +305,16 @@ export function readableAt(
   plans: readonly SandboxPlan[],
   metadataOnly = false,
 ): boolean {
-  return granted("read", real) && plans.every((plan) => {
+  return granted("read", real) && plansAllowRead(real, plans, metadataOnly);
+}
+
+/** Whether no plan denies reading at the real path `real` (see {@linkcode readableAt}). */
+function plansAllowRead(
+  real: string,
+  plans: readonly SandboxPlan[],
+  metadataOnly: boolean,
+): boolean {
+  return plans.every((plan) => {
     if (plan.isolation !== "filesystem") return true;
     const at = mountAt(plan, real);
     return at?.access !== "deny" || (metadataOnly && at.path === real);
@@ -351,7 +361,7 @@ export function openForRead(
   try {
     const real = fdPath(fd);
     if (!granted("read", real)) throw permissionDenied("read", path);
-    if (!readableAt(real, plans, metadataOnly)) throw osError("EACCES");
+    if (!plansAllowRead(real, plans, metadataOnly)) throw osError("EACCES");
     return fd;
   } catch (err) {
     close(fd);
@@ -493,10 +503,6 @@ export function openForReplace(path: string, scope: WriteScope): number {
   } finally {
     done(target);
   }
-}
-
-function isType(stat: Stat | undefined, type: number): boolean {
-  return stat !== undefined && (stat.mode & F.S_IFMT) === type;
 }
 
 /**

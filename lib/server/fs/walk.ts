@@ -10,15 +10,9 @@ import type { ParamsOf, ResultOf } from "../../protocol/methods.ts";
 import { joinPath, pathFromUri, uriFromPath } from "../host/path_uri.ts";
 import { linkTargetInScope } from "./stat.ts";
 import { mayRead } from "../host/permissions.ts";
-import { close, F, listDirectory, statx } from "../host/fs_syscalls.ts";
+import { close, F, isType, listDirectory, statx } from "../host/fs_syscalls.ts";
 import type { SandboxPlan } from "../sandbox/policy.ts";
-import {
-  canonicalAt,
-  isType,
-  linkTargetAt,
-  metadataAt,
-  openDirectoryToList,
-} from "./inspect_at.ts";
+import { canonicalAt, linkTargetAt, metadataAt, openDirectoryToList } from "./inspect_at.ts";
 import { readsScoped } from "./resolve.ts";
 
 /** Largest accepted `maxDepth`. */

@@ -18,7 +18,7 @@ import { openForRead, readsScoped } from "./resolve.ts";
  * and the server's next `Deno.watchFs` or `close` waits for that thread, so
  * the whole server stopped answering (`attack_scope_race_test.ts`).
  */
-export const SCOPED_POLL_MS = 50;
+const SCOPED_POLL_MS = 50;
 
 interface Watch {
   watchers: Deno.FsWatcher[];

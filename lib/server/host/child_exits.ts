@@ -68,8 +68,28 @@ function collectOne(pid: number): void {
     Deno.removeSignalListener("SIGCHLD", collect);
     clearInterval(poller);
   }
-  // rc < 0 (ECHILD): something else collected it; report a failure exit.
-  const raw = rc === pid ? status[0]! : 1 << 8;
+  onExit?.(waitedExit(rc, pid, status[0]!));
+}
+
+/**
+ * Decodes what `waitpid(pid, status, ...)` returned for an ended child: its exit code, or the
+ * signal that ended it. A `result` other than `pid` (`-1`, `ECHILD`: something else collected
+ * the child) is reported as exit code 1.
+ *
+ * @example
+ * ```ts
+ * import { waitedExit } from "./child_exits.ts";
+ * console.log(waitedExit(42, 42, 3 << 8)); // { code: 3, signal: null }
+ * console.log(waitedExit(42, 42, 9)); // { code: null, signal: 9 }
+ * console.log(waitedExit(-1, 42, 0)); // { code: 1, signal: null }
+ * ```
+ *
+ * @param result What `waitpid` returned.
+ * @param pid The pid waited for.
+ * @param status The status it wrote.
+ */
+export function waitedExit(result: number, pid: number, status: number): ChildExit {
+  const raw = result === pid ? status : 1 << 8;
   const signal = raw & 0x7f;
-  onExit?.(signal === 0 ? { code: (raw >> 8) & 0xff, signal: null } : { code: null, signal });
+  return signal === 0 ? { code: (raw >> 8) & 0xff, signal: null } : { code: null, signal };
 }

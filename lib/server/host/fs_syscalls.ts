@@ -13,7 +13,8 @@
  * @module
  */
 
-import { cString } from "./libc.ts";
+import { cString, fileControl } from "./libc.ts";
+import { osErrorName } from "./os_errors.ts";
 
 /** Symbols bound for descriptor-relative file system calls. */
 const SYMBOLS = {
@@ -63,7 +64,6 @@ const SYMBOLS = {
   dup: { parameters: ["i32"], result: "i32" },
   memfd_create: { parameters: ["buffer", "u32"], result: "i32" },
   // Variadic in C; an int third argument is passed as in a non-variadic call.
-  fcntl: { parameters: ["i32", "i32", "i32"], result: "i32" },
   flock: { parameters: ["i32", "i32"], result: "i32" },
   fdopendir: { parameters: ["i32"], result: "pointer" },
   readdir: { parameters: ["pointer"], result: "pointer" },
@@ -102,42 +102,6 @@ export const F = {
   S_IFLNK: 0o120000,
   S_IFIFO: 0o010000,
 } as const;
-
-/** errno names by number, for the errors the callers handle. */
-const ERRNO_NAMES: Record<number, string> = {
-  1: "EPERM",
-  2: "ENOENT",
-  4: "EINTR",
-  5: "EIO",
-  6: "ENXIO",
-  7: "E2BIG",
-  9: "EBADF",
-  11: "EAGAIN",
-  12: "ENOMEM",
-  13: "EACCES",
-  16: "EBUSY",
-  17: "EEXIST",
-  18: "EXDEV",
-  19: "ENODEV",
-  20: "ENOTDIR",
-  21: "EISDIR",
-  22: "EINVAL",
-  23: "ENFILE",
-  24: "EMFILE",
-  26: "ETXTBSY",
-  27: "EFBIG",
-  28: "ENOSPC",
-  29: "ESPIPE",
-  30: "EROFS",
-  31: "EMLINK",
-  36: "ENAMETOOLONG",
-  38: "ENOSYS",
-  39: "ENOTEMPTY",
-  40: "ELOOP",
-  75: "EOVERFLOW",
-  95: "EOPNOTSUPP",
-  122: "EDQUOT",
-};
 
 type Library = Deno.DynamicLibrary<typeof SYMBOLS>["symbols"];
 let library: Deno.DynamicLibrary<typeof SYMBOLS> | null = null;
@@ -179,7 +143,7 @@ export class SyscallError extends Error {
    * @param call The failing call, for the message.
    */
   constructor(errno: number, call: string) {
-    const code = ERRNO_NAMES[errno] ?? `E${errno}`;
+    const code = osErrorName(errno) ?? `E${errno}`;
     super(`${call} failed: ${code}`);
     this.code = code;
     this.errno = errno;
@@ -331,6 +295,24 @@ export function fstatat(dirfd: number, name: string, follow: boolean): Stat | un
   };
 }
 
+/**
+ * Whether a mode ({@linkcode Stat} or {@linkcode StatX}) is of an `S_IF*` type; `false` for
+ * `undefined` (a missing entry).
+ *
+ * @example
+ * ```ts
+ * import { F, isType } from "./fs_syscalls.ts";
+ * console.log(isType({ mode: F.S_IFDIR | 0o755 }, F.S_IFDIR)); // true
+ * console.log(isType(undefined, F.S_IFREG)); // false
+ * ```
+ *
+ * @param stat What `fstatat` or `statx` reported, or `undefined`.
+ * @param type `F.S_IFDIR`, `F.S_IFREG`, `F.S_IFLNK`...
+ */
+export function isType(stat: { mode: number } | undefined, type: number): boolean {
+  return stat !== undefined && (stat.mode & F.S_IFMT) === type;
+}
+
 /** What {@linkcode statx} reports: the fields of `fs/getMetadata`. */
 export interface StatX {
   /** `stx_mode` (type and permission bits). */
@@ -379,67 +361,69 @@ export function fchownQuiet(fd: number, uid: number, gid: number): void {
 }
 
 /**
- * Writes all of `data` to `fd` (on the blocking thread pool). A nonblocking
- * call sets `errno` on the pool's thread, not this one, so a write that
- * fails there is repeated here: its error (e.g. `ENOSPC`) is then its own.
+ * Makes a call on the blocking thread pool (`pooled`). A nonblocking call sets `errno` on the
+ * pool's thread, not this one, so a call that failed there (a negative result) is repeated
+ * here (`direct`): its error (e.g. `ENOSPC`) is then its own.
  */
+async function onPool<A extends unknown[], T extends number | bigint>(
+  call: string,
+  pooled: (...args: A) => Promise<T>,
+  direct: (...args: A) => T,
+  ...args: A
+): Promise<T> {
+  const result = await pooled(...args);
+  return result < 0 ? check(direct(...args), call) : result;
+}
+
+/** Writes all of `data` to `fd` (on the blocking thread pool, see {@linkcode onPool}). */
 export async function writeAll(fd: number, data: Uint8Array): Promise<void> {
   let written = 0;
   while (written < data.length) {
     const chunk = data.subarray(written, Math.min(data.length, written + (1 << 24)));
-    const buffer = chunk as Uint8Array<ArrayBuffer>;
-    let n = await lib().writeAsync(fd, buffer, BigInt(chunk.length));
-    if (n < 0) n = check(lib().write(fd, buffer, BigInt(chunk.length)), "write");
-    written += Number(n);
+    const { writeAsync, write } = lib();
+    written += Number(await onPool("write", writeAsync, write, fd, chunk, BigInt(chunk.length)));
   }
 }
 
-/**
- * Reads into `buffer` (on the blocking thread pool); `null` at end of file.
- * A failure there is repeated here for its `errno` (see {@linkcode writeAll}).
- */
+/** Reads into `buffer` (on the blocking thread pool, see {@linkcode onPool}); `null` at end of file. */
 export async function readInto(fd: number, buffer: Uint8Array): Promise<number | null> {
-  const target = buffer as Uint8Array<ArrayBuffer>;
-  let n = await lib().readAsync(fd, target, BigInt(buffer.length));
-  if (n < 0) n = check(lib().read(fd, target, BigInt(buffer.length)), "read");
+  const { readAsync, read } = lib();
+  const n = await onPool("read", readAsync, read, fd, buffer, BigInt(buffer.length));
   return n === 0n ? null : Number(n);
 }
 
 /**
- * `pread` at `offset` (on the blocking thread pool; a failure is repeated here for its
- * `errno`, see {@linkcode writeAll}).
+ * `pread` at `offset` (on the blocking thread pool, see {@linkcode onPool}).
  *
  * @returns The number of bytes read, 0 at the end of the file.
  */
 export async function preadAt(fd: number, buffer: Uint8Array, offset: bigint): Promise<number> {
-  const target = buffer as Uint8Array<ArrayBuffer>;
-  let n = await lib().preadAsync(fd, target, BigInt(buffer.length), offset);
-  if (n < 0) n = check(lib().pread(fd, target, BigInt(buffer.length), offset), "pread");
-  return Number(n);
+  const { preadAsync, pread } = lib();
+  return Number(
+    await onPool("pread", preadAsync, pread, fd, buffer, BigInt(buffer.length), offset),
+  );
 }
 
 /**
- * `pwrite` at `offset` (on the blocking thread pool; a failure is repeated here for its
- * `errno`).
+ * `pwrite` at `offset` (on the blocking thread pool, see {@linkcode onPool}).
  *
  * @returns The number of bytes written.
  */
 export async function pwriteAt(fd: number, data: Uint8Array, offset: bigint): Promise<number> {
-  const source = data as Uint8Array<ArrayBuffer>;
-  let n = await lib().pwriteAsync(fd, source, BigInt(data.length), offset);
-  if (n < 0) n = check(lib().pwrite(fd, source, BigInt(data.length), offset), "pwrite");
-  return Number(n);
+  const { pwriteAsync, pwrite } = lib();
+  return Number(await onPool("pwrite", pwriteAsync, pwrite, fd, data, BigInt(data.length), offset));
 }
 
 /**
- * `fdatasync` (on the blocking thread pool). A failure there is asked again
- * here for its `errno` (see {@linkcode writeAll}); the kernel reports a
- * writeback error once, so a repeat that succeeds means `EIO`.
+ * `fdatasync` (on the blocking thread pool, see {@linkcode onPool}). The kernel reports a
+ * writeback error once, so a repeat here that succeeds means `EIO`.
  */
 export async function fdatasync(fd: number): Promise<void> {
-  if (await lib().fdatasyncAsync(fd) >= 0) return;
-  check(lib().fdatasync(fd), "fdatasync");
-  throw new SyscallError(5, "fdatasync");
+  const { fdatasyncAsync } = lib();
+  await onPool("fdatasync", fdatasyncAsync, (fd: number) => {
+    check(lib().fdatasync(fd), "fdatasync");
+    throw new SyscallError(5, "fdatasync");
+  }, fd);
 }
 
 /** The names in the directory open on `dirfd` (the descriptor stays open), without `.` and `..`. */
@@ -487,7 +471,7 @@ export function sealedMemoryFile(name: string, data: Uint8Array): number {
       written += Number(check(lib().write(fd, rest, BigInt(rest.length)), "write"));
     }
     fchmod(fd, 0o444);
-    check(lib().fcntl(fd, F_ADD_SEALS, ALL_SEALS), "fcntl");
+    check(fileControl(fd, F_ADD_SEALS, ALL_SEALS), "fcntl");
     return fd;
   } catch (err) {
     close(fd);

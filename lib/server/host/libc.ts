@@ -49,7 +49,6 @@ export const LIBC_SYMBOLS = {
   grantpt: { parameters: ["i32"], result: "i32" },
   unlockpt: { parameters: ["i32"], result: "i32" },
   ptsname_r: { parameters: ["i32", "buffer", "usize"], result: "i32" },
-  pipe2: { parameters: ["buffer", "i32"], result: "i32" },
   close: { parameters: ["i32"], result: "i32" },
   // Variadic in C; on the Linux x86_64 and aarch64 ABIs a pointer third argument is passed the
   // same way as in a non-variadic call.
@@ -57,8 +56,6 @@ export const LIBC_SYMBOLS = {
   waitpid: { parameters: ["i32", "buffer", "i32"], result: "i32" },
   read: { parameters: ["i32", "buffer", "usize"], result: "isize" },
   write: { parameters: ["i32", "buffer", "usize"], result: "isize" },
-  // Variadic in C; an int third argument is passed as in a non-variadic call.
-  fcntl: { parameters: ["i32", "i32", "i32"], result: "i32" },
   poll: { parameters: ["buffer", "u64", "i32"], result: "i32", nonblocking: true },
   eventfd: { parameters: ["u32", "i32"], result: "i32" },
   pidfd_open: { parameters: ["i32", "u32"], result: "i32", optional: true },
@@ -108,6 +105,8 @@ export const C = {
   O_NONBLOCK: 0o4000,
   O_CLOEXEC: 0o2000000,
   F_SETFL: 4,
+  F_SETPIPE_SZ: 1031,
+  F_GETPIPE_SZ: 1032,
   EFD_NONBLOCK: 0o4000,
   EFD_CLOEXEC: 0o2000000,
   TIOCSWINSZ: 0x5414,

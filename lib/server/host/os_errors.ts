@@ -58,8 +58,9 @@ const OS_ERRORS: Record<string, readonly [number, string]> = {
   EOVERFLOW: [75, "Value too large for data type"],
   EILSEQ: [84, "Illegal byte sequence"],
   ENOTSOCK: [88, "Not a socket"],
-  ENOTSUP: [95, "Not supported"],
+  // 95 is named EOPNOTSUPP by {@linkcode osErrorName} (the first entry of a number wins).
   EOPNOTSUPP: [95, "Not supported"],
+  ENOTSUP: [95, "Not supported"],
   EAFNOSUPPORT: [97, "Address family not supported by protocol"],
   EADDRINUSE: [98, "Address in use"],
   EADDRNOTAVAIL: [99, "Address not available"],
@@ -110,7 +111,8 @@ export function osErrorMessage(code: string): string | undefined {
 
 /**
  * Returns the errno name of an error number, e.g. `osErrorName(24)` is
- * `"EMFILE"` (for errors libc reports through FFI).
+ * `"EMFILE"` (for errors libc reports through FFI): the first name listed
+ * for the number.
  *
  * @param errno The error number.
  * @returns The name, or `undefined` for a number not listed.

@@ -169,19 +169,52 @@ function forget(watchdog: Watchdog): void {
   told = new Set();
 }
 
+/**
+ * Queues `line` after `pending` and writes what the pipe takes; a line that would take the
+ * queue past {@linkcode MAX_PENDING_CHARS} is dropped (a watchdog that does not read, being
+ * stopped, cannot act either).
+ *
+ * @example
+ * ```ts
+ * import { queueLine } from "./watchdog.ts";
+ * const full = () => 0; // the pipe takes nothing
+ * console.log(queueLine("", "42 7\n", full)); // "42 7\n"
+ * console.log(queueLine("42 7\n", "43 8\n", (bytes) => bytes.length)); // ""
+ * ```
+ *
+ * @param pending What the pipe did not take yet.
+ * @param line The line to send (ASCII).
+ * @param write Writes bytes to the pipe: how many it took (0 when full), or `"broken"` when the
+ * watchdog is gone.
+ * @returns What is left queued, or `"broken"`.
+ */
+export function queueLine(
+  pending: string,
+  line: string,
+  write: (bytes: Uint8Array<ArrayBuffer>) => number | "broken",
+): string | "broken" {
+  if (pending.length + line.length > MAX_PENDING_CHARS) return pending;
+  const queued = pending + line;
+  const written = write(encoder.encode(queued));
+  // ASCII only: bytes and characters coincide.
+  return written === "broken" ? written : queued.slice(written);
+}
+
+/** `write` to the watchdog's non-blocking pipe, for {@linkcode queueLine}. */
+function writePipe(fd: number, bytes: Uint8Array<ArrayBuffer>): number | "broken" {
+  const written = writeFd(fd, bytes);
+  if (written >= 0) return written;
+  return errno() === EPIPE ? "broken" : 0;
+}
+
 function send(line: string): void {
   if (dog === undefined) return;
-  // A watchdog that does not read (stopped) cannot act either: stop queueing for it.
-  if (pending.length + line.length > MAX_PENDING_CHARS) return;
-  pending += line;
-  const bytes = encoder.encode(pending);
-  const written = writeFd(dog.fd, bytes);
-  if (written >= 0) {
-    // ASCII only: bytes and characters coincide.
-    pending = pending.slice(written);
+  const { fd } = dog;
+  const left = queueLine(pending, line, (bytes) => writePipe(fd, bytes));
+  if (left !== "broken") {
+    pending = left;
     return;
   }
-  if (errno() !== EPIPE) return;
   // The watchdog was killed: start another one, told everything that lives.
   forget(dog);
   startSoon();

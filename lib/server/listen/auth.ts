@@ -20,9 +20,13 @@ export const SUBPROTOCOL = "exec-server";
 /** The subprotocol prefix browsers use to present a token. */
 export const BEARER_SUBPROTOCOL = "exec-server.bearer";
 
-/** Result of checking an upgrade request. */
+/**
+ * Result of checking an upgrade request: accepted with the subprotocol to select and, for a
+ * credential that expires (a signed bearer token's `exp`), when it does (ms since the epoch);
+ * or refused with the response to send.
+ */
 export type AuthResult =
-  | { ok: true; protocol?: string }
+  | { ok: true; protocol?: string; expiresAt?: number }
   | { ok: false; response: Response };
 
 async function sha256(bytes: Uint8Array): Promise<Uint8Array> {

@@ -24,6 +24,14 @@ export const BATCH_BYTES = 256 * 1024;
 /** How many written batches of {@linkcode BATCH_BYTES} a connection keeps for reuse. */
 const SPARE_BATCHES = 2;
 
+/**
+ * Whether this process has waited for the end of a turn yet. The first `setImmediate` loads
+ * Deno's Node timers (about 10 ms of CPU); until then a frame marked `now` waits like the others,
+ * so that load stays with the process's first answer rather than moving into a later request
+ * that needs those timers anyway (the first `process/start`: the spawn path sets timers).
+ */
+let turnWaited = false;
+
 /** Bytes of a frame's header for a payload of `length` bytes (server frames are unmasked). */
 function headerBytes(length: number): number {
   return length < 126 ? 2 : length < 65536 ? 4 : 10;
@@ -106,8 +114,11 @@ export class FrameWriter {
    * UTF-8 payload.
    *
    * @param text The message, whole or in parts.
+   * @param now Write without waiting for the end of this event-loop turn, for a frame nothing
+   *   else is expected to join (once the process has waited for one turn's end: the first
+   *   wait loads Deno's Node timers).
    */
-  text(text: OutboundText): Promise<void> {
+  text(text: OutboundText, now = false): Promise<void> {
     if (this.#closed) return Promise.resolve();
     const parts = typeof text === "string" ? [text] : text;
     let length = 0;
@@ -123,11 +134,12 @@ export class FrameWriter {
         return this.frame(
           0x1,
           this.#encoder.encode(typeof text === "string" ? text : parts.join("")),
+          now,
         );
       }
       at += written;
     }
-    return this.#commit(size);
+    return this.#commit(size, now);
   }
 
   /**
@@ -135,13 +147,14 @@ export class FrameWriter {
    *
    * @param opcode The frame's opcode.
    * @param payload The payload.
+   * @param now Write without waiting for the end of this event-loop turn.
    */
-  frame(opcode: number, payload: Uint8Array): Promise<void> {
+  frame(opcode: number, payload: Uint8Array, now = false): Promise<void> {
     if (this.#closed) return Promise.resolve();
     const size = headerBytes(payload.length) + payload.length;
     const buffer = this.#reserve(size);
     buffer.set(payload, writeHeader(buffer, this.#used, opcode, payload.length));
-    return this.#commit(size);
+    return this.#commit(size, now);
   }
 
   /** Resolves once everything queued so far is written (or dropped). */
@@ -183,18 +196,22 @@ export class FrameWriter {
     this.#used = 0;
   }
 
-  #commit(size: number): Promise<void> {
+  #commit(size: number, now: boolean): Promise<void> {
     this.#used += size;
     this.#queued += size;
-    this.#writing ??= this.#drain();
+    this.#writing ??= this.#drain(now);
     if (this.#queued <= this.#highWater) return Promise.resolve();
     return new Promise((resolve) => this.#roomWaiters.push(resolve));
   }
 
-  async #drain(): Promise<void> {
+  async #drain(now: boolean): Promise<void> {
     // Frames queued in this turn of the event loop (the answers to every request of one read,
-    // say) go out in one write: wait until the turn's microtasks have run.
-    await new Promise((resolve) => setImmediate(resolve));
+    // say) go out in one write: wait until the turn's microtasks have run, unless the frame
+    // that starts the write is known to be alone.
+    if (!now || !turnWaited) {
+      turnWaited = true;
+      await new Promise((resolve) => setImmediate(resolve));
+    }
     try {
       while (!this.#closed) {
         if (this.#sealed.length === 0) this.#seal();

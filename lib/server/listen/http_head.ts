@@ -26,14 +26,13 @@ export interface RequestHead {
 /** Why no head could be read. */
 export type HeadFailure = "closed" | "too-large" | "malformed";
 
-const CRLFCRLF = [13, 10, 13, 10];
-
+/** Where the blank line ending the head starts (`\r\n\r\n`), searching from `from - 3`; -1 if none. */
 function headEnd(bytes: Uint8Array, from: number): number {
-  for (let i = Math.max(0, from - 3); i + 3 < bytes.length; i++) {
-    if (
-      bytes[i] === CRLFCRLF[0] && bytes[i + 1] === CRLFCRLF[1] &&
-      bytes[i + 2] === CRLFCRLF[2] && bytes[i + 3] === CRLFCRLF[3]
-    ) return i;
+  // The native `indexOf` finds each CR: a byte loop runs once per connection, too rarely to
+  // leave V8's interpreter.
+  for (let i = bytes.indexOf(13, Math.max(0, from - 3)); i >= 0; i = bytes.indexOf(13, i + 1)) {
+    if (i + 3 >= bytes.length) return -1;
+    if (bytes[i + 1] === 10 && bytes[i + 2] === 13 && bytes[i + 3] === 10) return i;
   }
   return -1;
 }

@@ -203,8 +203,13 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
   const maxConnections = options.maxConnections ?? DEFAULT_MAX_CONNECTIONS;
   const maxPending = options.maxPendingConnections ?? MAX_PENDING_CONNECTIONS;
   const handshakeTimeoutMs = options.handshakeTimeoutMs ?? HANDSHAKE_TIMEOUT_MS;
-  /** Accepted connections still in their handshake, oldest first. */
-  const pending = new Set<Deno.Conn>();
+  /**
+   * Accepted connections still in their handshake, oldest first, each with the time
+   * (`performance.now()`) its handshake runs out.
+   */
+  const pending = new Map<Deno.Conn, number>();
+  /** Whether a timer is set for the oldest pending handshake (one timer serves them all). */
+  let sweepSet = false;
   /** Upgraded connections. */
   const open = new Set<{ close(): void }>();
   const stopping = new AbortController();
@@ -250,7 +255,7 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
   }
 
   function evictOldestPending(): void {
-    const oldest = pending.values().next().value;
+    const oldest = pending.keys().next().value;
     if (oldest === undefined) return;
     pending.delete(oldest);
     closeQuietly(oldest);
@@ -298,13 +303,14 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
   async function handshake(conn: Deno.Conn): Promise<void> {
     const peerAddr = conn.remoteAddr as Deno.NetAddr;
     const peer = `${peerAddr.hostname}:${peerAddr.port}`;
-    pending.add(conn);
+    pending.set(conn, performance.now() + handshakeTimeoutMs);
     if (pending.size > maxPending) evictOldestPending();
+    if (!sweepSet) {
+      sweepSet = true;
+      deadline(handshakeTimeoutMs, sweepHandshakes);
+    }
     // Replies and notifications are small writes: send them at once (as `Deno.serve` did).
     if ("setNoDelay" in conn) (conn as Deno.TcpConn).setNoDelay(true);
-    const cancelTimer = deadline(handshakeTimeoutMs, () => {
-      if (pending.delete(conn)) closeQuietly(conn);
-    });
     let upgraded = false;
     try {
       const head = await readRequestHead(conn);
@@ -338,7 +344,6 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
       );
       if (!pending.delete(conn)) return;
       upgraded = true;
-      cancelTimer();
       if ("attach" in decision) {
         const feed = decision.attach(websocketConnTransport(conn, {
           label: `exec-server console ${peer}`,
@@ -353,11 +358,28 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
     } catch (err) {
       log("debug", `handshake with ${peer} failed: ${describeError(err)}`);
     } finally {
-      cancelTimer();
       if (!upgraded) {
         pending.delete(conn);
         closeQuietly(conn);
       }
+    }
+  }
+
+  /**
+   * Closes the handshakes whose time ran out and sets the timer for the oldest one left: they
+   * all have the same timeout, so the oldest runs out first (one timer, not one per connection).
+   */
+  function sweepHandshakes(): void {
+    sweepSet = false;
+    const now = performance.now();
+    for (const [conn, expires] of pending) {
+      if (expires > now) {
+        sweepSet = true;
+        deadline(expires - now, sweepHandshakes);
+        return;
+      }
+      pending.delete(conn);
+      closeQuietly(conn);
     }
   }
 
@@ -428,7 +450,7 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
       } catch {
         // Already closed.
       }
-      for (const conn of [...pending]) closeQuietly(conn);
+      for (const conn of [...pending.keys()]) closeQuietly(conn);
       pending.clear();
       sessions.endAll();
       for (const entry of [...open, ...feeds]) entry.close();

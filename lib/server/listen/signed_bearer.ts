@@ -199,6 +199,15 @@ export async function verifySignedBearer(
   token: string,
   options: SignedBearerOptions,
 ): Promise<SignedBearerRefusal | undefined> {
+  const checked = await checkSignedBearer(token, options);
+  return typeof checked === "bigint" ? undefined : checked;
+}
+
+/** {@linkcode verifySignedBearer}, with the accepted token's `exp` (seconds since the epoch). */
+async function checkSignedBearer(
+  token: string,
+  options: SignedBearerOptions,
+): Promise<SignedBearerRefusal | bigint> {
   const parts = token.split(".");
   if (parts.length !== 3) return "invalid websocket jwt";
   const [headerPart, payloadPart, signaturePart] = parts as [string, string, string];
@@ -249,7 +258,7 @@ export async function verifySignedBearer(
   ) {
     return "websocket jwt audience mismatch";
   }
-  return undefined;
+  return exp;
 }
 
 /**
@@ -270,9 +279,9 @@ export function signedBearerAuth(
   return async (request) => {
     const presented = presentedToken(request);
     if (!presented.ok) return presented;
-    const refusal = await verifySignedBearer(presented.token, options);
-    if (refusal !== undefined) return { ok: false, response: unauthorized(refusal) };
-    return { ok: true, protocol: presented.protocol };
+    const checked = await checkSignedBearer(presented.token, options);
+    if (typeof checked !== "bigint") return { ok: false, response: unauthorized(checked) };
+    return { ok: true, protocol: presented.protocol, expiresAt: Number(checked) * 1000 };
   };
 }
 

@@ -228,6 +228,17 @@ class ByteReader {
   }
 }
 
+/** Whether `bytes` begin with a whole frame of at most 64 KiB (decoding it needs no read). */
+function frameBuffered(bytes: Uint8Array): boolean {
+  if (bytes.length < 2) return false;
+  const short = bytes[1]! & 0x7f;
+  if (short === 127) return false;
+  const headSize = short === 126 ? 8 : 6;
+  if (bytes.length < headSize) return false;
+  const length = short === 126 ? (bytes[2]! << 8) | bytes[3]! : short;
+  return bytes.length >= headSize + length;
+}
+
 async function readFrameHead(reader: ByteReader): Promise<FrameHead | null> {
   if (!reader.has(2) && !(await reader.ensure(2))) return null;
   const [b0, b1] = reader.peek();
@@ -367,7 +378,40 @@ export function websocketConnTransport(
     return { fault: "invalid UTF-8 in binary message" };
   }
 
-  /** Reads the next message; `null` when the stream ends. */
+  /**
+   * The message of a whole, final, masked text or binary frame of at most
+   * {@linkcode INLINE_FRAME_BYTES} at the front of the buffer, decoded in place
+   * without a read or an await (most requests); `undefined` for anything else,
+   * which {@linkcode nextMessage} reads and checks.
+   */
+  function bufferedMessage(): Inbound | undefined {
+    const bytes = reader.peek();
+    if (!frameBuffered(bytes)) return undefined;
+    const opcode = bytes[0]! ^ 0x80;
+    if ((opcode !== 0x1 && opcode !== 0x2) || (bytes[1]! & 0x80) === 0) return undefined;
+    const short = bytes[1]! & 0x7f;
+    const length = short === 126 ? (bytes[2]! << 8) | bytes[3]! : short;
+    if (length > INLINE_FRAME_BYTES || length > maxBytes) return undefined;
+    const start = short === 126 ? 8 : 6;
+    const payload = bytes.subarray(start, start + length);
+    unmask(payload, bytes.subarray(start - 4, start), 0);
+    reader.skip(start + length);
+    return decodeMessage(payload, opcode);
+  }
+
+  /** The next message: a buffered one at once, else after reading; `null` when the stream ends. */
+  async function next(): Promise<Inbound | null> {
+    const buffered = bufferedMessage();
+    if (buffered !== undefined) return buffered;
+    if (reader.buffered === 0) {
+      if (!(await reader.fill())) return null;
+      const read = bufferedMessage();
+      if (read !== undefined) return read;
+    }
+    return await nextMessage();
+  }
+
+  /** Reads the next message, any frames; `null` when the stream ends. */
   async function nextMessage(): Promise<Inbound | null> {
     const parts: Uint8Array[] = [];
     let total = 0;
@@ -436,36 +480,62 @@ export function websocketConnTransport(
     }
   }
 
-  // Messages are decoded as the connection asks for them (no web stream: Deno loads its streams
-  // on first use, about 9 M instructions); whatever the consumer stops at closes the socket.
-  async function* messages(): AsyncGenerator<Inbound> {
-    let ended = false;
-    try {
-      while (true) {
-        let message: Inbound | null;
-        try {
-          message = closing ? null : await nextMessage();
-        } catch (err) {
-          if (err instanceof ProtocolViolation) closeWith(err.code, err.message);
-          message = null;
-        }
-        if (message === null) {
-          ended = true;
-          if (!closing) closeConn();
-          return;
-        }
-        yield message;
-      }
-    } finally {
-      if (!ended) closeWith(1000);
+  let ended = false;
+
+  /** The message that ends reading: `null`, after closing the socket unless a close is under way. */
+  function end(): null {
+    if (!ended) {
+      ended = true;
+      if (!closing) closeConn();
     }
+    return null;
+  }
+
+  /**
+   * The next message: at once when its frame is buffered (the further requests of one TCP
+   * read), else once read; `null` at the end. A protocol violation closes with its code.
+   */
+  function receive(): Inbound | null | Promise<Inbound | null> {
+    if (ended || closing) return end();
+    try {
+      const buffered = bufferedMessage();
+      if (buffered !== undefined) return buffered;
+    } catch (err) {
+      return violated(err);
+    }
+    return next().then((message) => message ?? end(), violated);
+  }
+
+  function violated(err: unknown): null {
+    if (err instanceof ProtocolViolation) closeWith(err.code, err.message);
+    return end();
+  }
+
+  let stream: ReadableStream<Inbound> | undefined;
+  /** `receive` as a stream, made for a reader that asks for one. */
+  function readable(): ReadableStream<Inbound> {
+    return stream ??= new ReadableStream<Inbound>({
+      async pull(controller) {
+        const message = await receive();
+        if (message === null) controller.close();
+        else controller.enqueue(message);
+      },
+      cancel() {
+        closeWith(1000);
+      },
+    }, { highWaterMark: 0 });
   }
 
   return {
-    readable: messages(),
-    send(text: OutboundText): Promise<void> {
+    get readable() {
+      return readable();
+    },
+    receive,
+    send(text: OutboundText, alone = false): Promise<void> {
       if (closing) return Promise.resolve();
-      return writer.text(text);
+      // A lone answer goes at once when no further request is read ahead either (a whole frame
+      // buffered): nothing can join it.
+      return writer.text(text, alone && !frameBuffered(reader.peek()));
     },
     close() {
       closeWith(1000);

@@ -144,31 +144,3 @@ export class ConsoleLogins {
     }`;
   }
 }
-
-/**
- * When a token shaped like a JWT expires (its `exp` claim, in ms since the
- * epoch), or `undefined` for any other token. Read only from a token the
- * server has accepted, so a console login never outlives its token.
- *
- * @example
- * ```ts
- * import { tokenExpiry } from "./console_access.ts";
- * const part = (json: string) => btoa(json).replaceAll("=", "");
- * console.log(tokenExpiry(`${part('{"alg":"HS256"}')}.${part('{"exp":1}')}.sig`)); // 1000
- * console.log(tokenExpiry("a-capability-token")); // undefined
- * ```
- *
- * @param token The accepted token.
- */
-export function tokenExpiry(token: string): number | undefined {
-  const payload = token.split(".")[1];
-  if (token.split(".").length !== 3 || payload === undefined) return undefined;
-  try {
-    const claims = JSON.parse(
-      new TextDecoder().decode(Uint8Array.fromBase64(payload, { alphabet: "base64url" })),
-    );
-    return typeof claims?.exp === "number" ? claims.exp * 1000 : undefined;
-  } catch {
-    return undefined;
-  }
-}

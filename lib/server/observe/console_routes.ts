@@ -20,11 +20,11 @@
  */
 
 import type { AuthResult } from "../listen/auth.ts";
-import { presentedToken, unauthorized } from "../listen/auth.ts";
+import { unauthorized } from "../listen/auth.ts";
 import { upgradeProblem } from "../listen/websocket_conn.ts";
 import type { Transport } from "../../rpc/transport.ts";
 import type { SessionRegistry } from "../session/registry.ts";
-import { ConsoleLogins, consoleSameOrigin, tokenExpiry } from "./console_access.ts";
+import { ConsoleLogins, consoleSameOrigin } from "./console_access.ts";
 import { type ConsoleFeed, serveConsoleFeed } from "./console_feed.ts";
 import { APP_CSS, APP_JS, consoleHtml, LOGIN_HTML } from "./console_page.ts";
 import { audit } from "./audit.ts";
@@ -117,9 +117,7 @@ export function consoleRoutes(
       const auth = await authorizeRequest(options.authorize, request, remoteAddress);
       if (!auth.ok) return { response: auth.response };
       if (!authOn) return { response: respond(null, html) };
-      const presented = presentedToken(request);
-      const until = presented.ok ? tokenExpiry(presented.token) : undefined;
-      const cookie = logins.start(until);
+      const cookie = logins.start(auth.expiresAt);
       return { response: respond(null, html, { headers: { "set-cookie": cookie } }) };
     }
     if (path === "/console/logout" && request.method === "POST") {

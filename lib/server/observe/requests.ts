@@ -133,12 +133,11 @@ const UNKNOWN_METHOD: Labels = { method: "unknown" };
 
 /** The `{method}` labels of a request, one object per method of the table (bounded). */
 function methodLabels(method: string): Labels {
-  if (lookupMethod(method) === undefined) return UNKNOWN_METHOD;
   let labels = METHOD_LABELS.get(method);
-  if (labels === undefined) {
-    labels = { method };
-    METHOD_LABELS.set(method, labels);
-  }
+  if (labels !== undefined) return labels;
+  if (lookupMethod(method) === undefined) return UNKNOWN_METHOD;
+  labels = { method };
+  METHOD_LABELS.set(method, labels);
   return labels;
 }
 

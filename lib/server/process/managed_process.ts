@@ -76,6 +76,9 @@ export class ManagedProcess implements BackendEvents {
   #waiters = new Set<() => void>();
   #roomWaiters: (() => void)[] = [];
   #writeIds = new Set<string>();
+  /** The remembered writeIds in the order they came, a ring once full (the oldest at `#oldestWriteId`). */
+  #writeIdOrder: string[] = [];
+  #oldestWriteId = 0;
   #options: ManagedProcessOptions;
   /** A sandboxed exit waiting for the output to end (the pipes close with the sandbox). */
   #pendingExit: [number, string | null] | undefined;
@@ -253,9 +256,14 @@ export class ManagedProcess implements BackendEvents {
   rememberWrite(writeId: string): boolean {
     if (this.#writeIds.has(writeId)) return false;
     this.#writeIds.add(writeId);
-    if (this.#writeIds.size > REMEMBERED_WRITE_IDS) {
-      this.#writeIds.delete(this.#writeIds.values().next().value!);
+    if (this.#writeIdOrder.length < REMEMBERED_WRITE_IDS) {
+      this.#writeIdOrder.push(writeId);
+      return true;
     }
+    // Forget the oldest in O(1): the set's first entry sits behind every id deleted before it.
+    this.#writeIds.delete(this.#writeIdOrder[this.#oldestWriteId]!);
+    this.#writeIdOrder[this.#oldestWriteId] = writeId;
+    this.#oldestWriteId = (this.#oldestWriteId + 1) % REMEMBERED_WRITE_IDS;
     return true;
   }
 }

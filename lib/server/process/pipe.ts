@@ -28,10 +28,12 @@ import {
   closeFd,
   cString,
   errno,
+  fileControl,
   libcAvailable,
   pipeFds,
   spawnInNewSession,
   type SpawnStdio,
+  writeFd,
 } from "../host/libc.ts";
 import { osErrorName } from "../host/os_errors.ts";
 import { grantedEverywhere, requireRun } from "../host/permissions.ts";
@@ -40,6 +42,7 @@ import { OutputCoalescer, REAL_PACING } from "./output_coalescer.ts";
 import { killGroup, signalExitCode, signalGroup, signalNameOf } from "./signals.ts";
 import { hasExecutableFormat } from "./exec_format.ts";
 import { spawnErrorFromErrno } from "./spawn_errors.ts";
+import { StdinWriter } from "./stdin_writer.ts";
 
 const DEV_NULL = cString("/dev/null");
 
@@ -185,12 +188,15 @@ function spawnPosix(
   }
   // The child has its own copies now.
   for (const fd of [stdin?.[0], stdout[1], stderr[1]]) if (fd !== undefined) closeFd(fd);
+  // Our end of stdin only (the child's is another open file): a full pipe refuses a write
+  // (EAGAIN) instead of blocking the server in it.
+  if (stdin !== null) fileControl(stdin[1], C.F_SETFL, C.O_NONBLOCK);
   let readers: OutputReader[] = [];
   let writer: Writable | null = null;
   const attach = (net: NetModule): void => {
     const reader = (fd: number, name: "stdout" | "stderr") => {
       const socket = new net.Socket({ fd, readable: true, writable: false });
-      return { fd, socket, merge: readOutput(events, name, socket) };
+      return { fd, socket, merge: readOutput(events, name, socket, () => growPipe(fd)) };
     };
     readers = [reader(stdout[0], "stdout"), reader(stderr[0], "stderr")];
     if (stdin === null) return;
@@ -211,6 +217,15 @@ function spawnPosix(
     pid,
     stdin !== null,
     () => attached === undefined ? writer : attached.then(() => writer),
+    stdin === null ? undefined : (bytes) => {
+      // An ended or destroyed socket may have closed the fd, whose number may be reused since.
+      if (writer !== null && (writer.destroyed || writer.writableEnded)) throw stdinWriteFailed();
+      const taken = writeFd(stdin[1], bytes as Uint8Array<ArrayBuffer>);
+      if (taken >= 0) return taken;
+      const code = errno();
+      if (code === C.EAGAIN || code === C.EINTR) return 0;
+      throw stdinWriteFailed();
+    },
   );
 }
 
@@ -244,13 +259,57 @@ interface OutputReader {
   merge: OutputCoalescer;
 }
 
-/** Reports a child's output stream to `events` (paced: see {@linkcode OutputCoalescer}). */
+/** A read this large (the size of `node:net`'s reads) found the pipe full or nearly so. */
+const FULL_READ_BYTES = 64 * 1024;
+
+/**
+ * The capacity (`F_SETPIPE_SZ`) an output pipe gets at its first full read
+ * ({@linkcode FULL_READ_BYTES}): a child that writes faster than it is read
+ * then fills 1 MiB before it waits for the server instead of 64 KiB, and the
+ * server finds data at every read. A stream that trickles keeps the default
+ * 64 KiB. Linux caps it at `/proc/sys/fs/pipe-max-size` (1 MiB by default)
+ * and, for an unprivileged user, by the user's total pipe allowance
+ * (`pipe-user-pages-soft`, 64 MiB by default); a pipe the kernel does not grow
+ * keeps its size.
+ */
+export const BULK_PIPE_BYTES = 1024 * 1024;
+
+/**
+ * Most output pipes of {@linkcode BULK_PIPE_BYTES} at once (streams not
+ * ended): 16 MiB, a quarter of an unprivileged user's default pipe allowance,
+ * beyond which Linux gives every new pipe of that user its minimum size (a
+ * page or two).
+ */
+export const MAX_BULK_PIPES = 16;
+
+let bulkPipes = 0;
+
+/**
+ * Grows the pipe that `fd` reads to {@linkcode BULK_PIPE_BYTES} unless
+ * {@linkcode MAX_BULK_PIPES} are; returns the release to call when its
+ * stream has ended, or `undefined` when it was not grown.
+ */
+function growPipe(fd: number): (() => void) | undefined {
+  if (bulkPipes >= MAX_BULK_PIPES) return undefined;
+  if (fileControl(fd, C.F_SETPIPE_SZ, BULK_PIPE_BYTES) < 0) return undefined;
+  bulkPipes++;
+  return () => void bulkPipes--;
+}
+
+/**
+ * Reports a child's output stream to `events` (paced: see {@linkcode OutputCoalescer}).
+ *
+ * @param grow Called once, at the first read of {@linkcode FULL_READ_BYTES};
+ *   returns the release to call at the end of the stream.
+ */
 function readOutput(
   events: BackendEvents,
   name: "stdout" | "stderr",
   stream: Readable,
+  grow?: () => (() => void) | undefined,
 ): OutputCoalescer {
   let ended = false;
+  let release: (() => void) | undefined;
   const merge = new OutputCoalescer((bytes) => events.output(name, bytes), {
     pause: () => stream.pause(),
     resume: () => stream.resume(),
@@ -258,9 +317,16 @@ function readOutput(
   const end = () => {
     if (ended) return;
     ended = true;
+    release?.();
     merge.end().then(() => events.streamEnded());
   };
-  stream.on("data", (data: Uint8Array) => void merge.push(data));
+  stream.on("data", (data: Uint8Array) => {
+    if (grow !== undefined && data.length >= FULL_READ_BYTES) {
+      release = grow();
+      grow = undefined;
+    }
+    merge.push(data);
+  });
   stream.on("end", end);
   stream.on("close", end);
   stream.on("error", end);
@@ -273,22 +339,30 @@ function readOutput(
  * @param hasStdin Whether the child has a stdin pipe.
  * @param stdin Its writer, or the promise of it while the socket is not made yet (writes and
  *   the close wait for it in order).
+ * @param tryWrite Writes to the pipe without waiting (`StdinSink.tryWrite`);
+ *   by default nothing is, and every write goes through `stdin`.
  */
 function pipeBackend(
   pid: number,
   hasStdin: boolean,
   stdin: () => Writable | null | Promise<Writable | null>,
+  tryWrite: (bytes: Uint8Array) => number = () => 0,
 ): Backend {
   const withStdin = <T>(use: (stdin: Writable | null) => Promise<T>): Promise<T> => {
     const ready = stdin();
     return ready instanceof Promise ? ready.then(use) : use(ready);
   };
+  const writer = new StdinWriter({
+    tryWrite,
+    write: (bytes) => withStdin((stdin) => writeStdin(stdin, bytes)),
+    end: () => withStdin(closeStdin),
+  });
   return {
     pid,
     tty: false,
     stdin: hasStdin,
-    write: (bytes) => withStdin((stdin) => writeStdin(stdin, bytes)),
-    closeStdin: () => withStdin(closeStdin),
+    write: (bytes) => writer.write(bytes),
+    closeStdin: () => writer.close(),
     signal: (name) => signalGroup(pid, PROCESS_SIGNALS[name]),
     kill: (signal) => killGroup(pid, signal),
     resize() {
@@ -297,16 +371,17 @@ function pipeBackend(
   };
 }
 
+function stdinWriteFailed(): Error {
+  return internalError("failed to write to process stdin");
+}
+
 function writeStdin(stdin: Writable | null, bytes: Uint8Array): Promise<void> {
   return new Promise((resolve, reject) => {
     if (!stdin || stdin.destroyed || stdin.writableEnded) {
-      reject(internalError("failed to write to process stdin"));
+      reject(stdinWriteFailed());
       return;
     }
-    stdin.write(
-      bytes,
-      (err) => (err ? reject(internalError("failed to write to process stdin")) : resolve()),
-    );
+    stdin.write(bytes, (err) => (err ? reject(stdinWriteFailed()) : resolve()));
   });
 }
 

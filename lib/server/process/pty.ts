@@ -15,6 +15,7 @@
 
 import { grantedEverywhere, requireRun } from "../host/permissions.ts";
 import { osErrorName } from "../host/os_errors.ts";
+import { waitedExit } from "../host/child_exits.ts";
 import { spawnErrorFromErrno } from "./spawn_errors.ts";
 import { kindError, type RpcError } from "../../protocol/errors.ts";
 import {
@@ -618,14 +619,8 @@ class PtyChild implements PtyProcess {
       return;
     }
     this.#reaped = true;
-    // rc < 0 (ECHILD): someone else reaped the child; report a failure exit.
-    const raw = rc === this.pid ? statusBuf[0]! : 1 << 8;
-    const termSignal = raw & 0x7f;
-    this.#resolveStatus(
-      termSignal === 0
-        ? { code: (raw >> 8) & 0xff, signal: null }
-        : { code: 1, signal: termSignal },
-    );
+    const { code, signal } = waitedExit(rc, this.pid, statusBuf[0]!);
+    this.#resolveStatus({ code: code ?? 1, signal });
   }
 
   #closeMaster(): void {

@@ -41,7 +41,11 @@ export function startTty(events: BackendEvents, argv: string[], options: TtyOpti
     cols: options.size?.cols,
   });
   const merge = new OutputCoalescer((bytes) => events.output("pty", bytes), {});
+  // The `process/start` answer is sent in this turn of the event loop: the process's events come
+  // on a later one (a child that printed and died at once had its output and exit sent first).
+  const afterAnswer = new Promise<void>((resolve) => setTimeout(resolve, 0));
   (async () => {
+    await afterAnswer;
     try {
       while (true) {
         const bytes = await pty.read();
@@ -55,7 +59,7 @@ export function startTty(events: BackendEvents, argv: string[], options: TtyOpti
       events.streamEnded();
     }
   })();
-  pty.status.then((status) =>
+  Promise.all([pty.status, afterAnswer]).then(([status]) =>
     events.exit(status.code, status.signal === null ? null : signalNameOf(status.signal))
   );
   const ctrlC = new Uint8Array([3]);
