@@ -10,7 +10,7 @@ import type { ResultOf } from "../../protocol/methods.ts";
 import { concatBytes } from "../host/bytes.ts";
 import { MAX_REPLY_DATA_BYTES } from "../host/reply_limit.ts";
 import { BODY_DECODE_ERROR, bodyFailed } from "./errors.ts";
-import { headerDelete, headerGet, type HeaderMap, isVisibleAscii } from "./headers.ts";
+import { isVisibleAscii } from "./headers.ts";
 import type { ReceivedResponse } from "./redirects.ts";
 
 /**
@@ -19,36 +19,73 @@ import type { ReceivedResponse } from "./redirects.ts";
  */
 export const MAX_BUFFERED_BODY_BYTES: number = MAX_REPLY_DATA_BYTES;
 
+/** The content coding of a response body that is undone, or `null` for none. */
+export type BodyCoding = "gzip" | "zstd" | null;
+
 /**
- * The response headers for the client plus the decoded body chunks: a
- * single `gzip` or `zstd` content coding is undone (and its
+ * The response status and headers for the client, and the body's content
+ * coding: a single `gzip` or `zstd` coding is undone (and its
  * `content-encoding` and `content-length` headers dropped); response header
- * values other than visible ASCII are left out.
+ * values other than visible ASCII are left out. Headers are grouped by name
+ * where the name first appears (`headers.ts`).
  *
  * @param response The final response of the exchange.
  */
-export function decodedBody(
+export function responseResult(
   response: ReceivedResponse,
-): {
-  result: Omit<ResultOf<"http/request">, "bodyBase64">;
-  chunks: AsyncIterable<Uint8Array>;
-} {
-  const grouped: HeaderMap = [];
+): { result: Omit<ResultOf<"http/request">, "bodyBase64">; coding: BodyCoding } {
+  const grouped = new Map<string, string[]>();
   for (const [name, value] of response.head.headers) {
-    const values = headerGet(grouped, name);
+    const values = grouped.get(name);
     if (values) values.push(value);
-    else grouped.push({ name, values: [value] });
+    else grouped.set(name, [value]);
   }
-  const encodings = headerGet(grouped, "content-encoding") ?? [];
-  const coding = encodings.length === 1 ? encodings[0]!.toLowerCase() : "";
-  const decode = coding === "gzip" || coding === "zstd";
-  const kept = decode ? headerDelete(grouped, ["content-encoding", "content-length"]) : grouped;
-  const headers = kept.flatMap((entry) =>
-    entry.values.filter(isVisibleAscii).map((value) => ({ name: entry.name, value }))
-  );
+  const encodings = grouped.get("content-encoding");
+  const named = encodings?.length === 1 ? encodings[0]!.toLowerCase() : "";
+  const coding = named === "gzip" || named === "zstd" ? named : null;
+  if (coding !== null) {
+    grouped.delete("content-encoding");
+    grouped.delete("content-length");
+  }
+  const headers: { name: string; value: string }[] = [];
+  for (const [name, values] of grouped) {
+    for (const value of values) if (isVisibleAscii(value)) headers.push({ name, value });
+  }
+  return { result: { status: response.head.status, headers }, coding };
+}
+
+/**
+ * The decoded body chunks of a response.
+ *
+ * @param response The final response of the exchange.
+ * @param coding Its content coding ({@linkcode responseResult}).
+ */
+export function bodyChunks(
+  response: ReceivedResponse,
+  coding: BodyCoding,
+): AsyncIterable<Uint8Array> {
   const raw = response.reader.body(response.framing);
-  const chunks = decode ? decompress(raw, coding === "gzip" ? gunzip() : unzstd()) : raw;
-  return { result: { status: response.head.status, headers }, chunks };
+  if (coding === null) return raw;
+  return decompress(raw, coding === "gzip" ? gunzip() : unzstd());
+}
+
+/**
+ * The whole decoded body of a buffered request, bounded by
+ * {@linkcode MAX_BUFFERED_BODY_BYTES}; an uncoded body that arrived with the
+ * head is returned as it is.
+ *
+ * @param response The final response of the exchange.
+ * @param coding Its content coding ({@linkcode responseResult}).
+ * @throws {RpcError} `-32603` beyond the bound or when the body fails to decode.
+ */
+export function bufferedBody(
+  response: ReceivedResponse,
+  coding: BodyCoding,
+): Uint8Array | Promise<Uint8Array> {
+  const received = coding === null ? response.reader.takeReceivedBody(response.framing) : null;
+  if (received === null) return collect(bodyChunks(response, coding));
+  if (received.length > MAX_BUFFERED_BODY_BYTES) throw tooLarge();
+  return received;
 }
 
 /** Decodes a content-coded body; an empty body stays empty instead of failing. */
@@ -117,23 +154,15 @@ function unzstd(): TransformStream<Uint8Array, Uint8Array> {
   });
 }
 
-/**
- * Reads a whole buffered body, bounded by {@linkcode MAX_BUFFERED_BODY_BYTES}.
- *
- * @param chunks The decoded body.
- * @throws {RpcError} `-32603` beyond the bound or when the body fails to decode.
- */
-export async function collect(chunks: AsyncIterable<Uint8Array>): Promise<Uint8Array> {
+/** Reads a whole buffered body, bounded by {@linkcode MAX_BUFFERED_BODY_BYTES}. */
+async function collect(chunks: AsyncIterable<Uint8Array>): Promise<Uint8Array> {
   const parts: Uint8Array[] = [];
   let total = 0;
   try {
     for await (const chunk of chunks) {
       total += chunk.length;
       if (total > MAX_BUFFERED_BODY_BYTES) {
-        throw bodyFailed(
-          `response body exceeds the ${MAX_BUFFERED_BODY_BYTES} byte limit of buffered requests; ` +
-            "use streamResponse",
-        );
+        throw tooLarge();
       }
       parts.push(chunk);
     }
@@ -142,4 +171,11 @@ export async function collect(chunks: AsyncIterable<Uint8Array>): Promise<Uint8A
     throw bodyFailed(BODY_DECODE_ERROR);
   }
   return concatBytes(parts, total);
+}
+
+function tooLarge(): RpcError {
+  return bodyFailed(
+    `response body exceeds the ${MAX_BUFFERED_BODY_BYTES} byte limit of buffered requests; ` +
+      "use streamResponse",
+  );
 }

@@ -15,6 +15,12 @@ import { openTunnel } from "./wire.ts";
 /** setTimeout's upper bound; larger timeouts are treated as no timeout. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
+/** The pool key of the connections for a hop to `url`: its origin and the proxy. */
+function poolKey(url: URL, proxy: ProxyRoute | null): string {
+  const origin = `${url.protocol}//${url.host}`;
+  return proxy === null ? origin : `${origin} via ${proxy.url?.href}`;
+}
+
 /** The connection of one hop. */
 export interface HopConn {
   /** The connection. */
@@ -85,17 +91,25 @@ export class Exchange {
   }
 
   /**
-   * The connection for a hop to `url`: an idle one to the same origin and proxy unless
-   * `fresh`, else a new one, given up when the deadline expires or the exchange is cancelled.
+   * Takes an idle connection to the origin (and proxy) of a hop to `url`, or
+   * returns `null` when the pool holds none; it becomes the current one.
    */
-  async connect(url: URL, proxy: ProxyRoute | null, fresh: boolean): Promise<HopConn> {
+  reuse(url: URL, proxy: ProxyRoute | null): HopConn | null {
+    if (this.#stopped) return null;
+    this.#key = poolKey(url, proxy);
+    const idle = this.#pool.take(this.#key);
+    if (idle !== null) this.#conn = idle.conn;
+    return idle;
+  }
+
+  /**
+   * A new connection for a hop to `url` (directly, or through the proxy,
+   * tunnelled for `https:`), given up when the deadline expires or the
+   * exchange is cancelled.
+   */
+  async connect(url: URL, proxy: ProxyRoute | null): Promise<HopConn> {
     if (this.#stopped) throw new Error("exchange stopped");
-    this.#key = `${url.protocol}//${url.host}${proxy ? ` via ${proxy.url?.href}` : ""}`;
-    const idle = fresh ? null : this.#pool.take(this.#key);
-    if (idle !== null) {
-      this.#conn = idle.conn;
-      return idle;
-    }
+    this.#key = poolKey(url, proxy);
     const secure = url.protocol === "https:";
     if (proxy === null) return { conn: await this.#dial(url, secure), firstRead: null };
     if (proxy.url === null) throw new Error("unsupported proxy scheme");

@@ -67,13 +67,30 @@ export function hopHeaders(
   body: Uint8Array | null,
   proxyAuthorization: string | null = null,
 ): [string, string][] {
-  const map: HeaderMap = headers.map((entry) => ({ name: entry.name, values: [...entry.values] }));
-  if (!headerGet(map, "accept")) headerSet(map, "accept", "*/*");
-  if (proxyAuthorization !== null && !headerGet(map, "proxy-authorization")) {
-    headerSet(map, "proxy-authorization", proxyAuthorization);
+  const lines: [string, string][] = [];
+  let accept = false;
+  let authorization = false;
+  let encoding = false;
+  let host = false;
+  let length = false;
+  for (const { name, values } of headers) {
+    if (name === "content-length" && body !== null) {
+      lines.push([name, String(body.length)]);
+      length = true;
+      continue;
+    }
+    for (const value of values) lines.push([name, value]);
+    if (name === "accept") accept = true;
+    else if (name === "proxy-authorization") authorization = true;
+    else if (name === "accept-encoding") encoding = true;
+    else if (name === "host") host = true;
   }
-  if (!headerGet(map, "accept-encoding")) headerSet(map, "accept-encoding", "zstd,gzip");
-  if (!headerGet(map, "host")) headerSet(map, "host", url.host);
-  if (body !== null) headerSet(map, "content-length", String(body.length));
-  return map.flatMap((entry) => entry.values.map((value): [string, string] => [entry.name, value]));
+  if (!accept) lines.push(["accept", "*/*"]);
+  if (proxyAuthorization !== null && !authorization) {
+    lines.push(["proxy-authorization", proxyAuthorization]);
+  }
+  if (!encoding) lines.push(["accept-encoding", "zstd,gzip"]);
+  if (!host) lines.push(["host", url.host]);
+  if (body !== null && !length) lines.push(["content-length", String(body.length)]);
+  return lines;
 }

@@ -82,9 +82,14 @@ export class ConnectionPool {
     const idle: Idle = { key, conn, firstRead, since: performance.now() };
     // While idle, anything the read returns (end of stream, stray bytes, an error) retires it.
     firstRead.then(() => this.#drop(idle), () => this.#drop(idle));
-    if (this.#idle.filter((other) => other.key === key).length >= POOL_MAX_IDLE_PER_ORIGIN) {
-      this.#drop(this.#idle.find((other) => other.key === key)!);
+    let oldest: Idle | undefined;
+    let sameOrigin = 0;
+    for (const other of this.#idle) {
+      if (other.key !== key) continue;
+      oldest ??= other;
+      sameOrigin++;
     }
+    if (sameOrigin >= POOL_MAX_IDLE_PER_ORIGIN) this.#drop(oldest!);
     if (this.#idle.length >= POOL_MAX_IDLE) this.#drop(this.#idle[0]!);
     this.#idle.push(idle);
     this.#sweep ??= setTimeout(() => this.#expire(), this.#timeoutMs);

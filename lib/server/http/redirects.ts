@@ -50,7 +50,9 @@ export interface ReceivedResponse {
 /**
  * Sends the request, following redirects per policy (at most
  * {@linkcode MAX_REDIRECTS}), and returns the final response head. Each hop
- * is checked against the server's `--allow-net`; a redirect drops the body
+ * is checked against the server's `--allow-net` before it opens a connection
+ * (an idle connection to its origin was opened after the same check, and the
+ * server never revokes a permission); a redirect drops the body
  * (for `301`–`303`), the credentials (across origins) and sets `referer`.
  * A hop goes through the proxy {@linkcode proxyFor} picks; it reuses an idle
  * connection to its origin when there is one, and when that connection turns
@@ -70,7 +72,6 @@ export async function send(
 ): Promise<ReceivedResponse> {
   let { method, url, headers, body } = request;
   for (let redirects = 0;; redirects++) {
-    requireNet(url.hostname, effectivePort(url));
     const proxy = proxyFor(proxies, url);
     const forwarded = proxy !== null && url.protocol === "http:";
     const target = method === "CONNECT"
@@ -83,12 +84,14 @@ export async function send(
     // One write: a body written after the head would wait for the head's ACK (Nagle).
     const message = body === null ? head : concatBytes([head, body]);
     let received: ReceivedResponse | null = null;
-    for (let fresh = false; received === null;) {
+    // An idle connection to the origin was opened after this same check passed.
+    let hop = exchange.reuse(url, proxy);
+    if (hop === null) requireNet(url.hostname, effectivePort(url));
+    while (received === null) {
       let reader: ResponseReader | null = null;
-      let reused = false;
+      const reused = hop !== null;
       try {
-        const hop = await exchange.connect(url, proxy, fresh);
-        reused = hop.firstRead !== null;
+        hop ??= await exchange.connect(url, proxy);
         await writeAll(hop.conn, message);
         reader = new ResponseReader(hop.conn, hop.firstRead);
         const response = await reader.readHead();
@@ -101,8 +104,9 @@ export async function send(
       } catch {
         exchange.closeConn();
         // An idle connection the origin closed meanwhile: send once more on a new one.
-        if (reused && (reader === null || reader.received === 0)) fresh = true;
-        else throw sendFailed(url);
+        if (!reused || (reader !== null && reader.received > 0)) throw sendFailed(url);
+        hop = null;
+        requireNet(url.hostname, effectivePort(url));
       }
     }
     const next = request.redirects === "follow" ? redirectTarget(received.head, url) : null;

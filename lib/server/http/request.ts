@@ -15,7 +15,7 @@
 
 import { ErrorCode, RpcError } from "../../protocol/errors.ts";
 import type { ParamsOf, ResultOf } from "../../protocol/methods.ts";
-import { collect, decodedBody } from "./decoding.ts";
+import { bodyChunks, bufferedBody, responseResult } from "./decoding.ts";
 import { BODY_DECODE_ERROR, failed } from "./errors.ts";
 import { Exchange } from "./exchange.ts";
 import { ConnectionPool } from "./pool.ts";
@@ -114,15 +114,16 @@ export class HttpRequestTable {
       exchange.startDeadline(params.timeoutMs);
       this.#proxies ??= environmentProxySettings();
       const response = await send(prepared, exchange, this.#proxies);
-      const body = decodedBody(response);
+      const { result, coding } = responseResult(response);
       if (!streaming) {
-        const bytes = await collect(body.chunks);
+        const bytes = await bufferedBody(response, coding);
         keepConnection(exchange, response);
-        return { ...body.result, bodyBase64: bytes.toBase64() };
+        return { ...result, bodyBase64: bytes.toBase64() };
       }
       handedOff = true;
-      setTimeout(() => this.#pump(exchange, response, body.chunks), 0);
-      return { ...body.result, bodyBase64: "" };
+      const chunks = bodyChunks(response, coding);
+      setTimeout(() => this.#pump(exchange, response, chunks), 0);
+      return { ...result, bodyBase64: "" };
     } finally {
       if (!handedOff) this.#finish(exchange);
     }

@@ -73,8 +73,10 @@ export function encodeRequestHead(
 ): Uint8Array {
   let text = `${method} ${target} HTTP/1.1\r\n`;
   for (const [name, value] of headers) text += `${name}: ${value}\r\n`;
-  return new TextEncoder().encode(`${text}\r\n`);
+  return encoder.encode(`${text}\r\n`);
 }
+
+const encoder = new TextEncoder();
 
 const readBuffers = new WeakMap<Deno.Conn, Uint8Array>();
 
@@ -115,16 +117,11 @@ export function bodyFraming(method: string, head: ResponseHead): BodyFraming {
     return { kind: "none" };
   }
   if (method === "CONNECT" && status < 300) return { kind: "none" };
-  const transferEncoding = head.headers.filter(([name]) => name === "transfer-encoding")
-    .flatMap(([, value]) => value.split(","))
-    .map((coding) => coding.trim().toLowerCase())
-    .filter((coding) => coding !== "");
-  if (transferEncoding.length > 0) {
-    return transferEncoding.at(-1) === "chunked" ? { kind: "chunked" } : { kind: "eof" };
+  const codings = listValues(head.headers, "transfer-encoding").filter((coding) => coding !== "");
+  if (codings.length > 0) {
+    return codings.at(-1)!.toLowerCase() === "chunked" ? { kind: "chunked" } : { kind: "eof" };
   }
-  const lengths = head.headers.filter(([name]) => name === "content-length")
-    .flatMap(([, value]) => value.split(","))
-    .map((value) => value.trim());
+  const lengths = listValues(head.headers, "content-length");
   if (lengths.length === 0) return { kind: "eof" };
   const first = lengths[0]!;
   if (!/^\d{1,15}$/.test(first) || lengths.some((value) => value !== first)) {
@@ -147,6 +144,9 @@ export class ResponseReader {
   #pending: Uint8Array = new Uint8Array(0);
   #received = 0;
   #complete = false;
+  /** Where the search for the end of the head resumes, and the head bytes counted before it. */
+  #headScan = 0;
+  #headCounted = 0;
 
   /**
    * Wraps a connection.
@@ -238,34 +238,68 @@ export class ResponseReader {
    */
   async readHead(): Promise<ResponseHead> {
     while (true) {
-      const head = await this.#readOneHead();
-      if (head.status >= 200 || head.status === 101) return head;
+      const head = this.#takeHead();
+      if (head === null) {
+        if (!(await this.#fill())) {
+          throw new HttpWireError("connection closed before message completed");
+        }
+      } else if (head.status >= 200 || head.status === 101) {
+        return head;
+      }
     }
   }
 
-  async #readOneHead(): Promise<ResponseHead> {
-    // Every line counts with its line end (as CR LF), the empty line that ends the head included.
-    let budget = MAX_RESPONSE_HEAD_BYTES;
-    const first = this.#readLine(budget);
-    const statusLine = typeof first === "string" ? first : await first;
-    budget -= statusLine.length + 2;
-    const match = /^HTTP\/1\.([01]) (\d{3})(?: .*)?$/.exec(statusLine);
-    if (match === null) throw new HttpWireError("invalid status line");
-    const minor = match[1] === "1" ? 1 : 0;
-    const status = Number(match[2]);
-    if (status < 100) throw new HttpWireError("invalid status code");
-    const headers: [string, string][] = [];
+  /**
+   * Parses the head at the start of the pending bytes once its empty line has
+   * arrived (`null` before that): the head is decoded in one piece, not line
+   * by line. Every line counts with its line end (as CR LF), the empty line
+   * included, against {@linkcode MAX_RESPONSE_HEAD_BYTES}; the scan resumes
+   * where the previous call stopped.
+   */
+  #takeHead(): ResponseHead | null {
+    const pending = this.#pending;
+    let from = this.#headScan;
+    let counted = this.#headCounted;
     while (true) {
-      const next = this.#readLine(budget);
-      const line = typeof next === "string" ? next : await next;
-      budget -= line.length + 2;
-      if (budget < 0) throw new HttpWireError("response head too large");
-      if (line === "") return { status, minor, headers };
-      const colon = line.indexOf(":");
-      const name = colon > 0 ? line.slice(0, colon) : "";
-      if (!isToken(name)) throw new HttpWireError("invalid header line");
-      headers.push([name.toLowerCase(), withoutOuterWhitespace(line, colon + 1)]);
+      const at = pending.indexOf(LF, from);
+      if (at < 0) {
+        this.#headScan = from;
+        this.#headCounted = counted;
+        if (counted + pending.length - from > MAX_RESPONSE_HEAD_BYTES) {
+          throw new HttpWireError(from === 0 ? "line too long" : "response head too large");
+        }
+        return null;
+      }
+      const end = at > from && pending[at - 1] === CR ? at - 1 : at;
+      counted += end - from + 2;
+      if (counted > MAX_RESPONSE_HEAD_BYTES) throw new HttpWireError("response head too large");
+      if (end === from) {
+        if (from === 0) throw new HttpWireError("invalid status line");
+        this.#headScan = 0;
+        this.#headCounted = 0;
+        this.#pending = pending.subarray(at + 1);
+        return parseHead(latin1(pending.subarray(0, from)));
+      }
+      from = at + 1;
     }
+  }
+
+  /**
+   * The whole body when it has `content-length` framing (or none) and all of
+   * it was already received with the head, else `null` (read it with
+   * {@linkcode ResponseReader.body}). A small response arrives in one read,
+   * so this spares it the body generator.
+   *
+   * @param framing How the body is delimited.
+   */
+  takeReceivedBody(framing: BodyFraming): Uint8Array | null {
+    if (framing.kind === "none") {
+      this.#complete = true;
+      return new Uint8Array(0);
+    }
+    if (framing.kind !== "length" || this.#pending.length < framing.length) return null;
+    this.#complete = true;
+    return this.#take(framing.length);
   }
 
   /**
@@ -336,13 +370,34 @@ export function keepsAlive(
   head: ResponseHead,
 ): boolean {
   if (method === "CONNECT" || head.status === 101) return false;
-  const tokens = (lines: readonly (readonly [string, string])[]): string[] =>
-    lines.filter(([name]) => name === "connection")
-      .flatMap(([, value]) => value.toLowerCase().split(",").map((token) => token.trim()));
-  if (tokens(requestHeaders).includes("close")) return false;
-  const response = tokens(head.headers);
-  if (response.includes("close")) return false;
-  return head.minor === 1 || response.includes("keep-alive");
+  if (hasToken(requestHeaders, "connection", "close")) return false;
+  if (hasToken(head.headers, "connection", "close")) return false;
+  return head.minor === 1 || hasToken(head.headers, "connection", "keep-alive");
+}
+
+/** The comma-separated elements of every `name` line, trimmed. */
+function listValues(lines: readonly (readonly [string, string])[], name: string): string[] {
+  const values: string[] = [];
+  for (const [lineName, value] of lines) {
+    if (lineName !== name) continue;
+    for (const element of value.split(",")) values.push(element.trim());
+  }
+  return values;
+}
+
+/** Whether a `name` line lists `token` (case-insensitively). */
+function hasToken(
+  lines: readonly (readonly [string, string])[],
+  name: string,
+  token: string,
+): boolean {
+  for (const [lineName, value] of lines) {
+    if (lineName !== name) continue;
+    for (const element of value.split(",")) {
+      if (element.trim().toLowerCase() === token) return true;
+    }
+  }
+  return false;
 }
 
 /**
@@ -392,10 +447,39 @@ function isOws(code: number): boolean {
   return code === 0x20 || code === 0x09;
 }
 
+/**
+ * The status line and header lines of one head (its text without the empty
+ * line; lines end in CR LF or a bare LF).
+ */
+function parseHead(text: string): ResponseHead {
+  const lines = text.split("\n");
+  const statusLine = withoutCr(lines[0]!);
+  const match = /^HTTP\/1\.([01]) (\d{3})(?: .*)?$/.exec(statusLine);
+  if (match === null) throw new HttpWireError("invalid status line");
+  const minor = match[1] === "1" ? 1 : 0;
+  const status = Number(match[2]);
+  if (status < 100) throw new HttpWireError("invalid status code");
+  const headers: [string, string][] = [];
+  // The text ends with the last header line's LF, so the last element is empty.
+  for (let i = 1; i < lines.length - 1; i++) {
+    const line = withoutCr(lines[i]!);
+    const colon = line.indexOf(":");
+    const name = colon > 0 ? line.slice(0, colon) : "";
+    if (!isToken(name)) throw new HttpWireError("invalid header line");
+    headers.push([name.toLowerCase(), withoutOuterWhitespace(line, colon + 1)]);
+  }
+  return { status, minor, headers };
+}
+
+function withoutCr(line: string): string {
+  return line.endsWith("\r") ? line.slice(0, -1) : line;
+}
+
+/** Bytes as Latin-1 text: one character per byte. */
 function latin1(bytes: Uint8Array): string {
   let text = "";
   for (let i = 0; i < bytes.length; i += 8192) {
-    text += String.fromCharCode(...bytes.subarray(i, i + 8192));
+    text += String.fromCharCode.apply(null, bytes.subarray(i, i + 8192) as unknown as number[]);
   }
   return text;
 }

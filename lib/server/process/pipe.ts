@@ -33,6 +33,7 @@ import {
   pipeFds,
   spawnInNewSession,
   type SpawnStdio,
+  writeFd,
 } from "../host/libc.ts";
 import { osErrorName } from "../host/os_errors.ts";
 import { grantedEverywhere, requireRun } from "../host/permissions.ts";
@@ -187,6 +188,9 @@ function spawnPosix(
   }
   // The child has its own copies now.
   for (const fd of [stdin?.[0], stdout[1], stderr[1]]) if (fd !== undefined) closeFd(fd);
+  // Our end of stdin only (the child's is another open file): a full pipe refuses a write
+  // (EAGAIN) instead of blocking the server in it.
+  if (stdin !== null) fileControl(stdin[1], C.F_SETFL, C.O_NONBLOCK);
   let readers: OutputReader[] = [];
   let writer: Writable | null = null;
   const attach = (net: NetModule): void => {
@@ -213,6 +217,15 @@ function spawnPosix(
     pid,
     stdin !== null,
     () => attached === undefined ? writer : attached.then(() => writer),
+    stdin === null ? undefined : (bytes) => {
+      // An ended or destroyed socket may have closed the fd, whose number may be reused since.
+      if (writer !== null && (writer.destroyed || writer.writableEnded)) throw stdinWriteFailed();
+      const taken = writeFd(stdin[1], bytes as Uint8Array<ArrayBuffer>);
+      if (taken >= 0) return taken;
+      const code = errno();
+      if (code === C.EAGAIN || code === C.EINTR) return 0;
+      throw stdinWriteFailed();
+    },
   );
 }
 
@@ -326,17 +339,21 @@ function readOutput(
  * @param hasStdin Whether the child has a stdin pipe.
  * @param stdin Its writer, or the promise of it while the socket is not made yet (writes and
  *   the close wait for it in order).
+ * @param tryWrite Writes to the pipe without waiting (`StdinSink.tryWrite`);
+ *   by default nothing is, and every write goes through `stdin`.
  */
 function pipeBackend(
   pid: number,
   hasStdin: boolean,
   stdin: () => Writable | null | Promise<Writable | null>,
+  tryWrite: (bytes: Uint8Array) => number = () => 0,
 ): Backend {
   const withStdin = <T>(use: (stdin: Writable | null) => Promise<T>): Promise<T> => {
     const ready = stdin();
     return ready instanceof Promise ? ready.then(use) : use(ready);
   };
   const writer = new StdinWriter({
+    tryWrite,
     write: (bytes) => withStdin((stdin) => writeStdin(stdin, bytes)),
     end: () => withStdin(closeStdin),
   });
@@ -354,16 +371,17 @@ function pipeBackend(
   };
 }
 
+function stdinWriteFailed(): Error {
+  return internalError("failed to write to process stdin");
+}
+
 function writeStdin(stdin: Writable | null, bytes: Uint8Array): Promise<void> {
   return new Promise((resolve, reject) => {
     if (!stdin || stdin.destroyed || stdin.writableEnded) {
-      reject(internalError("failed to write to process stdin"));
+      reject(stdinWriteFailed());
       return;
     }
-    stdin.write(
-      bytes,
-      (err) => (err ? reject(internalError("failed to write to process stdin")) : resolve()),
-    );
+    stdin.write(bytes, (err) => (err ? reject(stdinWriteFailed()) : resolve()));
   });
 }
 

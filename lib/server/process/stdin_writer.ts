@@ -7,14 +7,37 @@
  * @module
  */
 
-import { concatBytes } from "../host/bytes.ts";
-
 /** Where the merged writes go: the child's stdin pipe. */
 export interface StdinSink {
-  /** Resolves once the pipe has taken all of `bytes`; rejects when it cannot. */
+  /**
+   * Writes what the pipe takes at once, without waiting: the number of bytes
+   * taken (0 when it is full, or when the sink can only wait). `bytes` is
+   * not kept. Throws when the pipe cannot be written at all.
+   */
+  tryWrite(bytes: Uint8Array): number;
+  /** Resolves once the pipe has taken all of `bytes` (kept until then); rejects when it cannot. */
   write(bytes: Uint8Array): Promise<void>;
   /** Closes the pipe (after everything written); resolves once it is closed. */
   end(): Promise<void>;
+}
+
+/** Batches up to this size are joined in one buffer shared by every writer; larger ones get their own. */
+const SHARED_BATCH_BYTES = 256 * 1024;
+let shared = new Uint8Array(0);
+
+/** The chunks one after the other: the only one itself, else in the shared buffer while it fits. */
+function join(chunks: readonly Uint8Array[], total: number): Uint8Array {
+  if (chunks.length === 1) return chunks[0]!;
+  if (total > shared.length && total <= SHARED_BATCH_BYTES) {
+    shared = new Uint8Array(Math.min(SHARED_BATCH_BYTES, Math.max(total, shared.length * 2)));
+  }
+  const joined = total <= shared.length ? shared.subarray(0, total) : new Uint8Array(total);
+  let offset = 0;
+  for (const chunk of chunks) {
+    joined.set(chunk, offset);
+    offset += chunk.length;
+  }
+  return joined;
 }
 
 /**
@@ -23,14 +46,17 @@ export interface StdinSink {
  * once the pipe has taken the chunk, in order with every other write.
  * One turn's wait (`setImmediate`) before the first write of a batch lets
  * the rest of the turn's requests join it: one write syscall, and one
- * wake-up of the child, for the lot instead of one per request.
+ * wake-up of the child, for the lot instead of one per request. A batch
+ * goes to {@linkcode StdinSink.tryWrite} first, joined in a buffer shared by
+ * every writer; only what the pipe did not take is copied for the wait.
  *
  * @example Three writes in one turn reach the pipe in one write
  * ```ts
  * import { StdinWriter } from "./stdin_writer.ts";
  * const sizes: number[] = [];
  * const writer = new StdinWriter({
- *   write: (bytes) => (sizes.push(bytes.length), Promise.resolve()),
+ *   tryWrite: (bytes) => (sizes.push(bytes.length), bytes.length),
+ *   write: () => Promise.reject(new Error("the pipe took everything")),
  *   end: () => Promise.resolve(),
  * });
  * writer.write(new Uint8Array(1));
@@ -92,13 +118,19 @@ export class StdinWriter {
 
   async #pump(): Promise<void> {
     while (this.#chunks.length > 0) {
-      const bytes = concatBytes(this.#chunks, this.#chunkBytes);
+      const single = this.#chunks.length === 1;
+      const bytes = join(this.#chunks, this.#chunkBytes);
       const done = this.#next!;
       this.#chunks = [];
       this.#chunkBytes = 0;
       this.#next = undefined;
       try {
-        await this.#sink.write(bytes);
+        const taken = this.#sink.tryWrite(bytes);
+        if (taken < bytes.length) {
+          // A chunk of its own can wait as it is; the shared buffer is the next batch's.
+          const rest = bytes.subarray(taken);
+          await this.#sink.write(single ? rest : rest.slice());
+        }
         done.resolve();
       } catch (err) {
         done.reject(err);
