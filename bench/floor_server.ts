@@ -15,10 +15,16 @@
  * - `cat`: the chunk is decoded and written to `cat`, whose output is read, base64 encoded and
  *   sent as `process/output`: the whole pipeline with the least JavaScript.
  *
+ * An `http/request` is relayed to its origin over one kept-alive connection per origin (one
+ * write of the head and body, reads until the `content-length` body is in; no chunked bodies,
+ * redirects, proxies or checks) and answered with the status, the header lines and the body in
+ * base64, the reference's result shape: the least a Deno server does per `http/request`.
+ *
  * ```sh
  * deno task bench --server "deno run --allow-all $PWD/bench/floor_server.ts" --only cold
  * deno task bench --server "deno run --allow-all $PWD/bench/floor_server.ts" --only rpc
  * deno task bench --server "deno run --allow-all $PWD/bench/floor_server.ts --stdin null" --only stdin
+ * deno task bench --server "deno run --allow-all $PWD/bench/floor_server.ts" --only http
  * ```
  *
  * @module
@@ -98,12 +104,67 @@ function terminate(processId: string, send: Send): void {
   else if (entry) ended(processId, 137, send);
 }
 
+/** One kept-alive connection per origin, read by one relayed request at a time. */
+const origins = new Map<string, Promise<Deno.TcpConn>>();
+
+/** Relays one `http/request` over its origin's kept-alive connection (see the module doc). */
+async function relay(id: number, params: Record<string, unknown>, send: Send): Promise<void> {
+  const url = new URL(params.url as string);
+  let conn = origins.get(url.host);
+  if (conn === undefined) {
+    conn = Deno.connect({ hostname: url.hostname, port: Number(url.port || 80) }).then((c) => {
+      c.setNoDelay(true);
+      return c;
+    });
+    origins.set(url.host, conn);
+  }
+  const tcp = await conn;
+  const body = typeof params.bodyBase64 === "string"
+    ? Uint8Array.fromBase64(params.bodyBase64)
+    : null;
+  let head = `${params.method} ${url.pathname}${url.search} HTTP/1.1\r\n`;
+  for (const header of (params.headers ?? []) as { name: string; value: string }[]) {
+    head += `${header.name}: ${header.value}\r\n`;
+  }
+  head += `host: ${url.host}\r\n${body ? `content-length: ${body.length}\r\n` : ""}\r\n`;
+  const headBytes = encoder.encode(head);
+  const message = new Uint8Array(headBytes.length + (body?.length ?? 0));
+  message.set(headBytes);
+  if (body) message.set(body, headBytes.length);
+  await tcp.write(message);
+  const buffer = new Uint8Array(65536);
+  let received = 0;
+  while (true) {
+    const n = await tcp.read(buffer.subarray(received));
+    if (n === null) throw new Error("origin closed");
+    received += n;
+    const text = decoder.decode(buffer.subarray(0, received));
+    const end = text.indexOf("\r\n\r\n");
+    if (end < 0) continue;
+    const lines = text.slice(0, end).split("\r\n");
+    const headers = lines.slice(1).map((line) => {
+      const colon = line.indexOf(":");
+      return { name: line.slice(0, colon).toLowerCase(), value: line.slice(colon + 1).trim() };
+    });
+    const length = Number(headers.find((h) => h.name === "content-length")?.value ?? 0);
+    if (received < end + 4 + length) continue;
+    const bodyBase64 = buffer.subarray(end + 4, end + 4 + length).toBase64();
+    const status = Number(lines[0]!.split(" ")[1]);
+    send(JSON.stringify({ id, result: { status, headers, bodyBase64 } }));
+    return;
+  }
+}
+
 function answer(text: string, send: Send): void {
   const message = JSON.parse(text);
   if (typeof message.id !== "number") return;
   const params = message.params as Record<string, unknown>;
   const processId = params?.processId as string;
-  if (message.method === "process/write") {
+  if (message.method === "http/request") {
+    relay(message.id, params, send).catch(() =>
+      send(JSON.stringify({ id: message.id, error: { code: -32603, message: "relay failed" } }))
+    );
+  } else if (message.method === "process/write") {
     send(`{"id":${message.id},"result":{"status":"accepted"}}`);
     write(processId, params.chunk as string, send);
   } else if (message.method === "fs/getMetadata") {

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { SHARED_DECODE_BYTES } from "../lib/protocol/base64.ts";
 import { decodeJson } from "../lib/protocol/json_decode.ts";
 import { lookupMethod, METHODS, type RequestSpec } from "../lib/protocol/methods.ts";
 import {
@@ -347,6 +348,24 @@ Deno.test("schema decodes ByteChunk base64 with the reference's errors", async (
   });
   await t.step("bytes() yields a Uint8Array", () => {
     assert.deepEqual(bytes().parse("AAE="), new Uint8Array([0, 1]));
+  });
+  await t.step("decoded chunks that share a slab keep their own bytes", () => {
+    const sources = Array.from(
+      { length: 40 },
+      (_, i) => new Uint8Array(i === 39 ? SHARED_DECODE_BYTES + 1 : 4096 - i).fill(i),
+    );
+    const decoded = sources.map((source) => bytes().parse(source.toBase64()));
+    for (const chunk of decoded) chunk.fill(0xff, 0, 1);
+    decoded.forEach((chunk, i) => {
+      assert.equal(chunk.length, sources[i]!.length);
+      assert.equal(chunk[0], 0xff);
+      assert.deepEqual(chunk.subarray(1), sources[i]!.subarray(1), `chunk ${i}`);
+    });
+  });
+  await t.step("a long chunk with whitespace is refused like a short one", () => {
+    const text = new Uint8Array(4096).toBase64();
+    const spaced = text.slice(0, 1000) + " " + text.slice(1001);
+    assert.throws(() => bytes().parse(spaced), { message: "Invalid symbol 32, offset 1000." });
   });
 });
 

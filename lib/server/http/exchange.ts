@@ -38,7 +38,8 @@ export class Exchange {
   #timer: ReturnType<typeof setTimeout> | undefined;
   #stopped = false;
   #cancelled = false;
-  #stopListeners = new Set<() => void>();
+  /** Wakes the one connection attempt under way (`#track`) when the exchange stops. */
+  #onStop: (() => void) | null = null;
 
   constructor(requestId: string, pool: ConnectionPool) {
     this.requestId = requestId;
@@ -61,15 +62,16 @@ export class Exchange {
   }
 
   dispose(): void {
-    clearTimeout(this.#timer);
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
     this.#stop();
   }
 
   #stop(): void {
     this.#stopped = true;
     this.closeConn();
-    for (const listener of this.#stopListeners) listener();
-    this.#stopListeners.clear();
+    const onStop = this.#onStop;
+    this.#onStop = null;
+    onStop?.();
   }
 
   closeConn(): void {
@@ -148,8 +150,7 @@ export class Exchange {
       throw new Error("exchange stopped");
     }
     const stopped = Promise.withResolvers<null>();
-    const listener = (): void => stopped.resolve(null);
-    this.#stopListeners.add(listener);
+    this.#onStop = () => stopped.resolve(null);
     try {
       const conn = await Promise.race([pending, stopped.promise]);
       if (conn === null) {
@@ -159,7 +160,7 @@ export class Exchange {
       this.#conn = conn;
       return conn;
     } finally {
-      this.#stopListeners.delete(listener);
+      this.#onStop = null;
     }
   }
 }

@@ -116,7 +116,8 @@ export class HttpRequestTable {
       const response = await send(prepared, exchange, this.#proxies);
       const { result, coding } = responseResult(response);
       if (!streaming) {
-        const bytes = await bufferedBody(response, coding);
+        const body = bufferedBody(response, coding);
+        const bytes = body instanceof Promise ? await body : body;
         keepConnection(exchange, response);
         return { ...result, bodyBase64: bytes.toBase64() };
       }

@@ -77,6 +77,8 @@ export function encodeRequestHead(
 }
 
 const encoder = new TextEncoder();
+/** No bytes (shared: a zero-length array cannot be written to). */
+const EMPTY = new Uint8Array(0);
 
 const readBuffers = new WeakMap<Deno.Conn, Uint8Array>();
 
@@ -141,7 +143,7 @@ export function bodyFraming(method: string, head: ResponseHead): BodyFraming {
 export class ResponseReader {
   #conn: Deno.Conn;
   #firstRead: Promise<Uint8Array | null> | null;
-  #pending: Uint8Array = new Uint8Array(0);
+  #pending: Uint8Array = EMPTY;
   #received = 0;
   #complete = false;
   /** Where the search for the end of the head resumes, and the head bytes counted before it. */
@@ -295,7 +297,7 @@ export class ResponseReader {
   takeReceivedBody(framing: BodyFraming): Uint8Array | null {
     if (framing.kind === "none") {
       this.#complete = true;
-      return new Uint8Array(0);
+      return EMPTY;
     }
     if (framing.kind !== "length" || this.#pending.length < framing.length) return null;
     this.#complete = true;

@@ -110,7 +110,12 @@ export const HANDLERS: Handlers = {
 
   ...fsHandlers(),
 
-  "http/request": async (params, ctx) => (await ctx.state.http()).request(params),
+  "http/request": (params, ctx) => {
+    const http = ctx.state.http();
+    return http instanceof Promise
+      ? http.then((loaded) => loaded.request(params))
+      : http.request(params);
+  },
 
   "capabilityRoots/discoverV1": () => unsupported("capability discovery", "capabilityDiscoveryV2"),
   "capabilities/discoverV2": () => unsupported("capability discovery", "capabilityDiscoveryV2"),
