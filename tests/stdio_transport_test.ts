@@ -1,6 +1,12 @@
 import assert from "node:assert/strict";
 import { decodeMessage } from "../lib/protocol/envelope.ts";
-import { LineSplitStream, OutboundQueue, stdioTransport } from "../lib/rpc/stdio_transport.ts";
+import { LineSplitStream } from "../lib/rpc/line_split_stream.ts";
+import {
+  type ByteReader,
+  type ByteWriter,
+  OutboundQueue,
+  stdioTransport,
+} from "../lib/rpc/stdio_transport.ts";
 import type { Inbound } from "../lib/rpc/transport.ts";
 
 const encoder = new TextEncoder();
@@ -262,14 +268,14 @@ Deno.test("stdioTransport frames output as one line per message and reads lines"
   await settle();
   assert.equal(chunks.join(""), '{"id":1,"result":{}}\n{"method":"m"}\n');
   const writer = toServer.writable.getWriter();
-  const reader = transport.readable.getReader();
-  await writer.write(encoder.encode('{"id":2,"method":"x"}\n\n  \n{"id":3'));
-  assert.deepEqual(await reader.read(), { done: false, value: '{"id":2,"method":"x"}' });
-  await writer.write(encoder.encode(',"method":"y"}\n'));
-  assert.deepEqual(await reader.read(), { done: false, value: '{"id":3,"method":"y"}' });
-  await writer.close();
-  assert.deepEqual(await reader.read(), { done: true, value: undefined });
-  reader.releaseLock();
+  const reader = transport.readable[Symbol.asyncIterator]();
+  // The transport reads its input only when asked for a message (a write waits until then).
+  void writer.write(encoder.encode('{"id":2,"method":"x"}\n\n  \n{"id":3'));
+  assert.deepEqual(await reader.next(), { done: false, value: '{"id":2,"method":"x"}' });
+  void writer.write(encoder.encode(',"method":"y"}\n'));
+  assert.deepEqual(await reader.next(), { done: false, value: '{"id":3,"method":"y"}' });
+  void writer.close();
+  assert.deepEqual(await reader.next(), { done: true, value: undefined });
   transport.close();
 });
 
@@ -290,4 +296,54 @@ Deno.test("stdioTransport uses a custom prefix and line limit", async () => {
     "1234",
   ]);
   transport.close();
+});
+
+/** A reader that hands out `input` at most `step` bytes per read, into the caller's buffer. */
+function pieceReader(input: Uint8Array, step: number): ByteReader & { reads: number } {
+  let at = 0;
+  return {
+    reads: 0,
+    read(buffer: Uint8Array): Promise<number | null> {
+      this.reads++;
+      if (at >= input.length) return Promise.resolve(null);
+      const n = Math.min(step, buffer.length, input.length - at);
+      buffer.set(input.subarray(at, at + n));
+      at += n;
+      return Promise.resolve(n);
+    },
+  };
+}
+
+Deno.test("stdioTransport over a reader keeps lines that span reads intact while it reuses its buffer", async () => {
+  const lines = Array.from({ length: 40 }, (_, i) => JSON.stringify({ id: i, pad: "é".repeat(i) }));
+  const reader = pieceReader(encoder.encode(lines.join("\n") + "\n"), 7);
+  const transport = stdioTransport(reader, { write: (b) => Promise.resolve(b.length), close() {} });
+  assert.deepEqual(await Array.fromAsync(transport.readable), lines);
+  assert.ok(reader.reads > 40, "lines were split across reads");
+  transport.close();
+});
+
+Deno.test("stdioTransport over a writer that takes part of each write sends every byte in order, then closes it", async () => {
+  const taken: number[] = [];
+  let closedAfter = -1;
+  const writer: ByteWriter = {
+    write(bytes) {
+      const n = Math.min(5, bytes.length);
+      taken.push(...bytes.subarray(0, n));
+      return Promise.resolve(n);
+    },
+    close() {
+      closedAfter = taken.length;
+    },
+  };
+  const transport = stdioTransport(pieceReader(new Uint8Array(0), 1), writer);
+  await transport.send('{"id":1,"result":{"text":"αβγ"}}');
+  await transport.send(['{"method":', '"m"}']);
+  await settle();
+  const expected = '{"id":1,"result":{"text":"αβγ"}}\n{"method":"m"}\n';
+  assert.equal(new TextDecoder().decode(new Uint8Array(taken)), expected);
+  assert.equal(closedAfter, -1, "the writer stays open while the transport is");
+  transport.close();
+  await settle();
+  assert.equal(closedAfter, encoder.encode(expected).length, "closed once, after the last write");
 });

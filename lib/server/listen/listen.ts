@@ -7,7 +7,7 @@
  */
 
 import type { AuthResult } from "./auth.ts";
-import { stdioTransport } from "../../rpc/stdio_transport.ts";
+import { type ByteSink, type ByteSource, stdioTransport } from "../../rpc/stdio_transport.ts";
 import { DEFAULT_MAX_MESSAGE_BYTES } from "../../rpc/transport.ts";
 import { log } from "../host/log.ts";
 import { isSandboxedPeer } from "../sandbox/peer.ts";
@@ -52,9 +52,9 @@ export interface RunningServer {
 }
 
 /**
- * Serves one connection on the given byte streams (the process's stdin and
- * stdout by default). When the input ends, every process of the session is
- * killed and `finished` resolves.
+ * Serves one connection on the given byte channels (the process's stdin and
+ * stdout by default, read and written directly: no web streams). When the
+ * input ends, every process of the session is killed and `finished` resolves.
  *
  * @param options Concurrency and limits.
  * @param input Bytes from the client.
@@ -62,8 +62,8 @@ export interface RunningServer {
  */
 export function serveStdio(
   options: ListenOptions = {},
-  input: ReadableStream<Uint8Array> = Deno.stdin.readable,
-  output: WritableStream<Uint8Array> = Deno.stdout.writable,
+  input: ByteSource = Deno.stdin,
+  output: ByteSink = Deno.stdout,
 ): RunningServer {
   const sessions = new SessionRegistry(options);
   const transport = stdioTransport(input, output, { maxLineBytes: options.maxMessageBytes });
