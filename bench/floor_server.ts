@@ -1,6 +1,7 @@
 /**
- * The floor of the `cold` and `stdin` metrics: the least a `deno run` program does to answer the
- * harness. It answers `initialize` and every other request with a fixed result, and runs a
+ * The floor of the `cold`, `stdin` and `rpc` metrics: the least a `deno run` program does to
+ * answer the harness. It answers `fs/getMetadata` with one `lstat` of the path, `initialize` and
+ * every other request with a fixed result, and runs a
  * `process/start` with `Deno.Command` (stdout and stderr piped, as a server would), sending
  * `process/exited` and `process/closed` when it ends. It validates nothing, keeps no session and
  * speaks only the WebSocket frames a harness client sends (masked, unfragmented text). Not a
@@ -21,6 +22,7 @@
  *
  * ```sh
  * deno task bench --server "deno run --allow-all $PWD/bench/floor_server.ts" --only cold
+ * deno task bench --server "deno run --allow-all $PWD/bench/floor_server.ts" --only rpc
  * deno task bench --server "deno run --allow-all $PWD/bench/floor_server.ts --stdin null" --only stdin
  * deno task bench --server "deno run --allow-all $PWD/bench/floor_server.ts" --only http
  * ```
@@ -165,6 +167,20 @@ function answer(text: string, send: Send): void {
   } else if (message.method === "process/write") {
     send(`{"id":${message.id},"result":{"status":"accepted"}}`);
     write(processId, params.chunk as string, send);
+  } else if (message.method === "fs/getMetadata") {
+    // One lstat of the path, as the server makes for anything but a symlink.
+    const info = Deno.lstatSync((params.path as string).slice("file://".length));
+    send(JSON.stringify({
+      id: message.id,
+      result: {
+        isDirectory: info.isDirectory,
+        isFile: info.isFile,
+        isSymlink: info.isSymlink,
+        size: info.size,
+        createdAtMs: info.birthtime?.getTime() ?? 0,
+        modifiedAtMs: info.mtime?.getTime() ?? 0,
+      },
+    }));
   } else if (message.method === "process/start") {
     send(JSON.stringify({ id: message.id, result: { processId } }));
     start(processId, params.argv as string[], params.pipeStdin === true, send);

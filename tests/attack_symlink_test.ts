@@ -269,4 +269,20 @@ for (const ffi of [true, false]) {
       await Deno.remove(l.root, { recursive: true });
     }
   });
+
+  Deno.test(`Deno's --deny-read under an unscoped --allow-read is not bypassed through a symlink (${mode})`, async () => {
+    const l = await layout();
+    try {
+      await using s = await server(
+        l,
+        ["--allow-read", `--deny-read=${l.outside}`, `--allow-write=${l.scope}`],
+        ffi,
+      );
+      await handshake(s.stdio!);
+      await refusal(s.stdio!, "fs/readFile", { path: uri(`${l.scope}/file-link`) });
+      await refusal(s.stdio!, "fs/readFile", { path: uri(`${l.scope}/dir-link/secret.txt`) });
+    } finally {
+      await Deno.remove(l.root, { recursive: true });
+    }
+  });
 }

@@ -166,6 +166,26 @@ Deno.test("http/request sends sequential requests to one origin over one reused 
   assert.equal(http.idleConnections, 1);
 });
 
+Deno.test({
+  name:
+    "http/request asks --allow-net for a hop to another origin while one to an allowed origin is idle",
+  permissions: { net: ["127.0.0.1"] },
+  async fn() {
+    await using server = origin();
+    using http = table();
+    await get(http, `http://127.0.0.1:${server.port}/`);
+    assert.equal(http.idleConnections, 1);
+    const refused = await get(http, `http://localhost:${server.port}/`).then(
+      () => assert.fail("expected the policy to refuse localhost"),
+      (err: unknown) => err,
+    );
+    assert.ok(refused instanceof RpcError);
+    assert.equal((refused.data as { kind?: string }).kind, "permissionDenied");
+    assert.equal(refused.message.includes(`"localhost:${server.port}"`), true);
+    assert.equal(server.connections.length, 1);
+  },
+});
+
 Deno.test("http/request reuses a connection after a streamed body was read to its end", async () => {
   await using server = origin();
   const done = Promise.withResolvers<void>();

@@ -73,7 +73,7 @@ const UNSCOPED = new Map<Deno.PermissionName, boolean>();
 
 /**
  * Whether `permission` is granted for every resource (the flag without a
- * scope, or `--allow-all`). Asked once per name: the server never revokes
+ * scope, or `--allow-all`, and no `--deny-*` exception). Asked once per name: the server never revokes
  * nor requests a permission, so the answer holds for its lifetime.
  *
  * @example
@@ -87,7 +87,9 @@ const UNSCOPED = new Map<Deno.PermissionName, boolean>();
 export function grantedEverywhere(permission: Deno.PermissionName): boolean {
   let granted = UNSCOPED.get(permission);
   if (granted === undefined) {
-    granted = Deno.permissions.querySync({ name: permission }).state === "granted";
+    const status = Deno.permissions.querySync({ name: permission });
+    // `partial`: granted with exceptions (Deno's `--deny-*`), so each resource is asked.
+    granted = status.state === "granted" && status.partial !== true;
     UNSCOPED.set(permission, granted);
   }
   return granted;
