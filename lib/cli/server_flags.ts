@@ -8,7 +8,7 @@
 
 import { VERSION } from "../server/session/environment.ts";
 import { LOG_FORMATS } from "../server/host/log.ts";
-import { DEFAULT_MAX_CONNECTIONS } from "../server/listen/listen.ts";
+import { DEFAULT_MAX_CONNECTIONS } from "../server/listen/connection_limit.ts";
 import { SANDBOX_MODES } from "../server/sandbox/server_policy.ts";
 import {
   defineFlags,

@@ -1,14 +1,12 @@
 /**
- * The two listeners: stdio (one connection, the session ends with it) and a
- * WebSocket server on its own TCP (or TLS) listener (many connections,
- * sessions detach).
+ * The two listeners: stdio (one connection, the session ends with it; in
+ * `stdio_listen.ts`, re-exported here) and a WebSocket server on its own TCP
+ * (or TLS) listener (many connections, sessions detach).
  *
  * @module
  */
 
 import type { AuthResult } from "./auth.ts";
-import { type ByteSink, type ByteSource, stdioTransport } from "../../rpc/stdio_transport.ts";
-import { DEFAULT_MAX_MESSAGE_BYTES } from "../../rpc/transport.ts";
 import { log } from "../host/log.ts";
 import { isSandboxedPeer } from "../sandbox/peer.ts";
 import { deadline } from "../host/deadline.ts";
@@ -20,77 +18,19 @@ import { osErrorCode } from "../host/os_errors.ts";
 import { readRequestHead, type RequestHead, writeResponse } from "./http_head.ts";
 import { upgradeProblem, websocketConnTransport, writeUpgrade } from "./websocket_conn.ts";
 import { originGate } from "./origin.ts";
+import { DEFAULT_MAX_MESSAGE_BYTES } from "../../rpc/transport.ts";
 import { serveConnection } from "../session/serve_connection.ts";
-import { SessionRegistry, type SessionRegistryOptions } from "../session/registry.ts";
+import { SessionRegistry } from "../session/registry.ts";
+import type { ListenOptions, RunningServer } from "./stdio_listen.ts";
+import { DEFAULT_MAX_CONNECTIONS } from "./connection_limit.ts";
 
-/** Options shared by both listeners. */
-export interface ListenOptions extends SessionRegistryOptions {
-  /**
-   * Requests run at once per lane after `initialized`.
-   *
-   * @default {1}
-   */
-  concurrentRequests?: number;
-  /**
-   * Largest inbound message in bytes.
-   *
-   * @default {64 MiB}
-   */
-  maxMessageBytes?: number;
-}
-
-/** A running server. */
-export interface RunningServer {
-  /** `stdio` or the bound `ws://host:port` URL. */
-  readonly url: string;
-  /** The sessions of this server. */
-  readonly sessions: SessionRegistry;
-  /** Resolves when the server has stopped. */
-  readonly finished: Promise<void>;
-  /** Stops listening, ends every session (killing its processes) and closes connections. */
-  shutdown(): Promise<void>;
-}
-
-/**
- * Serves one connection on the given byte channels (the process's stdin and
- * stdout by default, read and written directly: no web streams). When the
- * input ends, every process of the session is killed and `finished` resolves.
- *
- * @param options Concurrency and limits.
- * @param input Bytes from the client.
- * @param output Bytes to the client.
- */
-export function serveStdio(
-  options: ListenOptions = {},
-  input: ByteSource = Deno.stdin,
-  output: ByteSink = Deno.stdout,
-): RunningServer {
-  const sessions = new SessionRegistry(options);
-  const transport = stdioTransport(input, output, { maxLineBytes: options.maxMessageBytes });
-  const served = serveConnection(transport, {
-    sessions,
-    concurrentRequests: options.concurrentRequests,
-    onClose: "end",
-    maxHeldUnits: 2 * (options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES),
-  });
-  const finished = served.finished.then(() => sessions.endAll());
-  return {
-    url: "stdio",
-    sessions,
-    finished,
-    shutdown() {
-      served.connection.close();
-      return finished;
-    },
-  };
-}
+export { type ListenOptions, type RunningServer, serveStdio } from "./stdio_listen.ts";
 
 /** Longest a connection may take from `accept` to a complete upgrade (TLS, head, authorization). */
 export const HANDSHAKE_TIMEOUT_MS = 10_000;
 /** Most connections that are accepted but not yet upgraded; a newer one evicts the oldest. */
 export const MAX_PENDING_CONNECTIONS = 1024;
-/** Default of `--max-connections`: most upgraded WebSocket connections at once. */
-export const DEFAULT_MAX_CONNECTIONS = 1024;
+export { DEFAULT_MAX_CONNECTIONS } from "./connection_limit.ts";
 /** Longest pause between retries of a failing `accept` (e.g. EMFILE). */
 const ACCEPT_BACKOFF_MAX_MS = 1000;
 

@@ -1,0 +1,10 @@
+/**
+ * The default bound of the WebSocket listener's connections, in a module of
+ * its own so that the command line's flag table can name it without loading
+ * the listener (a server on stdio never does).
+ *
+ * @module
+ */
+
+/** Default of `--max-connections`: most upgraded WebSocket connections at once. */
+export const DEFAULT_MAX_CONNECTIONS = 1024;
