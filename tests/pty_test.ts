@@ -5,9 +5,9 @@ import {
   MAX_PTY_PROCESSES,
   type PtyProcess,
   type PtySpawnOptions,
-  ptySupported,
   spawnPty,
 } from "../lib/server/process/pty.ts";
+import { ptySupported } from "../lib/server/process/pty_support.ts";
 import { eventually } from "./helpers/server_harness.ts";
 
 const ENV = { PATH: "/usr/bin:/bin" };

@@ -11,14 +11,28 @@
 /** Largest request head accepted, in bytes (request line and headers). */
 export const MAX_HEAD_BYTES = 64 * 1024;
 
+/**
+ * What the listener reads of a request's header fields: a head's
+ * {@linkcode RequestHead.headers} or a `Headers`.
+ */
+export interface HeaderFields {
+  /** The field's value (repeated fields joined by `, `); `null` or `undefined` when absent. */
+  get(name: string): string | null | undefined;
+  /** Whether the field is present. */
+  has(name: string): boolean;
+}
+
 /** A parsed request head. */
 export interface RequestHead {
   /** The method, e.g. `GET`. */
   method: string;
   /** The request target as sent, e.g. `/readyz`. */
   target: string;
-  /** The header fields (names case-insensitive; repeated fields joined by `, `). */
-  headers: Headers;
+  /**
+   * The header fields by lower-case name, repeated fields joined by `, ` (what a `Headers`
+   * would hold, without loading Deno's fetch headers for every connection's head).
+   */
+  headers: ReadonlyMap<string, string>;
   /** Bytes the client sent after the head (e.g. early WebSocket frames). */
   rest: Uint8Array;
 }
@@ -42,22 +56,26 @@ const HEAD_DECODER = new TextDecoder("utf-8", { fatal: true });
 
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
+/** A character `Headers` refuses in a value: NUL, CR, LF, or beyond a byte (U+0100 and above). */
+const INVALID_VALUE = /[\0\r\n\u0100-\uffff]/;
+
 /** Parses the text of a head (without the final blank line). */
 function parseHead(text: string): Omit<RequestHead, "rest"> | undefined {
   const lines = text.split("\r\n");
   const match = /^([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP\/1\.[01]$/.exec(lines[0]!);
   if (!match) return undefined;
-  const headers = new Headers();
-  for (const line of lines.slice(1)) {
+  const headers = new Map<string, string>();
+  for (let i = 1; i < lines.length; i++) {
+    const line = lines[i]!;
     const colon = line.indexOf(":");
     if (colon <= 0) return undefined;
     const name = line.slice(0, colon);
     if (!TOKEN.test(name)) return undefined;
-    try {
-      headers.append(name, line.slice(colon + 1).trim());
-    } catch {
-      return undefined;
-    }
+    const value = line.slice(colon + 1).trim();
+    if (INVALID_VALUE.test(value)) return undefined;
+    const key = name.toLowerCase();
+    const before = headers.get(key);
+    headers.set(key, before === undefined ? value : `${before}, ${value}`);
   }
   return { method: match[1]!, target: match[2]!, headers };
 }

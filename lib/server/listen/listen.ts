@@ -160,7 +160,7 @@ function requestOf(head: RequestHead): Request | undefined {
     const url = head.target.startsWith("/")
       ? new URL(`http://exec-server${head.target}`)
       : new URL(head.target);
-    return new Request(url, { method: head.method, headers: head.headers });
+    return new Request(url, { method: head.method, headers: [...head.headers] });
   } catch {
     return undefined;
   }

@@ -10,6 +10,8 @@
  * @module
  */
 
+import type { HeaderFields } from "./http_head.ts";
+
 /**
  * Builds the origin check for a listener.
  *
@@ -28,11 +30,11 @@
  */
 export function originGate(
   allowed: readonly string[] = [],
-): (headers: Headers) => Response | undefined {
+): (headers: HeaderFields) => Response | undefined {
   const admitted = new Set(allowed);
   return (headers) => {
     const origin = headers.get("origin");
-    if (origin === null || admitted.has(origin)) return undefined;
+    if (origin === null || origin === undefined || admitted.has(origin)) return undefined;
     return new Response(null, { status: 403, headers: { "content-length": "0" } });
   };
 }

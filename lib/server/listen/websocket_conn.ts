@@ -22,7 +22,7 @@ import {
 } from "../../rpc/transport.ts";
 import { concatBytes } from "../host/bytes.ts";
 import { FrameWriter } from "./frame_writer.ts";
-import { writeAll } from "./http_head.ts";
+import { type HeaderFields, writeAll } from "./http_head.ts";
 
 const GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 
@@ -49,7 +49,7 @@ const ENCODER = new TextEncoder();
  *
  * @param headers The request headers.
  */
-export function upgradeProblem(headers: Headers): string | undefined {
+export function upgradeProblem(headers: HeaderFields): string | undefined {
   const tokens = (name: string) =>
     (headers.get(name) ?? "").toLowerCase().split(",").map((t) => t.trim());
   if (!tokens("upgrade").includes("websocket")) {
@@ -77,7 +77,7 @@ export function upgradeProblem(headers: Headers): string | undefined {
  */
 export async function writeUpgrade(
   conn: Deno.Conn,
-  headers: Headers,
+  headers: HeaderFields,
   protocol?: string,
 ): Promise<void> {
   if (protocol !== undefined && /[\0\r\n]/.test(protocol)) {

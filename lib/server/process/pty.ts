@@ -8,12 +8,14 @@
  * pool; it watches the masters that have a read or write waiting, a pidfd per process for its
  * exit, and an eventfd used to wake the poll when the set changes.
  *
- * Needs `--allow-ffi` and Linux with glibc; see {@linkcode ptySupported}.
+ * Needs `--allow-ffi` and Linux with glibc; see `ptySupported` (`pty_support.ts`). This module
+ * loads with the first tty process.
  *
  * @module
  */
 
-import { grantedEverywhere, requireRun } from "../host/permissions.ts";
+import { requireRun } from "../host/permissions.ts";
+import { ptySupported } from "./pty_support.ts";
 import { osErrorName } from "../host/os_errors.ts";
 import { waitedExit } from "../host/child_exits.ts";
 import { spawnErrorFromErrno } from "./spawn_errors.ts";
@@ -26,8 +28,6 @@ import {
   isExecutable,
   type Libc,
   libc,
-  libcAvailable,
-  libcLoadFailed,
   osErrorMessage,
   SIGNALS,
   spawnInNewSession,
@@ -124,22 +124,6 @@ export interface PtyProcess {
    * once output is no longer wanted, or file descriptors leak.
    */
   close(): void;
-}
-
-/**
- * Returns whether pty processes can be spawned here: Linux, FFI permission granted and
- * `libc.so.6` loadable. Never prompts and never throws.
- *
- * With `{ probe: false }` libc is not opened (binding it costs several milliseconds, too
- * much for the `initialize` answer of a freshly started server): the answer is then "yes"
- * on Linux with the FFI permission unless an earlier attempt to open libc failed.
- *
- * @param options `probe: false` skips opening libc.
- */
-export function ptySupported(options: { probe?: boolean } = {}): boolean {
-  if (Deno.build.os !== "linux") return false;
-  if (!grantedEverywhere("ffi")) return false;
-  return options.probe === false ? !libcLoadFailed() : libcAvailable();
 }
 
 let liveCount = 0;

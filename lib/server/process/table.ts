@@ -25,7 +25,16 @@ import { ManagedProcess, type NotificationSink } from "./managed_process.ts";
 import { loadChildProcess, startPipe } from "./pipe.ts";
 import { ProcessWatch } from "../observe/process_watch.ts";
 import { planStart } from "./start_plan.ts";
-import { startTty } from "./tty.ts";
+
+let ttyBackend: Promise<typeof import("./tty.ts")> | undefined;
+
+/**
+ * The tty backend, loaded with the first `tty: true` start: its pseudo-terminal code (about
+ * 23 KB of source) is not loaded before a server's first answer or its first pipe process.
+ */
+function loadTty(): Promise<typeof import("./tty.ts")> {
+  return ttyBackend ??= import("./tty.ts");
+}
 
 /** Default time a closed process stays readable, in ms (the reference's ≈ 80 s). */
 export const DEFAULT_PROCESS_RETENTION_MS = 80_000;
@@ -127,6 +136,7 @@ export class ProcessTable {
   /** `process/start`. */
   async start(params: ParamsOf<"process/start">): Promise<ResultOf<"process/start">> {
     // Before any check: nothing below awaits, so the id check and the insert stay atomic.
+    const tty = params.tty ? await loadTty() : undefined;
     if (!params.tty) await loadChildProcess();
     // Orphans of every tree come back to the server, so that killTree finds them.
     becomeSubreaper();
@@ -157,8 +167,8 @@ export class ProcessTable {
     });
     try {
       const { value: started, mark } = spawnMarked(() =>
-        plan.tty
-          ? startTty(proc, plan.argv, {
+        tty
+          ? tty.startTty(proc, plan.argv, {
             cwd: plan.cwd,
             env: plan.env,
             arg0: plan.arg0,

@@ -7,7 +7,7 @@
 import { type EnvironmentInfo, type ExtensionName, EXTENSIONS } from "../../protocol/methods.ts";
 import { serverEnv } from "../host/env.ts";
 import { uriFromPath } from "../host/path_uri.ts";
-import { ptySupported } from "../process/pty.ts";
+import { ptySupported } from "../process/pty_support.ts";
 import { sandboxCapability } from "../sandbox/availability.ts";
 import { confines } from "../sandbox/server_policy.ts";
 

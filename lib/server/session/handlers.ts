@@ -14,7 +14,6 @@ import {
   type ParamsOf,
   type ResultOf,
 } from "../../protocol/methods.ts";
-import { protocolJsonSchema } from "../../protocol/json_schema.ts";
 import type { JsonSchema } from "../../protocol/schema.ts";
 import { environmentInfo, grantExtensions, supportedExtensions, VERSION } from "./environment.ts";
 import type { FsMethod } from "../fs/operations.ts";
@@ -48,11 +47,14 @@ function unsupported(what: string, capability: string): never {
   );
 }
 
-let schema: JsonSchema | undefined;
+let schema: Promise<JsonSchema> | undefined;
 
-/** The protocol's JSON Schema, built on first use (it is derived from the whole method table). */
-function describedSchema(): JsonSchema {
-  schema ??= protocolJsonSchema();
+/**
+ * The protocol's JSON Schema, built on first use (it is derived from the whole method table);
+ * its module loads with the first `protocol/describe`.
+ */
+function describedSchema(): Promise<JsonSchema> {
+  schema ??= import("../../protocol/json_schema.ts").then((m) => m.protocolJsonSchema());
   return schema;
 }
 
@@ -87,12 +89,12 @@ export const HANDLERS: Handlers = {
   },
   "environment/info": () => environmentInfo(),
   "environment/status": () => ({ status: "ready" }),
-  "protocol/describe": () => {
+  "protocol/describe": async () => {
     const sandbox = describeServerSandbox();
     return {
       version: VERSION,
       extensions: supportedExtensions(),
-      schema: describedSchema(),
+      schema: await describedSchema(),
       sandbox: {
         ...sandbox,
         writableRoots: sandbox.writableRoots.map(uriFromPath),
