@@ -12,6 +12,7 @@ import {
   OUTBOUND_HIGH_WATER_BYTES,
   outboundString,
   type OutboundText,
+  receiveStream,
   type Transport,
 } from "./transport.ts";
 
@@ -377,14 +378,7 @@ export function stdioTransport(
   let stream: ReadableStream<Inbound> | undefined;
   /** `receive` as a stream, made for a reader that asks for one. */
   function readable(): ReadableStream<Inbound> {
-    return stream ??= new ReadableStream<Inbound>({
-      async pull(controller) {
-        const message = await receive();
-        if (message === null) controller.close();
-        else controller.enqueue(message);
-      },
-      cancel: () => close(),
-    }, { highWaterMark: 0 });
+    return stream ??= receiveStream(receive, close);
   }
   function close(): void {
     if (closed) return;

@@ -69,6 +69,35 @@ export interface Transport {
   readonly label: string;
 }
 
+/**
+ * A transport's `receive` as a stream (for a reader that asks for `readable`): it pulls one
+ * message at a time and ends at `null`; cancelling it calls `cancel`.
+ *
+ * @example
+ * ```ts
+ * import { receiveStream } from "./transport.ts";
+ * const queued = ["a", "b"];
+ * const stream = receiveStream(() => queued.shift() ?? null, () => {});
+ * console.log(await Array.fromAsync(stream)); // ["a", "b"]
+ * ```
+ *
+ * @param receive The transport's `receive`.
+ * @param cancel Called when the reader cancels the stream.
+ */
+export function receiveStream(
+  receive: () => Inbound | null | Promise<Inbound | null>,
+  cancel: () => void,
+): ReadableStream<Inbound> {
+  return new ReadableStream<Inbound>({
+    async pull(controller) {
+      const message = await receive();
+      if (message === null) controller.close();
+      else controller.enqueue(message);
+    },
+    cancel,
+  }, { highWaterMark: 0 });
+}
+
 /** Default high-water mark of outbound buffers, in bytes. */
 export const OUTBOUND_HIGH_WATER_BYTES = 8 * 1024 * 1024;
 

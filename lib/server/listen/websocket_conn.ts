@@ -18,6 +18,7 @@ import {
   type Inbound,
   OUTBOUND_HIGH_WATER_BYTES,
   type OutboundText,
+  receiveStream,
   type Transport,
 } from "../../rpc/transport.ts";
 import { concatBytes } from "../host/bytes.ts";
@@ -514,16 +515,7 @@ export function websocketConnTransport(
   let stream: ReadableStream<Inbound> | undefined;
   /** `receive` as a stream, made for a reader that asks for one. */
   function readable(): ReadableStream<Inbound> {
-    return stream ??= new ReadableStream<Inbound>({
-      async pull(controller) {
-        const message = await receive();
-        if (message === null) controller.close();
-        else controller.enqueue(message);
-      },
-      cancel() {
-        closeWith(1000);
-      },
-    }, { highWaterMark: 0 });
+    return stream ??= receiveStream(receive, () => closeWith(1000));
   }
 
   return {
