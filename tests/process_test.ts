@@ -818,3 +818,45 @@ Deno.test("a fresh server's first pipe process/start keeps stdin writes sent wit
   const exited = events.find((m) => m.method === "process/exited")?.params as { exitCode?: number };
   assert.equal(exited.exitCode, 3);
 });
+
+Deno.test("process/write bytes reach a child whose stdin pipe is full whole and in order, in bursts of requests", async () => {
+  await using server = await inProcessSession();
+  const client = server.stdio;
+  const dir = await Deno.makeTempDir();
+  try {
+    const gate = `${dir}/gate`;
+    const made = await new Deno.Command("mkfifo", { args: [gate] }).output();
+    assert.ok(made.success, "mkfifo");
+    const chunks: Uint8Array[] = [];
+    let seed = 7;
+    for (let i = 0; i < 400; i++) {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      const chunk = new Uint8Array(1 + (seed % 20_000));
+      for (let j = 0; j < chunk.length; j++) chunk[j] = (seed + i * 31 + j * 7) & 0xff;
+      chunks.push(chunk);
+    }
+    const all = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
+    chunks.reduce((offset, c) => (all.set(c, offset), offset + c.length), 0);
+    // The child reads nothing until the gate opens, so its pipe fills and the rest queues.
+    const script = `read _ < ${gate}; head -c ${all.length} | sha256sum`;
+    await start(client, "full", sh(script), { pipeStdin: true });
+    const write = (chunk: Uint8Array, writeId: string) =>
+      call(client, "process/write", { processId: "full", chunk: chunk.toBase64(), writeId });
+    for (let i = 0; i < chunks.length; i += 16) {
+      const burst = chunks.slice(i, i + 16).map((chunk, j) => write(chunk, `w${i + j}`));
+      for (const answer of await Promise.all(burst)) {
+        assert.deepEqual(answer, { status: "accepted" });
+      }
+    }
+    const opened = await Deno.open(gate, { write: true });
+    await opened.write(new TextEncoder().encode("go\n"));
+    opened.close();
+    const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", all));
+    const hex = [...digest].map((b) => b.toString(16).padStart(2, "0")).join("");
+    await client.log.processClosed("full");
+    assert.equal(client.log.outputText("full").split(" ")[0], hex);
+    await call(client, "process/terminate", { processId: "other" });
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

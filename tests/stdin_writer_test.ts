@@ -92,6 +92,18 @@ Deno.test("stdin bytes left waiting are a copy: another writer's batch does not 
   await Promise.all(waiting);
 });
 
+Deno.test("stdin bytes of a batch too large for the shared buffer wait without a second copy", async () => {
+  const { sink, kept, control } = recordingSink();
+  control.take = () => 1000;
+  control.hold();
+  const writer = new StdinWriter(sink);
+  sink.write = (rest) => (kept.push(rest), Promise.resolve());
+  const half = 200 * 1024;
+  await Promise.all([writer.write(new Uint8Array(half)), writer.write(new Uint8Array(half))]);
+  assert.equal(kept[0]!.length, 2 * half - 1000);
+  assert.equal(kept[0]!.byteOffset, 1000, "the waiting bytes are a view of their own batch");
+});
+
 Deno.test("a stdin write the pipe refuses rejects its batch only; later writes still go", async () => {
   const { sink, events, refuseNext } = recordingSink();
   const writer = new StdinWriter(sink);

@@ -18,6 +18,9 @@ const PAD = 0x3d;
  * only to explain a failure. Results up to {@linkcode SHARED_DECODE_BYTES}
  * are views of a shared slab (as Node's `Buffer` pool does), not arrays of
  * their own: a fresh 4 KiB backing store costs V8 several times the decode.
+ * So such a result's `.buffer` also holds other decoded results, and a kept
+ * result keeps its whole slab alive: read it through the view (its
+ * `byteOffset` and `length`), and `slice()` it to keep it alone.
  *
  * @example Decode
  * ```ts

@@ -275,10 +275,12 @@ const FULL_READ_BYTES = 64 * 1024;
 export const BULK_PIPE_BYTES = 1024 * 1024;
 
 /**
- * Most output pipes of {@linkcode BULK_PIPE_BYTES} at once (streams not
- * ended): 16 MiB, a quarter of an unprivileged user's default pipe allowance,
- * beyond which Linux gives every new pipe of that user its minimum size (a
- * page or two).
+ * Most output pipes of {@linkcode BULK_PIPE_BYTES} at once in this server
+ * process (streams not ended): 16 MiB, a quarter of an unprivileged user's
+ * default pipe allowance, beyond which Linux gives every new pipe of that user
+ * its minimum size (a page or two). The allowance is per user, not per
+ * server: four busy servers of one user, or one beside other heavy pipe
+ * users, can still reach it.
  */
 export const MAX_BULK_PIPES = 16;
 

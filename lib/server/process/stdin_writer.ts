@@ -118,7 +118,6 @@ export class StdinWriter {
 
   async #pump(): Promise<void> {
     while (this.#chunks.length > 0) {
-      const single = this.#chunks.length === 1;
       const bytes = join(this.#chunks, this.#chunkBytes);
       const done = this.#next!;
       this.#chunks = [];
@@ -127,9 +126,9 @@ export class StdinWriter {
       try {
         const taken = this.#sink.tryWrite(bytes);
         if (taken < bytes.length) {
-          // A chunk of its own can wait as it is; the shared buffer is the next batch's.
+          // Bytes of their own can wait as they are; the shared buffer is the next batch's.
           const rest = bytes.subarray(taken);
-          await this.#sink.write(single ? rest : rest.slice());
+          await this.#sink.write(bytes.buffer === shared.buffer ? rest.slice() : rest);
         }
         done.resolve();
       } catch (err) {
