@@ -8,6 +8,7 @@ import {
   stdioTransport,
 } from "../lib/rpc/stdio_transport.ts";
 import type { Inbound } from "../lib/rpc/transport.ts";
+import { serveStdio } from "../lib/server/listen/stdio_listen.ts";
 
 const encoder = new TextEncoder();
 
@@ -346,4 +347,35 @@ Deno.test("stdioTransport over a writer that takes part of each write sends ever
   transport.close();
   await settle();
   assert.equal(closedAfter, encoder.encode(expected).length, "closed once, after the last write");
+});
+
+Deno.test("a stdio transport whose output fails ends a receive that waits on a pending read", async () => {
+  const never: ByteReader = { read: () => new Promise<number | null>(() => {}) };
+  const failing: ByteWriter = { write: () => Promise.reject(new Error("EPIPE")), close() {} };
+  const transport = stdioTransport(never, failing);
+  const pending = transport.receive!();
+  transport.send('{"id":1,"result":{}}');
+  assert.equal(await pending, null);
+});
+
+Deno.test("a stdio server whose output fails finishes, ending its sessions, while its input stays open", async () => {
+  const request = encoder.encode('{"id":0,"method":"initialize","params":{"clientName":"t"}}\n');
+  let served = false;
+  const openInput: ByteReader = {
+    read(buffer) {
+      if (served) return new Promise<number | null>(() => {});
+      served = true;
+      buffer.set(request);
+      return Promise.resolve(request.length);
+    },
+  };
+  const failing: ByteWriter = { write: () => Promise.reject(new Error("EPIPE")), close() {} };
+  const server = serveStdio({}, openInput, failing);
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const ended = await Promise.race([
+    server.finished.then(() => "finished"),
+    new Promise((resolve) => timer = setTimeout(resolve, 10_000, "still running")),
+  ]);
+  clearTimeout(timer);
+  assert.equal(ended, "finished");
 });

@@ -286,15 +286,22 @@ function chunksOf(
     };
   }
   let buffer = new Uint8Array(READ_BYTES);
+  // A read under way cannot be taken back: cancelling settles it with the end instead.
+  const cancelled = Promise.withResolvers<null>();
+  let reading = true;
   return {
     async next() {
+      if (!reading) return null;
       // An unfinished line is kept as a view of the last buffer: read into a new one.
       if (splitter.holding) buffer = new Uint8Array(READ_BYTES);
-      const n = await input.read(buffer);
-      return n === null ? null : buffer.subarray(0, n);
+      const n = await Promise.race([input.read(buffer), cancelled.promise]);
+      return n === null || !reading ? null : buffer.subarray(0, n);
     },
-    // A read under way ends when the reader returns; its bytes are dropped.
-    cancel() {},
+    // The abandoned read may still fill the buffer; nothing reads it again.
+    cancel() {
+      reading = false;
+      cancelled.resolve(null);
+    },
   };
 }
 
