@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { concatBytes } from "../lib/server/host/bytes.ts";
+import { concatBytes } from "../lib/rpc/bytes.ts";
 import { BATCH_BYTES, FrameWriter } from "../lib/server/listen/frame_writer.ts";
 
 /** A connection whose writes stay pending until released; records a copy of each write. */

@@ -21,7 +21,7 @@ import {
   mint,
 } from "./helpers/jwt_matrix.ts";
 import { RawWebSocket } from "./helpers/reliability_server.ts";
-import { LineSplitStream } from "../lib/rpc/line_split_stream.ts";
+import { LineSplitStream } from "./helpers/line_split_stream.ts";
 import { MAIN_TS, SERVER_PERMISSIONS, ServerProcess } from "./helpers/server_harness.ts";
 import { verifySignedBearer } from "../lib/server/listen/signed_bearer.ts";
 import { connect, tokenFromEnv, tokenFromFile } from "../mod.ts";

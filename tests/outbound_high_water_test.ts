@@ -9,7 +9,7 @@
 
 import assert from "node:assert/strict";
 import { OUTBOUND_HIGH_WATER_BYTES } from "../lib/rpc/transport.ts";
-import { OutboundQueue } from "../lib/rpc/stdio_transport.ts";
+import { OutboundQueue } from "../lib/rpc/outbound_queue.ts";
 import { websocketConnTransport } from "../lib/server/listen/websocket_conn.ts";
 
 /** Header of a server (unmasked) frame whose payload is 65 536 bytes or more. */

@@ -1,12 +1,8 @@
 import assert from "node:assert/strict";
 import { decodeMessage } from "../lib/protocol/envelope.ts";
-import { LineSplitStream } from "../lib/rpc/line_split_stream.ts";
-import {
-  type ByteReader,
-  type ByteWriter,
-  OutboundQueue,
-  stdioTransport,
-} from "../lib/rpc/stdio_transport.ts";
+import { LineSplitStream } from "./helpers/line_split_stream.ts";
+import { OutboundQueue } from "../lib/rpc/outbound_queue.ts";
+import { type ByteReader, type ByteWriter, stdioTransport } from "../lib/rpc/stdio_transport.ts";
 import type { Inbound } from "../lib/rpc/transport.ts";
 import { serveStdio } from "../lib/server/listen/stdio_listen.ts";
 

@@ -12,7 +12,7 @@
  */
 
 import { decodeJson } from "../../lib/protocol/json_decode.ts";
-import { LineSplitStream } from "../../lib/rpc/line_split_stream.ts";
+import { LineSplitStream } from "./line_split_stream.ts";
 
 /** Path of the server entry point. */
 export const MAIN_TS: string = new URL("../../main.ts", import.meta.url).pathname;

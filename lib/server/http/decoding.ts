@@ -7,7 +7,7 @@
 
 import { RpcError } from "../../protocol/errors.ts";
 import type { ResultOf } from "../../protocol/methods.ts";
-import { concatBytes } from "../host/bytes.ts";
+import { concatBytes } from "../../rpc/bytes.ts";
 import { MAX_REPLY_DATA_BYTES } from "../host/reply_limit.ts";
 import { BODY_DECODE_ERROR, bodyFailed } from "./errors.ts";
 import { isVisibleAscii } from "./headers.ts";

@@ -5,7 +5,7 @@
  * @module
  */
 
-import { concatBytes } from "../host/bytes.ts";
+import { concatBytes } from "../../rpc/bytes.ts";
 import { requireNet } from "../host/permissions.ts";
 import { failed, sendFailed } from "./errors.ts";
 import type { Exchange } from "./exchange.ts";

@@ -16,7 +16,7 @@
  * @module
  */
 
-import { concatBytes } from "../host/bytes.ts";
+import { concatBytes } from "../../rpc/bytes.ts";
 
 const CR = 0x0d;
 const LF = 0x0a;

@@ -21,7 +21,7 @@ import {
   receiveStream,
   type Transport,
 } from "../../rpc/transport.ts";
-import { concatBytes } from "../host/bytes.ts";
+import { concatBytes } from "../../rpc/bytes.ts";
 import { FrameWriter } from "./frame_writer.ts";
 import { type HeaderFields, writeAll } from "./http_head.ts";
 

@@ -6,7 +6,7 @@
  * @module
  */
 
-import { concatBytes } from "../host/bytes.ts";
+import { concatBytes } from "../../rpc/bytes.ts";
 
 /** A read smaller than this counts toward a streak of small reads. */
 export const PACE_SMALL_BYTES = 16 * 1024;

@@ -1,14 +1,12 @@
 /**
- * {@linkcode LineSplitter} as a web stream, for a client reading a spawned
- * server's stdout pipe. Its own module: a class that extends
- * `TransformStream` makes Deno load its web streams when the module is
- * evaluated, and the server's stdio does without them.
+ * {@linkcode LineSplitter} as a web stream, for tests reading a spawned
+ * server's stdout pipe line by line.
  *
  * @module
  */
 
-import { type LineSplitOptions, LineSplitter } from "./stdio_transport.ts";
-import type { Inbound } from "./transport.ts";
+import { type LineSplitOptions, LineSplitter } from "../../lib/rpc/line_splitter.ts";
+import type { Inbound } from "../../lib/rpc/transport.ts";
 
 /**
  * {@linkcode LineSplitter} as a web stream: bytes in, lines out.
