@@ -18,6 +18,7 @@ import {
 import { log, setLogFormat, setLogLevel } from "./lib/server/host/log.ts";
 import { scopeRaceWarning } from "./lib/server/host/permissions.ts";
 import { type RunningServer, serveStdio } from "./lib/server/listen/stdio_listen.ts";
+import { serveWebSocket } from "./lib/server/listen/listen.ts";
 import { sandboxAvailable } from "./lib/server/sandbox/availability.ts";
 import {
   confines,
@@ -200,8 +201,6 @@ async function main(args: string[]): Promise<void> {
   if (listen.kind === "stdio") {
     server = serveStdio(options);
   } else {
-    // The WebSocket listener loads only for it: a server on stdio does without its modules.
-    const { serveWebSocket } = await import("./lib/server/listen/listen.ts");
     try {
       server = await serveWebSocket({
         ...options,
