@@ -819,14 +819,11 @@ Deno.test("a fresh server's first pipe process/start keeps stdin writes sent wit
   assert.equal(exited.exitCode, 3);
 });
 
-Deno.test("process/write bytes reach a child whose stdin pipe is full whole and in order, in bursts of requests", async () => {
+Deno.test("process/write bytes reach two children whose stdin pipes are full whole and in order, in shared bursts of requests", async () => {
   await using server = await inProcessSession();
   const client = server.stdio;
   const dir = await Deno.makeTempDir();
   try {
-    const gate = `${dir}/gate`;
-    const made = await new Deno.Command("mkfifo", { args: [gate] }).output();
-    assert.ok(made.success, "mkfifo");
     const chunks: Uint8Array[] = [];
     let seed = 7;
     for (let i = 0; i < 400; i++) {
@@ -835,27 +832,37 @@ Deno.test("process/write bytes reach a child whose stdin pipe is full whole and 
       for (let j = 0; j < chunk.length; j++) chunk[j] = (seed + i * 31 + j * 7) & 0xff;
       chunks.push(chunk);
     }
-    const all = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
-    chunks.reduce((offset, c) => (all.set(c, offset), offset + c.length), 0);
-    // The child reads nothing until the gate opens, so its pipe fills and the rest queues.
-    const script = `read _ < ${gate}; head -c ${all.length} | sha256sum`;
-    await start(client, "full", sh(script), { pipeStdin: true });
-    const write = (chunk: Uint8Array, writeId: string) =>
-      call(client, "process/write", { processId: "full", chunk: chunk.toBase64(), writeId });
+    // Each child reads nothing until its gate opens, so its pipe fills and the rest waits while
+    // the other child's batches go through the server's shared write buffer.
+    const children = { a: chunks, b: chunks.map((chunk) => chunk.toReversed()) };
+    for (const [id, sent] of Object.entries(children)) {
+      const made = await new Deno.Command("mkfifo", { args: [`${dir}/${id}`] }).output();
+      assert.ok(made.success, "mkfifo");
+      const total = sent.reduce((n, c) => n + c.length, 0);
+      const script = `read _ < ${dir}/${id}; head -c ${total} | sha256sum`;
+      await start(client, id, sh(script), { pipeStdin: true });
+    }
+    const write = (processId: string, chunk: Uint8Array, writeId: string) =>
+      call(client, "process/write", { processId, chunk: chunk.toBase64(), writeId });
     for (let i = 0; i < chunks.length; i += 16) {
-      const burst = chunks.slice(i, i + 16).map((chunk, j) => write(chunk, `w${i + j}`));
+      const burst = Object.entries(children).flatMap(([id, sent]) =>
+        sent.slice(i, i + 16).map((chunk, j) => write(id, chunk, `w${i + j}`))
+      );
       for (const answer of await Promise.all(burst)) {
         assert.deepEqual(answer, { status: "accepted" });
       }
     }
-    const opened = await Deno.open(gate, { write: true });
-    await opened.write(new TextEncoder().encode("go\n"));
-    opened.close();
-    const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", all));
-    const hex = [...digest].map((b) => b.toString(16).padStart(2, "0")).join("");
-    await client.log.processClosed("full");
-    assert.equal(client.log.outputText("full").split(" ")[0], hex);
-    await call(client, "process/terminate", { processId: "other" });
+    for (const [id, sent] of Object.entries(children)) {
+      const gate = await Deno.open(`${dir}/${id}`, { write: true });
+      await gate.write(new TextEncoder().encode("go\n"));
+      gate.close();
+      const all = new Uint8Array(sent.reduce((n, c) => n + c.length, 0));
+      sent.reduce((offset, c) => (all.set(c, offset), offset + c.length), 0);
+      const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", all));
+      const hex = [...digest].map((b) => b.toString(16).padStart(2, "0")).join("");
+      await client.log.processClosed(id);
+      assert.equal(client.log.outputText(id).split(" ")[0], hex, `the bytes ${id} read`);
+    }
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

@@ -66,21 +66,24 @@ function chunksOf(
     };
   }
   let buffer = new Uint8Array(READ_BYTES);
-  // A read under way cannot be taken back: cancelling settles it with the end instead.
-  const cancelled = Promise.withResolvers<null>();
+  // A read under way cannot be taken back: cancelling settles its wait with the end instead.
+  let waiting: PromiseWithResolvers<number | null> | undefined;
   let reading = true;
   return {
     async next() {
       if (!reading) return null;
       // An unfinished line is kept as a view of the last buffer: read into a new one.
       if (splitter.holding) buffer = new Uint8Array(READ_BYTES);
-      const n = await Promise.race([input.read(buffer), cancelled.promise]);
+      const wait = waiting = Promise.withResolvers<number | null>();
+      input.read(buffer).then(wait.resolve, wait.reject);
+      const n = await wait.promise;
+      waiting = undefined;
       return n === null || !reading ? null : buffer.subarray(0, n);
     },
     // The abandoned read may still fill the buffer; nothing reads it again.
     cancel() {
       reading = false;
-      cancelled.resolve(null);
+      waiting?.resolve(null);
     },
   };
 }

@@ -1,7 +1,7 @@
 /**
  * The default bound of the WebSocket listener's connections, in a module of
- * its own so that the command line's flag table can name it without loading
- * the listener (a server on stdio never does).
+ * its own so that the command line's flag table (and `--help`) can name it
+ * without importing the listener.
  *
  * @module
  */

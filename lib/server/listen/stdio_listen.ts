@@ -1,7 +1,7 @@
 /**
  * The stdio listener: one connection on the process's stdin and stdout, whose
- * session ends with it. Its own module so that a server listening on stdio
- * loads none of the WebSocket listener (`listen.ts`).
+ * session ends with it. One listener per module: `listen.ts` is the WebSocket
+ * one, and re-exports this one for the package's `./server` entry.
  *
  * @module
  */

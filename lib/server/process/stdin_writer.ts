@@ -48,7 +48,8 @@ function join(chunks: readonly Uint8Array[], total: number): Uint8Array {
  * the rest of the turn's requests join it: one write syscall, and one
  * wake-up of the child, for the lot instead of one per request. A batch
  * goes to {@linkcode StdinSink.tryWrite} first, joined in a buffer shared by
- * every writer; only what the pipe did not take is copied for the wait.
+ * every writer; what the pipe did not take waits as it is, copied out of
+ * that shared buffer first.
  *
  * @example Three writes in one turn reach the pipe in one write
  * ```ts
