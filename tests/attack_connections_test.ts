@@ -150,40 +150,6 @@ Deno.test("a connection that does not finish its request head is closed after th
   }
 });
 
-Deno.test("each stalled handshake is closed after its own full timeout, however the handshakes are staggered", async () => {
-  const timeoutMs = 300;
-  const server = await serveWebSocket({ handshakeTimeoutMs: timeoutMs });
-  const port = Number(new URL(server.url).port);
-  const conns: Deno.TcpConn[] = [];
-  try {
-    // One at a time, 100 ms apart (the later ones wait behind an earlier one's timer), and one
-    // more after all the others were closed (the timer is set again for it).
-    const lifetimes: Promise<number>[] = [];
-    const watch = async (conn: Deno.TcpConn, opened: number) => {
-      assert.ok(await closedByServer(conn));
-      return performance.now() - opened;
-    };
-    for (let i = 0; i < 3; i++) {
-      const opened = performance.now();
-      const [conn] = await halfOpen(port, 1);
-      conns.push(conn!);
-      lifetimes.push(watch(conn!, opened));
-      await sleep(100);
-    }
-    const first = await Promise.all(lifetimes);
-    const opened = performance.now();
-    const [late] = await halfOpen(port, 1);
-    conns.push(late!);
-    const all = [...first, await watch(late!, opened)];
-    for (const lifetime of all) {
-      assert.ok(lifetime >= timeoutMs - 1, `closed after ${lifetime} ms, before its timeout`);
-    }
-  } finally {
-    closeAll(conns);
-    await server.shutdown();
-  }
-});
-
 /** Sends `bytes` on `conn`, reads the answer to its end; returns the answer's status line. */
 async function statusLineAfter(conn: Deno.Conn, bytes: string): Promise<string> {
   await conn.write(new TextEncoder().encode(bytes));

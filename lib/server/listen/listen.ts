@@ -9,7 +9,7 @@
 import type { AuthResult } from "./auth.ts";
 import { log } from "../host/log.ts";
 import { isSandboxedPeer } from "../sandbox/peer.ts";
-import { deadline } from "../host/deadline.ts";
+import { HandshakeDeadlines } from "./handshake_deadlines.ts";
 import { audit } from "../observe/audit.ts";
 import { authorizeRequest, operatorRoutes } from "../observe/routes.ts";
 import type { ConsoleFeed } from "../observe/console_feed.ts";
@@ -143,13 +143,8 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
   const maxConnections = options.maxConnections ?? DEFAULT_MAX_CONNECTIONS;
   const maxPending = options.maxPendingConnections ?? MAX_PENDING_CONNECTIONS;
   const handshakeTimeoutMs = options.handshakeTimeoutMs ?? HANDSHAKE_TIMEOUT_MS;
-  /**
-   * Accepted connections still in their handshake, oldest first, each with the time
-   * (`performance.now()`) its handshake runs out.
-   */
-  const pending = new Map<Deno.Conn, number>();
-  /** Whether a timer is set for the oldest pending handshake (one timer serves them all). */
-  let sweepSet = false;
+  /** Accepted connections still in their handshake, oldest first; closed when it runs out. */
+  const pending = new HandshakeDeadlines<Deno.Conn>(handshakeTimeoutMs, closeQuietly);
   /** Upgraded connections. */
   const open = new Set<{ close(): void }>();
   const stopping = new AbortController();
@@ -195,10 +190,8 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
   }
 
   function evictOldestPending(): void {
-    const oldest = pending.keys().next().value;
-    if (oldest === undefined) return;
-    pending.delete(oldest);
-    closeQuietly(oldest);
+    const oldest = pending.takeOldest();
+    if (oldest !== undefined) closeQuietly(oldest);
   }
 
   /**
@@ -243,12 +236,8 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
   async function handshake(conn: Deno.Conn): Promise<void> {
     const peerAddr = conn.remoteAddr as Deno.NetAddr;
     const peer = `${peerAddr.hostname}:${peerAddr.port}`;
-    pending.set(conn, performance.now() + handshakeTimeoutMs);
+    pending.add(conn);
     if (pending.size > maxPending) evictOldestPending();
-    if (!sweepSet) {
-      sweepSet = true;
-      deadline(handshakeTimeoutMs, sweepHandshakes);
-    }
     // Replies and notifications are small writes: send them at once (as `Deno.serve` did).
     if ("setNoDelay" in conn) (conn as Deno.TcpConn).setNoDelay(true);
     let upgraded = false;
@@ -302,24 +291,6 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
         pending.delete(conn);
         closeQuietly(conn);
       }
-    }
-  }
-
-  /**
-   * Closes the handshakes whose time ran out and sets the timer for the oldest one left: they
-   * all have the same timeout, so the oldest runs out first (one timer, not one per connection).
-   */
-  function sweepHandshakes(): void {
-    sweepSet = false;
-    const now = performance.now();
-    for (const [conn, expires] of pending) {
-      if (expires > now) {
-        sweepSet = true;
-        deadline(expires - now, sweepHandshakes);
-        return;
-      }
-      pending.delete(conn);
-      closeQuietly(conn);
     }
   }
 
@@ -390,8 +361,7 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
       } catch {
         // Already closed.
       }
-      for (const conn of [...pending.keys()]) closeQuietly(conn);
-      pending.clear();
+      for (const conn of pending.takeAll()) closeQuietly(conn);
       sessions.endAll();
       for (const entry of [...open, ...feeds]) entry.close();
       await finished;
