@@ -12,7 +12,7 @@
  * @module
  */
 
-/** The message schedule (FIPS 180-4 §6.1.2 step 1), reused by every call: the digest allocates only its answer. */
+/** The message schedule (FIPS 180-4 §6.1.2 step 1), reused by every call. */
 const SCHEDULE = new Int32Array(80);
 
 /** Bytes of one block. */
