@@ -819,6 +819,28 @@ Deno.test("a fresh server's first pipe process/start keeps stdin writes sent wit
   assert.equal(exited.exitCode, 3);
 });
 
+Deno.test("a pipe process without a stdin pipe reads end of file from /dev/null opened read-only, on a fresh server's first start and on a later one", async () => {
+  // A server process of its own: its first pipe start collects the exit once the sockets exist.
+  await using server = await startStdio();
+  const client = server.stdio!;
+  await handshake(client);
+  const script = "readlink /proc/$$/fd/0; sed -n 's/^flags:[[:space:]]*//p' /proc/$$/fdinfo/0; " +
+    "cat; echo end; exit 5";
+  for (const id of ["first", "later"]) {
+    await start(client, id, sh(script));
+    const events = await client.log.processClosed(id);
+    const [path, flags, end] = client.log.outputText(id).split("\n");
+    assert.equal(path, "/dev/null", id);
+    // Read-only, and not closed on exec.
+    assert.equal(parseInt(flags!, 8) & 0o2000003, 0, `${id}: flags ${flags}`);
+    assert.equal(end, "end", id);
+    const exited = events.find((m) => m.method === "process/exited")?.params as {
+      exitCode?: number;
+    };
+    assert.equal(exited.exitCode, 5, id);
+  }
+});
+
 Deno.test("process/write bytes reach two children whose stdin pipes are full whole and in order, in shared bursts of requests", async () => {
   await using server = await inProcessSession();
   const client = server.stdio;

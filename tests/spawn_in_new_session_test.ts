@@ -87,3 +87,19 @@ Deno.test("spawnAttributes is the posix_spawnattr_t that glibc's init and setter
     glibc.close();
   }
 });
+
+Deno.test("spawnInNewSession's zeroed file actions are what glibc's posix_spawn_file_actions_init makes", () => {
+  const glibc = Deno.dlopen("libc.so.6", {
+    posix_spawn_file_actions_init: { parameters: ["buffer"], result: "i32" },
+    posix_spawn_file_actions_destroy: { parameters: ["buffer"], result: "i32" },
+  });
+  try {
+    // glibc's posix_spawn_file_actions_t is 80 bytes; spawnInNewSession zeroes 256.
+    const actions = new Uint8Array(256).fill(0xa5);
+    assert.equal(glibc.symbols.posix_spawn_file_actions_init(actions), 0);
+    assert.deepEqual(actions.subarray(0, 80), new Uint8Array(80));
+    assert.equal(glibc.symbols.posix_spawn_file_actions_destroy(actions), 0);
+  } finally {
+    glibc.close();
+  }
+});

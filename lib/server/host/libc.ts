@@ -14,21 +14,20 @@
 
 /**
  * What a pipe process's spawn, its pipes and its exit need, bound on their own: binding costs
- * about 0.35 ms per symbol (`Deno.dlopen` of libc with 34 symbols took 11-14 ms, with 17
- * 7.3-8.9, with 1 1.3), which the first `process/start` answer should not pay for the pty and
- * I/O calls of {@linkcode LIBC_SYMBOLS}. The `posix_spawnattr_t` is built in JS
- * ({@linkcode spawnAttributes}), plain system calls go through `syscall`.
+ * about 0.2-0.35 ms per symbol (`Deno.dlopen` of libc with 34 symbols took 11-14 ms, with 17
+ * 7.3-8.9, with 1 1.3; 0.18 ms per symbol even in a process that has bound them before), which
+ * the first `process/start` answer should not pay for the pty and I/O calls of
+ * {@linkcode LIBC_SYMBOLS}. The `posix_spawnattr_t` is built in JS
+ * ({@linkcode spawnAttributes}), the file actions start zeroed as
+ * `posix_spawn_file_actions_init` leaves them, a child's `/dev/null` is opened by the parent
+ * ({@linkcode openDevNull}) instead of by an `addopen` action, and plain system calls go
+ * through `syscall`.
  */
 export const SPAWN_SYMBOLS = {
   // Pointers are passed as `i64` addresses ({@linkcode address}): a "buffer" parameter made
-  // binding these 9 symbols take 4.6-5.1 ms instead of 2.7-3.2 (fresh processes, 5 runs each).
+  // binding 9 symbols take 4.6-5.1 ms instead of 2.7-3.2 (fresh processes, 5 runs each).
   posix_spawn: { parameters: ["i64", "i64", "i64", "i64", "i64", "i64"], result: "i32" },
-  posix_spawn_file_actions_init: { parameters: ["i64"], result: "i32" },
   posix_spawn_file_actions_destroy: { parameters: ["i64"], result: "i32" },
-  posix_spawn_file_actions_addopen: {
-    parameters: ["i64", "i32", "i64", "i32", "u32"],
-    result: "i32",
-  },
   posix_spawn_file_actions_adddup2: { parameters: ["i64", "i32", "i32"], result: "i32" },
   posix_spawn_file_actions_addchdir_np: { parameters: ["i64", "i64"], result: "i32" },
   posix_spawn_file_actions_addclosefrom_np: {
@@ -45,6 +44,11 @@ export const SPAWN_SYMBOLS = {
 
 /** The rest of what is bound from libc (ptys, non-blocking I/O); `poll` runs on Deno's blocking thread pool. */
 export const LIBC_SYMBOLS = {
+  // Only a pty's slave is opened by the child itself (after `setsid`, to become its terminal).
+  posix_spawn_file_actions_addopen: {
+    parameters: ["i64", "i32", "i64", "i32", "u32"],
+    result: "i32",
+  },
   posix_openpt: { parameters: ["i32"], result: "i32" },
   grantpt: { parameters: ["i32"], result: "i32" },
   unlockpt: { parameters: ["i32"], result: "i32" },
@@ -69,6 +73,7 @@ export const LIBC_SYMBOLS = {
 /** Linux system call numbers of the calls made through `syscall`. */
 const SYS = Deno.build.arch === "aarch64"
   ? {
+    openat: 56,
     write: 64,
     close: 57,
     fcntl: 25,
@@ -80,6 +85,7 @@ const SYS = Deno.build.arch === "aarch64"
     prlimit64: 261,
   }
   : {
+    openat: 257,
     write: 1,
     close: 3,
     fcntl: 72,
@@ -303,6 +309,22 @@ export function cString(value: string): Uint8Array<ArrayBuffer> {
   return bytes;
 }
 
+/** `openat(AT_FDCWD, ...)`'s directory argument: the working directory. */
+const AT_FDCWD = -100n;
+
+const DEV_NULL = cString("/dev/null");
+
+/**
+ * Opens `/dev/null` close-on-exec (`flags` adds the access mode, `O_RDONLY` or `O_RDWR`), for
+ * a child to get as a copy ({@linkcode SpawnStdio} `dup`); close it once the child is spawned.
+ *
+ * @param flags The access mode.
+ * @returns The descriptor, or -1 with {@linkcode errno} set.
+ */
+export function openDevNull(flags: typeof C.O_RDONLY | typeof C.O_RDWR): number {
+  return sys(SYS.openat, AT_FDCWD, address(DEV_NULL), BigInt(flags | C.O_CLOEXEC));
+}
+
 /**
  * Builds a NULL-terminated `char *[]` from strings.
  *
@@ -355,7 +377,11 @@ export function isExecutable(path: string): boolean {
 
 /** Where a child's descriptor 0, 1 or 2 comes from in {@linkcode spawnInNewSession}. */
 export type SpawnStdio =
-  /** A file opened in the child (after `setsid`: a tty slave becomes the controlling terminal). */
+  /**
+   * A file opened in the child (after `setsid`: a tty slave becomes the controlling terminal).
+   * Its `addopen` action binds the rest of libc ({@linkcode libc}) on first use: for a file
+   * the child needs no terminal of, pass a copy of a descriptor instead.
+   */
   | { open: Uint8Array<ArrayBuffer>; flags: number }
   /** A copy of a descriptor (of the parent, or an earlier one of the child). */
   | { dup: number };
@@ -382,17 +408,18 @@ export function spawnInNewSession(
 ): number {
   const lib = spawnLibc();
   // Generous sizes: glibc's posix_spawn_file_actions_t is 80 bytes, posix_spawnattr_t 336.
+  // Zeroed, as glibc's posix_spawn_file_actions_init leaves it (it only clears it): one symbol
+  // fewer to bind before the first spawn. The add calls allocate its list; destroy frees it.
   const actions = new Uint8Array(256);
   const at = address(actions);
   const attr = spawnAttributes();
-  lib.posix_spawn_file_actions_init(at);
   try {
     // With POSIX_SPAWN_SETSID, glibc calls setsid() before the file actions.
     stdio.forEach((from, fd) => {
       spawnCheck(
         "dup" in from
           ? lib.posix_spawn_file_actions_adddup2(at, from.dup, fd)
-          : lib.posix_spawn_file_actions_addopen(at, fd, address(from.open), from.flags, 0),
+          : libc().posix_spawn_file_actions_addopen(at, fd, address(from.open), from.flags, 0),
       );
     });
     // glibc copies the paths of addopen and addchdir_np.

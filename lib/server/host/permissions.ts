@@ -216,6 +216,8 @@ export function requireNet(host: string, port: number): void {
  * @throws {RpcError} `-32600` with {@linkcode PermissionDeniedData}.
  */
 export function requireRun(program: string): void {
+  // An unscoped --allow-run grants every program: no query per spawn.
+  if (grantedEverywhere("run")) return;
   check({ name: "run", command: program }, "run", program);
 }
 

@@ -32,10 +32,10 @@
 import {
   C,
   closeFd,
-  cString,
   errno,
   fileControl,
   libcAvailable,
+  openDevNull,
   pipeFds,
   spawnInNewSession,
   waitChild,
@@ -144,13 +144,18 @@ function start(): Watchdog | undefined {
   try {
     // A stopped watchdog must not block the server: unwritten lines wait in `pending`.
     fileControl(writeEnd, C.F_SETFL, C.O_NONBLOCK);
-    const devNull = { open: cString("/dev/null"), flags: C.O_RDWR };
-    const pid = spawnInNewSession("/bin/sh", [WATCHDOG_ARG0, "-c", WATCHDOG_SCRIPT], [], "/", [
-      { dup: readEnd },
-      devNull,
-      { dup: 1 },
-    ]);
-    return { pid, fd: writeEnd, untrack: trackHelper(pid) };
+    const devNull = openDevNull(C.O_RDWR);
+    if (devNull < 0) throw new Error("/dev/null cannot be opened");
+    try {
+      const pid = spawnInNewSession("/bin/sh", [WATCHDOG_ARG0, "-c", WATCHDOG_SCRIPT], [], "/", [
+        { dup: readEnd },
+        { dup: devNull },
+        { dup: 1 },
+      ]);
+      return { pid, fd: writeEnd, untrack: trackHelper(pid) };
+    } finally {
+      closeFd(devNull);
+    }
   } catch {
     closeFd(writeEnd);
     return undefined;

@@ -26,10 +26,10 @@ import {
   bytesReadable,
   C,
   closeFd,
-  cString,
   errno,
   fileControl,
   libcAvailable,
+  openDevNull,
   pipeFds,
   spawnInNewSession,
   type SpawnStdio,
@@ -43,8 +43,6 @@ import { killGroup, signalExitCode, signalGroup, signalNameOf } from "./signals.
 import { hasExecutableFormat } from "./exec_format.ts";
 import { spawnErrorFromErrno } from "./spawn_errors.ts";
 import { StdinWriter } from "./stdin_writer.ts";
-
-const DEV_NULL = cString("/dev/null");
 
 type ChildProcessModule = typeof import("node:child_process");
 type NetModule = typeof import("node:net");
@@ -147,7 +145,7 @@ export function startPipe(
  * Spawns with `posix_spawn`: pipes made here, the child's ends closed once it
  * has them. Their sockets are made once `node:net` is loaded: on the first
  * spawn that is after the answer (until then the child's output waits in the
- * pipes, its exit for them, and stdin writes for the socket).
+ * pipes, its exit is not collected, and stdin writes wait for the socket).
  */
 function spawnPosix(
   events: BackendEvents,
@@ -158,22 +156,31 @@ function spawnPosix(
   // FFI spawns bypass Deno's checks: the run permission covers what is executed.
   requireRun(program);
   const opened: number[] = [];
+  const failed = (): never => {
+    const code = errno();
+    for (const fd of opened) closeFd(fd);
+    throw spawnErrorFromErrno(osErrorName(code));
+  };
   const pipe = (): [number, number] => {
     const fds = new Int32Array(2);
     // Close-on-exec on both ends: the child gets its ends through dup2, which clears it there.
-    if (pipeFds(fds, C.O_CLOEXEC) !== 0) {
-      const code = errno();
-      for (const fd of opened) closeFd(fd);
-      throw spawnErrorFromErrno(osErrorName(code));
-    }
+    if (pipeFds(fds, C.O_CLOEXEC) !== 0) failed();
     opened.push(fds[0]!, fds[1]!);
     return [fds[0]!, fds[1]!];
   };
+  // Without a stdin pipe the child reads /dev/null, opened read-only.
+  const devNull = (): number => {
+    const fd = openDevNull(C.O_RDONLY);
+    if (fd < 0) failed();
+    opened.push(fd);
+    return fd;
+  };
   const stdin = options.pipeStdin ? pipe() : null;
+  const childStdin = stdin === null ? devNull() : stdin[0];
   const stdout = pipe();
   const stderr = pipe();
   const stdio: [SpawnStdio, SpawnStdio, SpawnStdio] = [
-    stdin === null ? { open: DEV_NULL, flags: C.O_RDONLY } : { dup: stdin[0] },
+    { dup: childStdin },
     { dup: stdout[1] },
     { dup: stderr[1] },
   ];
@@ -187,7 +194,7 @@ function spawnPosix(
     throw spawnErrorFromErrno(osErrorName((err as { code: number }).code));
   }
   // The child has its own copies now.
-  for (const fd of [stdin?.[0], stdout[1], stderr[1]]) if (fd !== undefined) closeFd(fd);
+  for (const fd of [childStdin, stdout[1], stderr[1]]) closeFd(fd);
   // Our end of stdin only (the child's is another open file): a full pipe refuses a write
   // (EAGAIN) instead of blocking the server in it.
   if (stdin !== null) fileControl(stdin[1], C.F_SETFL, C.O_NONBLOCK);
@@ -203,16 +210,22 @@ function spawnPosix(
     writer = new net.Socket({ fd: stdin[1], readable: false, writable: true });
     writer.on("error", () => {});
   };
-  // `node:net` evaluates synchronously inside `import()`: a turn later, the answer is out first.
-  const attached = net === undefined ? afterThisTurn().then(loadNet).then(attach) : undefined;
-  if (net !== undefined) attach(net);
-  watchChildExit(pid, ({ code, signal }) => {
-    const name = signal === null ? null : signalNameOf(signal);
-    const report = () =>
+  // The exit is reported once the output the child left is read, so it is watched from when
+  // the sockets exist: until then the exited child stays a zombie, its pid taken.
+  const watchExit = () =>
+    watchChildExit(pid, ({ code, signal }) => {
+      const name = signal === null ? null : signalNameOf(signal);
       afterDrained(readers, () => events.exit(code ?? signalExitCode(name), name));
-    if (attached === undefined) report();
-    else attached.then(report);
-  });
+    });
+  // `node:net` evaluates synchronously inside `import()`: a turn later, the answer is out first,
+  // and so is the first SIGCHLD listener's set-up.
+  const attached = net === undefined
+    ? afterThisTurn().then(loadNet).then(attach).then(watchExit)
+    : undefined;
+  if (net !== undefined) {
+    attach(net);
+    watchExit();
+  }
   return pipeBackend(
     pid,
     stdin !== null,
