@@ -46,22 +46,13 @@ function safeUri(path: string | undefined, fallback: string): string {
   }
 }
 
-/** What the capability flags depend on that can change while the server runs. */
-interface CapabilityState {
-  processSandbox: boolean;
-  serverSandbox: boolean;
-  ptyProcesses: boolean;
-}
-
-function capabilityState(): CapabilityState {
-  return {
-    processSandbox: sandboxCapability(),
-    serverSandbox: confines(),
-    ptyProcesses: ptySupported({ probe: false }),
-  };
-}
-
-function capabilitiesFor(state: CapabilityState): Record<string, boolean> {
+/**
+ * The capability flags this server really implements. Everything Codex may
+ * ask for that we do not do is `false`, so a client never relies on it.
+ * `serverSandbox` is `true` when the server's own `--sandbox` confines every
+ * process and `fs/*` call (details in `protocol/describe`).
+ */
+export function capabilities(): Record<string, boolean> {
   return {
     networkProxyLaunch: false,
     networkProxyReviewDomains: false,
@@ -79,21 +70,11 @@ function capabilitiesFor(state: CapabilityState): Record<string, boolean> {
     windowsMxc: false,
     linuxRootWritePreservesDevices: false,
     linuxApprovedRootWritePreservesRestrictions: false,
-    processSandbox: state.processSandbox,
-    serverSandbox: state.serverSandbox,
-    ptyProcesses: state.ptyProcesses,
-    ...Object.fromEntries(extensionsFor(state.ptyProcesses).map((name) => [name, true])),
+    processSandbox: sandboxCapability(),
+    serverSandbox: confines(),
+    ptyProcesses: ptySupported({ probe: false }),
+    ...Object.fromEntries(supportedExtensions().map((name) => [name, true])),
   };
-}
-
-/**
- * The capability flags this server really implements. Everything Codex may
- * ask for that we do not do is `false`, so a client never relies on it.
- * `serverSandbox` is `true` when the server's own `--sandbox` confines every
- * process and `fs/*` call (details in `protocol/describe`).
- */
-export function capabilities(): Record<string, boolean> {
-  return capabilitiesFor(capabilityState());
 }
 
 /**
@@ -101,10 +82,7 @@ export function capabilities(): Record<string, boolean> {
  * needs pseudo-terminals). Each is announced as a capability flag.
  */
 export function supportedExtensions(): ExtensionName[] {
-  return extensionsFor(ptySupported({ probe: false }));
-}
-
-function extensionsFor(pty: boolean): ExtensionName[] {
+  const pty = ptySupported({ probe: false });
   return (Object.keys(EXTENSIONS) as ExtensionName[]).filter((name) =>
     name !== "processResize" || pty
   );
@@ -145,46 +123,18 @@ function describeEnvironment(): Omit<EnvironmentInfo, "capabilities"> {
   };
 }
 
-/** The last `environmentInfo` built (frozen, shared by every answer) and the state it was built for. */
-let built: { state: CapabilityState; info: EnvironmentInfo } | undefined;
-
-function sameState(a: CapabilityState, b: CapabilityState): boolean {
-  return a.processSandbox === b.processSandbox && a.serverSandbox === b.serverSandbox &&
-    a.ptyProcesses === b.ptyProcesses;
-}
-
-/** Freezes `value` and everything it holds. */
-function deepFreeze<T>(value: T): T {
-  if (typeof value === "object" && value !== null) {
-    for (const inner of Object.values(value)) deepFreeze(inner);
-    Object.freeze(value);
-  }
-  return value;
-}
-
 /**
- * The server's `environmentInfo`, deeply frozen: one object shared by every
- * `initialize` answer while the capability flags stay the same (each
- * `initialize` used to build and copy it: about 25 objects per connection).
- * The environment's part (shell, directories, OS) is read on the first call
- * (a passwd read and a few env reads); the flags are asked each time, since
- * the sandbox probe can change them, and a change builds a new one.
- *
- * @example
- * ```ts
- * import { environmentInfo } from "./environment.ts";
- * const info = environmentInfo();
- * console.log(Object.isFrozen(info.capabilities), info === environmentInfo()); // true true
- * ```
+ * Builds a fresh `environmentInfo`. The environment's part (shell, directories, OS) is read on
+ * the first call (a passwd read and a few env reads, about 0.1 ms: each `initialize` paid it);
+ * the capabilities are asked each time, since the sandbox probe can change them.
  */
 export function environmentInfo(): EnvironmentInfo {
-  const state = capabilityState();
-  if (built === undefined || !sameState(built.state, state)) {
-    described ??= describeEnvironment();
-    built = {
-      state,
-      info: deepFreeze({ ...described, capabilities: capabilitiesFor(state) }),
-    };
-  }
-  return built.info;
+  described ??= describeEnvironment();
+  return {
+    ...described,
+    shell: { ...described.shell },
+    prependPathDirs: [...described.prependPathDirs],
+    temporaryDirectories: [...described.temporaryDirectories],
+    capabilities: capabilities(),
+  };
 }
