@@ -24,7 +24,6 @@ import {
 import { concatBytes } from "../../rpc/bytes.ts";
 import { FrameWriter } from "./frame_writer.ts";
 import { type HeaderFields, writeAll } from "./http_head.ts";
-import { sha1 } from "./sha1.ts";
 
 const GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 
@@ -34,13 +33,14 @@ const GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
  * @example
  * ```ts
  * import { acceptKey } from "./websocket_conn.ts";
- * console.log(acceptKey("dGhlIHNhbXBsZSBub25jZQ==")); // s3pPLMBiTxaQ9kYGzzhZRbK+xOo=
+ * console.log(await acceptKey("dGhlIHNhbXBsZSBub25jZQ==")); // s3pPLMBiTxaQ9kYGzzhZRbK+xOo=
  * ```
  *
  * @param key The request's `Sec-WebSocket-Key`.
  */
-export function acceptKey(key: string): string {
-  return sha1(ENCODER.encode(key + GUID)).toBase64();
+export async function acceptKey(key: string): Promise<string> {
+  const digest = await crypto.subtle.digest("SHA-1", ENCODER.encode(key + GUID));
+  return new Uint8Array(digest).toBase64();
 }
 
 const ENCODER = new TextEncoder();
@@ -84,7 +84,7 @@ export async function writeUpgrade(
   if (protocol !== undefined && /[\0\r\n]/.test(protocol)) {
     throw new TypeError("invalid subprotocol");
   }
-  const accept = acceptKey(headers.get("sec-websocket-key")!);
+  const accept = await acceptKey(headers.get("sec-websocket-key")!);
   const selected = protocol === undefined
     ? ""
     : `sec-websocket-protocol: ${protocol.replace(/^[\t ]+|[\t ]+$/g, "")}\r\n`;
