@@ -287,6 +287,40 @@ Deno.test("a process/start outside --allow-run gets a typed error naming the bin
   }
 });
 
+Deno.test("Deno's --deny-run under an unscoped --allow-run refuses that program on the FFI spawn path", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const flags = [
+      "--allow-run",
+      "--deny-run=/bin/sh",
+      "--allow-ffi",
+      `--allow-read=${dir}`,
+      `--allow-write=${dir}`,
+      "--allow-env",
+      "--allow-sys",
+    ];
+    const start = (argv: string[]) =>
+      stdioExchange(flags, "process/start", {
+        processId: "p",
+        argv,
+        cwd: `file://${dir}`,
+        env: {},
+        tty: false,
+      });
+    const denied = await start(["/bin/sh", "-c", "id"]);
+    const error = denied.error as { code: number; data: Record<string, string> };
+    assert.equal(error.code, -32600);
+    assert.deepEqual(
+      { kind: error.data.kind, permission: error.data.permission, resource: error.data.resource },
+      { kind: "permissionDenied", permission: "run", resource: "/bin/sh" },
+    );
+    const allowed = await start(["/bin/echo", "hi"]);
+    assert.deepEqual(allowed.result, { processId: "p", sandboxType: "none" });
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
 Deno.test("a server whose file scope is not race-free says so at start: scoped --allow-read/--allow-write without --allow-ffi", async () => {
   const dir = await Deno.makeTempDir();
   try {
