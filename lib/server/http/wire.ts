@@ -393,13 +393,7 @@ function hasToken(
   name: string,
   token: string,
 ): boolean {
-  for (const [lineName, value] of lines) {
-    if (lineName !== name) continue;
-    for (const element of value.split(",")) {
-      if (element.trim().toLowerCase() === token) return true;
-    }
-  }
-  return false;
+  return listValues(lines, name).some((element) => element.toLowerCase() === token);
 }
 
 /**

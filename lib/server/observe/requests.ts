@@ -38,21 +38,13 @@ function pathOf(uri: string): string {
   }
 }
 
-/** The last URL {@linkcode originOf} parsed and its origin: a client repeats one URL (an endpoint). */
-const lastOrigin = { url: "", origin: "" };
-
 /** The origin of an `http/request` URL (the URL itself when it does not parse). */
 function originOf(url: string): string {
-  if (url === lastOrigin.url) return lastOrigin.origin;
-  let origin: string;
   try {
-    origin = new URL(url).origin;
+    return new URL(url).origin;
   } catch {
-    origin = url;
+    return url;
   }
-  lastOrigin.url = url;
-  lastOrigin.origin = origin;
-  return origin;
 }
 
 /** Audits one request: `result` is its result, or `undefined` when it failed. */
