@@ -62,8 +62,8 @@ const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 /** A character `Headers` refuses in a value: NUL, CR, LF, or beyond a byte (U+0100 and above). */
 const INVALID_VALUE = /[\0\r\n\u0100-\uffff]/;
 
-/** Parses the text of a head (without the final blank line). */
-function parseHead(text: string): RequestHead | undefined {
+/** Parses the text of a head (without the final blank line), followed by the bytes `rest`. */
+function parseHead(text: string, rest: Uint8Array): RequestHead | undefined {
   const lines = text.split("\r\n");
   const match = /^([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP\/1\.[01]$/.exec(lines[0]!);
   if (!match) return undefined;
@@ -80,10 +80,8 @@ function parseHead(text: string): RequestHead | undefined {
     const before = headers.get(key);
     headers.set(key, before === undefined ? value : `${before}, ${value}`);
   }
-  return { method: match[1]!, target: match[2]!, headers, rest: EMPTY };
+  return { method: match[1]!, target: match[2]!, headers, rest };
 }
-
-const EMPTY = new Uint8Array(0);
 
 /**
  * Reads a request head. The caller bounds the time (closing the connection
@@ -121,10 +119,7 @@ export async function readRequestHead(conn: Deno.Conn): Promise<RequestHead | He
       } catch {
         return "malformed";
       }
-      const head = parseHead(text);
-      if (head === undefined) return "malformed";
-      head.rest = buffer.subarray(end + 4, length);
-      return head;
+      return parseHead(text, buffer.subarray(end + 4, length)) ?? "malformed";
     }
     if (length >= MAX_HEAD_BYTES + 4) return "too-large";
   }
