@@ -1,11 +1,15 @@
 /**
- * The floor of the `cold`, `stdin` and `rpc` metrics: the least a `deno run` program does to
- * answer the harness. It answers `fs/getMetadata` with one `lstat` of the path, `initialize` and
- * every other request with a fixed result, and runs a
+ * The floor of the `cold`, `stdin`, `rpc`, `http` and `stream` metrics: the least a `deno run`
+ * program does to answer the harness. It answers `fs/getMetadata` with one `lstat` of the path,
+ * `initialize` and every other request with a fixed result, and runs a
  * `process/start` with `Deno.Command` (stdout and stderr piped, as a server would), sending
- * `process/exited` and `process/closed` when it ends. It validates nothing, keeps no session and
- * speaks only the WebSocket frames a harness client sends (masked, unfragmented text). Not a
- * server: a measuring stick for what Deno itself costs on this machine.
+ * `process/exited` and `process/closed` when it ends. Its stdout is read as Deno's stream hands
+ * it over and each chunk goes out as one `process/output` notification (`toBase64`, a template
+ * string, encoded straight into the frame batch the socket writes; the pipe is not read while
+ * more than 1 MiB of messages wait for the socket). It validates nothing, keeps no session, no
+ * output ring and no pacing, and speaks only the WebSocket frames a harness client sends
+ * (masked, unfragmented text). Not a server: a measuring stick for what Deno itself costs on
+ * this machine.
  *
  * A process started with `pipeStdin` is handled as `--stdin MODE` says (`cat` when not given):
  * - `null`: no child at all; each `process/write` is answered at once and its chunk (still
@@ -25,6 +29,7 @@
  * deno task bench --server "deno run --allow-all $PWD/bench/floor_server.ts" --only rpc
  * deno task bench --server "deno run --allow-all $PWD/bench/floor_server.ts --stdin null" --only stdin
  * deno task bench --server "deno run --allow-all $PWD/bench/floor_server.ts" --only http
+ * deno task bench --server "deno run --allow-all $PWD/bench/floor_server.ts" --only stream
  * ```
  *
  * @module
@@ -34,7 +39,11 @@ const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 const WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 
-type Send = (text: string) => void;
+/** Queues one message; a promise when more than `QUEUED_CHARS` wait, settled once they are taken. */
+type Send = (text: string) => Promise<void> | undefined;
+
+/** How much queued text makes a reader wait for the socket (the floor's only flow control). */
+const QUEUED_CHARS = 1 << 20;
 type StdinMode = "null" | "devnull" | "cat";
 
 const argValue = (name: string): string | undefined => {
@@ -59,9 +68,9 @@ function output(processId: string, seq: number, chunk: string): string {
 
 async function drain(
   stream: ReadableStream<Uint8Array>,
-  forward?: (bytes: Uint8Array) => void,
+  forward?: (bytes: Uint8Array) => Promise<void> | undefined,
 ): Promise<void> {
-  for await (const bytes of stream) forward?.(bytes);
+  for await (const bytes of stream) await forward?.(bytes);
 }
 
 function ended(processId: string, exitCode: number, send: Send): void {
@@ -83,9 +92,9 @@ function start(processId: string, argv: string[], pipeStdin: boolean, send: Send
   }).spawn();
   const entry: Piped = { seq: 0, stdin: pipeStdin ? child.stdin.getWriter() : null, child };
   if (pipeStdin) piped.set(processId, entry);
-  const forward = pipeStdin && !devnull
-    ? (bytes: Uint8Array) => send(output(processId, ++entry.seq, bytes.toBase64()))
-    : undefined;
+  const forward = devnull
+    ? undefined
+    : (bytes: Uint8Array) => send(output(processId, ++entry.seq, bytes.toBase64()));
   Promise.all([child.status, drain(child.stdout, forward), drain(child.stderr)])
     .then(([status]) => ended(processId, status.code, send));
 }
@@ -193,7 +202,7 @@ function answer(text: string, send: Send): void {
 async function serveStdio(): Promise<void> {
   const buffer = new Uint8Array(65536);
   let pending = "";
-  const send = sender(Deno.stdout, (text) => encoder.encode(text + "\n"));
+  const send = sender(Deno.stdout, lineInto);
   for (let n = await Deno.stdin.read(buffer); n !== null; n = await Deno.stdin.read(buffer)) {
     pending += decoder.decode(buffer.subarray(0, n));
     for (let end = pending.indexOf("\n"); end >= 0; end = pending.indexOf("\n")) {
@@ -203,45 +212,72 @@ async function serveStdio(): Promise<void> {
   }
 }
 
+/** Writes `text` framed into `out` at `at` (room for its UTF-8 and a header assumed). */
+type FrameInto = (text: string, out: Uint8Array, at: number) => number;
+
 /**
- * Sends each message whole and in order: the ones queued while a write is under way leave
- * together in the next one (a write may take only part of what it is given).
+ * Sends each message whole and in order: the ones queued while a write is under way are
+ * encoded together into one reused buffer and leave in the next write (a write may take only
+ * part of what it is given).
  */
-function sender(
-  to: { write(bytes: Uint8Array): Promise<number> },
-  encode: (text: string) => Uint8Array,
-): Send {
-  let queued: Uint8Array[] = [];
+function sender(to: { write(bytes: Uint8Array): Promise<number> }, into: FrameInto): Send {
+  let queued: string[] = [];
+  let chars = 0;
+  let buffer = new Uint8Array(1 << 18);
   let writing = false;
+  let room: PromiseWithResolvers<void> | null = null;
   const flush = async () => {
     writing = true;
-    while (queued.length > 0) {
-      const parts = queued;
-      queued = [];
-      const bytes = new Uint8Array(parts.reduce((n, part) => n + part.length, 0));
-      let at = 0;
-      for (const part of parts) at += (bytes.set(part, at), part.length);
-      for (let done = 0; done < bytes.length;) done += await to.write(bytes.subarray(done));
+    try {
+      while (queued.length > 0) {
+        const texts = queued;
+        const most = chars * 3 + texts.length * 10;
+        queued = [];
+        chars = 0;
+        room?.resolve();
+        room = null;
+        if (buffer.length < most) buffer = new Uint8Array(most);
+        let end = 0;
+        for (const text of texts) end = into(text, buffer, end);
+        for (let done = 0; done < end;) done += await to.write(buffer.subarray(done, end));
+      }
+    } finally {
+      writing = false;
     }
-    writing = false;
   };
   return (text) => {
-    queued.push(encode(text));
+    queued.push(text);
+    chars += text.length;
     if (!writing) flush().catch(() => {});
+    if (chars <= QUEUED_CHARS) return undefined;
+    room ??= Promise.withResolvers<void>();
+    return room.promise;
   };
 }
 
-function frame(text: string): Uint8Array {
-  const payload = encoder.encode(text);
-  const head = payload.length < 126
-    ? [0x81, payload.length]
-    : payload.length < 65536
-    ? [0x81, 126, payload.length >> 8, payload.length & 0xff]
-    : [0x81, 127, 0, 0, 0, 0, ...[24, 16, 8, 0].map((s) => (payload.length >>> s) & 0xff)];
-  const out = new Uint8Array(head.length + payload.length);
-  out.set(head);
-  out.set(payload, head.length);
-  return out;
+function lineInto(text: string, out: Uint8Array, at: number): number {
+  const end = at + encoder.encodeInto(text, out.subarray(at)).written;
+  out[end] = 0x0a;
+  return end + 1;
+}
+
+function headLength(length: number): number {
+  return length < 126 ? 2 : length < 65536 ? 4 : 10;
+}
+
+/** An unmasked text frame: the header's size is guessed from the text's length, then checked. */
+function frameInto(text: string, out: Uint8Array, at: number): number {
+  let head = headLength(text.length);
+  let written = encoder.encodeInto(text, out.subarray(at + head)).written;
+  while (headLength(written) !== head) {
+    head = headLength(written);
+    written = encoder.encodeInto(text, out.subarray(at + head)).written;
+  }
+  out[at] = 0x81;
+  if (head === 2) out[at + 1] = written;
+  else if (head === 4) out.set([126, written >> 8, written & 0xff], at + 1);
+  else out.set([127, 0, 0, 0, 0, ...[24, 16, 8, 0].map((s) => (written >>> s) & 0xff)], at + 1);
+  return at + head + written;
 }
 
 async function serveWebSocket(conn: Deno.TcpConn): Promise<void> {
@@ -266,7 +302,7 @@ async function serveWebSocket(conn: Deno.TcpConn): Promise<void> {
     "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
       `Sec-WebSocket-Accept: ${new Uint8Array(digest).toBase64()}\r\n\r\n`,
   ));
-  const send = sender(conn, frame);
+  const send = sender(conn, frameInto);
   while (true) {
     while (bytes.length < 2) if (!(await fill())) return;
     const opcode = bytes[0]! & 0x0f;

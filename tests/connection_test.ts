@@ -12,7 +12,12 @@ import {
 } from "../lib/rpc/connection.ts";
 import { Semaphore } from "../lib/rpc/semaphore.ts";
 import { stdioTransport } from "../lib/rpc/stdio_transport.ts";
-import type { Inbound, Transport } from "../lib/rpc/transport.ts";
+import {
+  type Inbound,
+  outboundString,
+  type OutboundText,
+  type Transport,
+} from "../lib/rpc/transport.ts";
 import { websocketTransport } from "../lib/rpc/websocket_transport.ts";
 import { serveUpgrades } from "./helpers/upgrade_server.ts";
 
@@ -54,8 +59,8 @@ class MemoryTransport implements Transport {
     }
   }
 
-  send(text: string, alone = false): Promise<void> {
-    this.sent.push(text);
+  send(text: OutboundText, alone = false): Promise<void> {
+    this.sent.push(outboundString(text));
     this.alone.push(alone);
     for (const wake of this.#onSend.splice(0)) wake();
     return Promise.resolve();

@@ -129,3 +129,19 @@ Deno.test("output ring keeps a small view of a larger buffer as a copy, and a wh
   whole.set(bytesOf("uvw"));
   assert.deepEqual(ring.page(0, undefined).chunks.map((c) => atob(c.chunk)), ["abc", "uvw"]);
 });
+
+Deno.test("output ring frees an evicted chunk's own buffer at once and leaves a shared buffer attached", () => {
+  const ring = new OutputRing({ maxChunks: 1 });
+  const own = bytesOf("abc");
+  const shared = new Uint8Array(64);
+  const view = shared.subarray(0, 40); // more than half of its buffer: kept as is, not copied
+  ring.push("stdout", own);
+  ring.push("stdout", view);
+  assert.equal(own.buffer.detached, true, "the evicted chunk's buffer is detached");
+  assert.equal(own.length, 0);
+  assert.equal(shared.buffer.detached, false, "the retained chunk's buffer is not");
+  ring.push("stdout", bytesOf("d"));
+  assert.equal(shared.buffer.detached, false, "a view of part of a buffer is never detached");
+  assert.deepEqual(ring.page(0, undefined).chunks.map((c) => atob(c.chunk)), ["d"]);
+  assert.equal(ring.evictedBytesAfter(0), 43);
+});

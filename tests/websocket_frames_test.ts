@@ -2,7 +2,9 @@ import assert from "node:assert/strict";
 import { handshake, ServerProcess } from "./helpers/server_harness.ts";
 import { websocketConnTransport } from "../lib/server/listen/websocket_conn.ts";
 import type { Transport } from "../lib/rpc/transport.ts";
-import { encodeFrame } from "./helpers/reliability_server.ts";
+import { encodeFrame, RawWebSocket } from "./helpers/reliability_server.ts";
+import { serveWebSocket } from "../lib/server/listen/listen.ts";
+import { concatBytes } from "../lib/rpc/bytes.ts";
 
 // The server's text frames carry their JSON encoded straight into the frame for ASCII text, and
 // encoded then framed otherwise; both, at each of the three frame-length forms (7-bit, 16-bit
@@ -187,5 +189,35 @@ Deno.test("WebSocket receive hands over a message whose frame is already read at
     assert.equal(transport.receive!(), null, "and null again");
   } finally {
     transport.close();
+  }
+});
+
+Deno.test("WebSocket frames sent in the same write as the upgrade request are answered in order", async () => {
+  const server = await serveWebSocket();
+  const text = (message: unknown) =>
+    encodeFrame(0x1, new TextEncoder().encode(JSON.stringify(message)), true);
+  const early = concatBytes([
+    text({ id: 1, method: "initialize", params: { clientName: "early" } }),
+    text({ method: "initialized" }),
+    text({ id: 2, method: "fs/getMetadata", params: { path: "file:///" } }),
+  ]);
+  const socket = await RawWebSocket.connect(Number(new URL(server.url).port), { early });
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  // Bytes the server lost would leave the reads waiting: fail after 10 s instead of hanging.
+  const lost = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error("no answer to the early frames")), 10_000);
+  });
+  try {
+    assert.equal(socket.answer.status, 101);
+    const first = JSON.parse((await Promise.race([socket.readMessage(), lost]))!);
+    const second = JSON.parse((await Promise.race([socket.readMessage(), lost]))!);
+    assert.equal(first.id, 1);
+    assert.equal(typeof first.result.sessionId, "string");
+    assert.equal(second.id, 2);
+    assert.equal(second.result.isDirectory, true);
+  } finally {
+    clearTimeout(timer);
+    await socket[Symbol.asyncDispose]();
+    await server.shutdown();
   }
 });

@@ -114,9 +114,8 @@ export function classifyMessage(value: unknown): Message {
     throw new EnvelopeError("expected a JSON-RPC object");
   }
   const obj = value as Record<string, unknown>;
-  const has = (key: string) => Object.hasOwn(obj, key);
-  if (has("method")) {
-    if (has("id")) {
+  if (Object.hasOwn(obj, "method")) {
+    if (Object.hasOwn(obj, "id")) {
       const id = parseId(obj.id);
       const method = expectString(obj.method);
       parseTrace(obj.trace);
@@ -124,11 +123,11 @@ export function classifyMessage(value: unknown): Message {
     }
     return { kind: "notification", method: expectString(obj.method), params: obj.params };
   }
-  if (has("result")) {
-    if (!has("id")) throw new EnvelopeError("missing field `id`");
+  if (Object.hasOwn(obj, "result")) {
+    if (!Object.hasOwn(obj, "id")) throw new EnvelopeError("missing field `id`");
     return { kind: "response", id: parseId(obj.id), result: obj.result };
   }
-  if (!has("error")) throw new EnvelopeError("missing field `error`");
+  if (!Object.hasOwn(obj, "error")) throw new EnvelopeError("missing field `error`");
   const error = obj.error;
   if (typeof error !== "object" || error === null || Array.isArray(error)) {
     throw new EnvelopeError(
@@ -142,7 +141,7 @@ export function classifyMessage(value: unknown): Message {
   }
   if (!Object.hasOwn(fields, "message")) throw new EnvelopeError("missing field `message`");
   const message = expectString(fields.message);
-  if (!has("id")) throw new EnvelopeError("missing field `id`");
+  if (!Object.hasOwn(obj, "id")) throw new EnvelopeError("missing field `id`");
   const wire: WireError = { code: Number(fields.code), message };
   if (fields.data !== undefined) wire.data = fields.data;
   return { kind: "error", id: parseId(obj.id), error: wire };
@@ -175,6 +174,23 @@ export function idKey(id: RequestId): string {
   return typeof id === "string" ? `s${id}` : `n${id}`;
 }
 
+/**
+ * A response's text in three parts, the result's JSON whole in the middle: a transport encodes
+ * each part where it goes, where the joined text of a large result would first be copied.
+ *
+ * @example
+ * ```ts
+ * import { responseParts } from "./envelope.ts";
+ * console.log(responseParts(7, { ok: true }).join("")); // {"id":7,"result":{"ok":true}}
+ * ```
+ *
+ * @param id The request's id.
+ * @param result The result (`undefined` is sent as `null`).
+ */
+export function responseParts(id: RequestId, result: unknown): readonly string[] {
+  return [`{"id":${encodeId(id)},"result":`, JSON.stringify(result ?? null), "}"];
+}
+
 /** Encodes a message compactly, in the reference's key order. */
 export function encodeMessage(message: Message): string {
   switch (message.kind) {
@@ -189,7 +205,7 @@ export function encodeMessage(message: Message): string {
         ? `{"method":${JSON.stringify(message.method)}}`
         : `{"method":${JSON.stringify(message.method)},"params":${JSON.stringify(message.params)}}`;
     case "response":
-      return `{"id":${encodeId(message.id)},"result":${JSON.stringify(message.result ?? null)}}`;
+      return responseParts(message.id, message.result).join("");
     case "error": {
       const { code, data, message: text } = message.error;
       const error = data === undefined

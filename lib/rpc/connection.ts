@@ -16,6 +16,7 @@ import {
   type RequestId,
   type RequestMessage,
   type ResponseMessage,
+  responseParts,
 } from "../protocol/envelope.ts";
 import { ErrorCode, RpcError, toWireError, type WireError } from "../protocol/errors.ts";
 import type { Semaphore } from "./semaphore.ts";
@@ -203,9 +204,9 @@ export class Connection {
   #closed = false;
   #closedPromise: Promise<void>;
   #resolveClosed!: () => void;
-  #trackIds: boolean;
   #maxIncoming: number;
-  #incoming = new Set<string>();
+  /** Ids of the incoming requests in flight, tracked only with `trackIncomingIds` (a client's side). */
+  #incoming: Set<string> | undefined;
 
   /**
    * Starts reading from the transport.
@@ -216,7 +217,7 @@ export class Connection {
   constructor(transport: Transport, options: ConnectionOptions = {}) {
     this.#transport = transport;
     this.#handlers = options.handlers ?? {};
-    this.#trackIds = options.trackIncomingIds ?? false;
+    if (options.trackIncomingIds) this.#incoming = new Set();
     this.#maxIncoming = options.maxIncoming ?? 64;
     this.#maxInFlight = options.maxInFlight ?? MAX_IN_FLIGHT_CALLS;
     this.#maxHeldUnits = options.maxHeldUnits ?? Infinity;
@@ -456,14 +457,15 @@ export class Connection {
   /** Runs a request and sends its answer; `counted` is 1 when it is counted in `#admitted`. */
   async #run(request: RequestMessage, counted: 0 | 1): Promise<void> {
     if (this.#closed) return;
-    const key = idKey(request.id);
-    if (this.#trackIds) {
-      const refusal = this.#admit(request.id, key);
+    const incoming = this.#incoming;
+    const key = incoming === undefined ? "" : idKey(request.id);
+    if (incoming !== undefined) {
+      const refusal = this.#admit(incoming, request.id, key);
       if (refusal) {
         await this.#reply({ kind: "error", id: request.id, error: refusal }, counted);
         return;
       }
-      this.#incoming.add(key);
+      incoming.add(key);
     }
     let reply: Message;
     try {
@@ -478,12 +480,12 @@ export class Connection {
     } catch (err) {
       reply = { kind: "error", id: request.id, error: toWireError(err) };
     } finally {
-      if (this.#trackIds) this.#incoming.delete(key);
+      incoming?.delete(key);
     }
     await this.#reply(reply, counted);
   }
 
-  #admit(id: RequestId, key: string): WireError | undefined {
+  #admit(incoming: Set<string>, id: RequestId, key: string): WireError | undefined {
     const valid = (typeof id === "number" && id >= 0) || (typeof id === "bigint" && id >= 0n);
     if (!valid) {
       return {
@@ -491,10 +493,10 @@ export class Connection {
         message: "request ids from the server must be non-negative integers",
       };
     }
-    if (this.#incoming.has(key)) {
+    if (incoming.has(key)) {
       return { code: ErrorCode.InvalidRequest, message: `request id ${id} is already in flight` };
     }
-    if (this.#incoming.size >= this.#maxIncoming) {
+    if (incoming.size >= this.#maxIncoming) {
       return {
         code: ErrorCode.InvalidRequest,
         message: `at most ${this.#maxIncoming} requests may run at once`,
@@ -512,9 +514,15 @@ export class Connection {
     if (this.#closed) return;
     const alone = counted !== undefined && this.#queue.length === 0 &&
       this.#admitted === counted;
-    await this.#transport.send(encodeMessage(message), alone).catch(() => {});
+    const text = message.kind === "response"
+      ? responseParts(message.id, message.result)
+      : encodeMessage(message);
+    await this.#transport.send(text, alone).catch(ignore);
   }
 }
+
+/** Ignores a failed send (a transport that cannot write closes itself). */
+function ignore(): void {}
 
 function decodeOrFault(text: string): Queued {
   try {

@@ -37,6 +37,8 @@ export interface RawConnectOptions {
   headers?: Record<string, string>;
   /** Leave out the upgrade headers (a plain GET). */
   noUpgrade?: boolean;
+  /** Bytes sent in the same write as the request head (e.g. frames sent before the answer). */
+  early?: Uint8Array;
 }
 
 const encoder = new TextEncoder();
@@ -79,7 +81,10 @@ export class RawWebSocket implements AsyncDisposable {
     };
     let head = `GET ${options.path ?? "/"} HTTP/1.1\r\n`;
     for (const [name, value] of Object.entries(headers)) head += `${name}: ${value}\r\n`;
-    await writeAll(conn, encoder.encode(`${head}\r\n`));
+    await writeAll(
+      conn,
+      concat([encoder.encode(`${head}\r\n`), options.early ?? new Uint8Array(0)]),
+    );
     let buffer: Uint8Array = new Uint8Array(0);
     let end = -1;
     while ((end = indexOfCrlfCrlf(buffer)) < 0) {

@@ -33,7 +33,10 @@ export interface RequestHead {
    * would hold, without loading Deno's fetch headers for every connection's head).
    */
   headers: ReadonlyMap<string, string>;
-  /** Bytes the client sent after the head (e.g. early WebSocket frames). */
+  /**
+   * Bytes the client sent after the head (e.g. early WebSocket frames): a view into the buffer
+   * the head was read into, which nothing else holds (a connection's reader can take it over).
+   */
   rest: Uint8Array;
 }
 
@@ -59,8 +62,8 @@ const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 /** A character `Headers` refuses in a value: NUL, CR, LF, or beyond a byte (U+0100 and above). */
 const INVALID_VALUE = /[\0\r\n\u0100-\uffff]/;
 
-/** Parses the text of a head (without the final blank line). */
-function parseHead(text: string): Omit<RequestHead, "rest"> | undefined {
+/** Parses the text of a head (without the final blank line), followed by the bytes `rest`. */
+function parseHead(text: string, rest: Uint8Array): RequestHead | undefined {
   const lines = text.split("\r\n");
   const match = /^([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP\/1\.[01]$/.exec(lines[0]!);
   if (!match) return undefined;
@@ -77,7 +80,7 @@ function parseHead(text: string): Omit<RequestHead, "rest"> | undefined {
     const before = headers.get(key);
     headers.set(key, before === undefined ? value : `${before}, ${value}`);
   }
-  return { method: match[1]!, target: match[2]!, headers };
+  return { method: match[1]!, target: match[2]!, headers, rest };
 }
 
 /**
@@ -88,8 +91,9 @@ function parseHead(text: string): Omit<RequestHead, "rest"> | undefined {
  * @returns The head, or why there is none.
  */
 export async function readRequestHead(conn: Deno.Conn): Promise<RequestHead | HeadFailure> {
-  // Grows up to the limit: most heads are a few hundred bytes.
-  let buffer = new Uint8Array(2048);
+  // Grows up to the limit: most heads are a few hundred bytes. An upgraded connection's reader
+  // takes this buffer over (its 4 KiB start).
+  let buffer = new Uint8Array(4096);
   let length = 0;
   while (true) {
     if (length === buffer.length) {
@@ -115,8 +119,7 @@ export async function readRequestHead(conn: Deno.Conn): Promise<RequestHead | He
       } catch {
         return "malformed";
       }
-      const head = parseHead(text);
-      return head ? { ...head, rest: buffer.slice(end + 4, length) } : "malformed";
+      return parseHead(text, buffer.subarray(end + 4, length)) ?? "malformed";
     }
     if (length >= MAX_HEAD_BYTES + 4) return "too-large";
   }

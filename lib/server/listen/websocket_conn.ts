@@ -103,7 +103,10 @@ export interface WebSocketConnOptions {
   label: string;
   /** Largest inbound message in bytes; a larger one is skipped and yields a fault. */
   maxMessageBytes: number;
-  /** Bytes received after the handshake's head. */
+  /**
+   * Bytes received after the handshake's head; the transport reads on into the rest of their
+   * buffer (a request head's `rest`), which the caller must not use any more.
+   */
   initial?: Uint8Array;
   /**
    * Outbound high-water mark: `send` waits while more is queued.
@@ -145,11 +148,23 @@ class ByteReader {
   #start = 0;
   #end: number;
 
+  /**
+   * @param conn The connection.
+   * @param initial Bytes already read. The reader takes over the buffer they view (the request
+   *   head's: no second buffer per connection) when it holds at least
+   *   {@linkcode INITIAL_READ_BYTES}; else they are copied into a new one.
+   */
   constructor(conn: Deno.Conn, initial: Uint8Array) {
     this.#conn = conn;
-    this.#buffer = new Uint8Array(Math.max(INITIAL_READ_BYTES, initial.length));
-    this.#buffer.set(initial);
-    this.#end = initial.length;
+    if (initial.buffer.byteLength >= INITIAL_READ_BYTES) {
+      this.#buffer = new Uint8Array(initial.buffer as ArrayBuffer);
+      this.#start = initial.byteOffset;
+      this.#end = initial.byteOffset + initial.length;
+    } else {
+      this.#buffer = new Uint8Array(Math.max(INITIAL_READ_BYTES, initial.length));
+      this.#buffer.set(initial);
+      this.#end = initial.length;
+    }
   }
 
   get buffered(): number {
@@ -201,6 +216,21 @@ class ByteReader {
     return true;
   }
 
+  /** The buffer; the buffered bytes are `bytes[start, end)` (valid until the next read). */
+  get bytes(): Uint8Array {
+    return this.#buffer;
+  }
+
+  /** Where the buffered bytes start in {@linkcode ByteReader.bytes}. */
+  get start(): number {
+    return this.#start;
+  }
+
+  /** Where the buffered bytes end in {@linkcode ByteReader.bytes}. */
+  get end(): number {
+    return this.#end;
+  }
+
   /** The buffered bytes, without copying (valid until the next read). */
   peek(): Uint8Array {
     return this.#buffer.subarray(this.#start, this.#end);
@@ -229,15 +259,21 @@ class ByteReader {
   }
 }
 
-/** Whether `bytes` begin with a whole frame of at most 64 KiB (decoding it needs no read). */
-function frameBuffered(bytes: Uint8Array): boolean {
-  if (bytes.length < 2) return false;
-  const short = bytes[1]! & 0x7f;
+/**
+ * Whether the reader's buffered bytes begin with a whole frame of at most 64 KiB (decoding it
+ * needs no read). It reads the buffer in place: a view of it per call cost each message several.
+ */
+function frameBuffered(reader: ByteReader): boolean {
+  const bytes = reader.bytes;
+  const at = reader.start;
+  const buffered = reader.end - at;
+  if (buffered < 2) return false;
+  const short = bytes[at + 1]! & 0x7f;
   if (short === 127) return false;
   const headSize = short === 126 ? 8 : 6;
-  if (bytes.length < headSize) return false;
-  const length = short === 126 ? (bytes[2]! << 8) | bytes[3]! : short;
-  return bytes.length >= headSize + length;
+  if (buffered < headSize) return false;
+  const length = short === 126 ? (bytes[at + 2]! << 8) | bytes[at + 3]! : short;
+  return buffered >= headSize + length;
 }
 
 async function readFrameHead(reader: ByteReader): Promise<FrameHead | null> {
@@ -265,21 +301,25 @@ async function readFrameHead(reader: ByteReader): Promise<FrameHead | null> {
 const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
 
 /**
- * XORs `bytes` with the mask, `offset` being the position of `bytes[0]` in
- * the frame's payload: byte by byte up to a 4-byte boundary of the buffer,
- * then a 32-bit word at a time (nothing for the all-zero mask).
+ * XORs `bytes` with the mask `mask[maskAt, maskAt + 4)`, `offset` being the
+ * position of `bytes[0]` in the frame's payload: byte by byte up to a 4-byte
+ * boundary of the buffer, then a 32-bit word at a time (nothing for the
+ * all-zero mask).
  */
-function unmask(bytes: Uint8Array, mask: Uint8Array, offset: number): void {
+function unmask(bytes: Uint8Array, mask: Uint8Array, offset: number, maskAt = 0): void {
   // The all-zero mask leaves the payload as it is.
-  if ((mask[0]! | mask[1]! | mask[2]! | mask[3]!) === 0) return;
+  if ((mask[maskAt]! | mask[maskAt + 1]! | mask[maskAt + 2]! | mask[maskAt + 3]!) === 0) return;
   const length = bytes.length;
   let i = 0;
   if (length >= 32) {
     const lead = Math.min(length, (4 - (bytes.byteOffset & 3)) & 3);
-    for (; i < lead; i++) bytes[i]! ^= mask[(offset + i) & 3]!;
+    for (; i < lead; i++) bytes[i]! ^= mask[maskAt + ((offset + i) & 3)]!;
     const words = (length - i) >>> 2;
     const k = (offset + i) & 3;
-    const [b0, b1, b2, b3] = [mask[k]!, mask[(k + 1) & 3]!, mask[(k + 2) & 3]!, mask[(k + 3) & 3]!];
+    const b0 = mask[maskAt + k]!;
+    const b1 = mask[maskAt + ((k + 1) & 3)]!;
+    const b2 = mask[maskAt + ((k + 2) & 3)]!;
+    const b3 = mask[maskAt + ((k + 3) & 3)]!;
     const word = LITTLE_ENDIAN
       ? (b0 | (b1 << 8) | (b2 << 16) | (b3 << 24))
       : ((b0 << 24) | (b1 << 16) | (b2 << 8) | b3);
@@ -287,7 +327,7 @@ function unmask(bytes: Uint8Array, mask: Uint8Array, offset: number): void {
     for (let w = 0; w < words; w++) view[w]! ^= word;
     i += words * 4;
   }
-  for (; i < length; i++) bytes[i]! ^= mask[(offset + i) & 3]!;
+  for (; i < length; i++) bytes[i]! ^= mask[maskAt + ((offset + i) & 3)]!;
 }
 
 function closePayload(code: number, reason = ""): Uint8Array {
@@ -386,30 +426,36 @@ export function websocketConnTransport(
    * which {@linkcode nextMessage} reads and checks.
    */
   function bufferedMessage(): Inbound | undefined {
-    const bytes = reader.peek();
-    if (!frameBuffered(bytes)) return undefined;
-    const opcode = bytes[0]! ^ 0x80;
-    if ((opcode !== 0x1 && opcode !== 0x2) || (bytes[1]! & 0x80) === 0) return undefined;
-    const short = bytes[1]! & 0x7f;
-    const length = short === 126 ? (bytes[2]! << 8) | bytes[3]! : short;
+    if (!frameBuffered(reader)) return undefined;
+    const bytes = reader.bytes;
+    const at = reader.start;
+    const opcode = bytes[at]! ^ 0x80;
+    if ((opcode !== 0x1 && opcode !== 0x2) || (bytes[at + 1]! & 0x80) === 0) return undefined;
+    const short = bytes[at + 1]! & 0x7f;
+    const length = short === 126 ? (bytes[at + 2]! << 8) | bytes[at + 3]! : short;
     if (length > INLINE_FRAME_BYTES || length > maxBytes) return undefined;
-    const start = short === 126 ? 8 : 6;
+    const start = at + (short === 126 ? 8 : 6);
     const payload = bytes.subarray(start, start + length);
-    unmask(payload, bytes.subarray(start - 4, start), 0);
-    reader.skip(start + length);
+    unmask(payload, bytes, 0, start - 4);
+    reader.skip(start + length - at);
     return decodeMessage(payload, opcode);
   }
 
-  /** The next message: a buffered one at once, else after reading; `null` when the stream ends. */
+  /**
+   * The next message when none is buffered whole, after reading; at the end (or a protocol
+   * violation) `null`, once {@linkcode end} has run.
+   */
   async function next(): Promise<Inbound | null> {
-    const buffered = bufferedMessage();
-    if (buffered !== undefined) return buffered;
-    if (reader.buffered === 0) {
-      if (!(await reader.fill())) return null;
-      const read = bufferedMessage();
-      if (read !== undefined) return read;
+    try {
+      if (reader.buffered === 0) {
+        if (!(await reader.fill())) return end();
+        const read = bufferedMessage();
+        if (read !== undefined) return read;
+      }
+      return (await nextMessage()) ?? end();
+    } catch (err) {
+      return violated(err);
     }
-    return await nextMessage();
   }
 
   /** Reads the next message, any frames; `null` when the stream ends. */
@@ -504,7 +550,7 @@ export function websocketConnTransport(
     } catch (err) {
       return violated(err);
     }
-    return next().then((message) => message ?? end(), violated);
+    return next();
   }
 
   function violated(err: unknown): null {
@@ -527,7 +573,7 @@ export function websocketConnTransport(
       if (closing) return Promise.resolve();
       // A lone answer goes at once when no further request is read ahead either (a whole frame
       // buffered): nothing can join it.
-      return writer.text(text, alone && !frameBuffered(reader.peek()));
+      return writer.text(text, alone && !frameBuffered(reader));
     },
     close() {
       closeWith(1000);

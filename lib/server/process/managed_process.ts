@@ -134,13 +134,15 @@ export class ManagedProcess implements BackendEvents {
   output(stream: OutputStream, bytes: Uint8Array): Promise<void> | void {
     this.#options.tail?.push(bytes);
     this.watch?.output(bytes.length);
+    const sink = this.#options.sink();
+    // Encoded before the ring takes the bytes (it frees them once they are evicted).
+    const chunk = sink === undefined ? "" : bytes.toBase64();
     const seq = this.ring.push(stream, bytes);
     this.#wake();
-    const sink = this.#options.sink();
     // In parts: joining them would copy the base64 text once more.
     const sent = sink?.([
       `{"method":"process/output","params":{"processId":${this.#idJson},"seq":${seq},"stream":"${stream}","chunk":"`,
-      bytes.toBase64(),
+      chunk,
       '"}}',
     ]);
     const detachedAtLimit = sink === undefined && this.ring.atLimit;

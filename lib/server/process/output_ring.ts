@@ -108,6 +108,19 @@ interface Retained {
 const EVICTED_BYTES = new Uint8Array(0);
 
 /**
+ * Frees an evicted chunk's memory now when the chunk spans a buffer of its
+ * own (detaching it): a chunk that lived through two young-generation
+ * collections was moved to the old generation, where its buffer would
+ * otherwise stay allocated until the next full collection. A view of part
+ * of a buffer is left alone (other views may share the buffer).
+ */
+function release(bytes: Uint8Array): void {
+  const buffer = bytes.buffer;
+  if (!(buffer instanceof ArrayBuffer) || bytes.byteOffset !== 0) return;
+  if (bytes.byteLength === buffer.byteLength && bytes.byteLength > 0) buffer.transfer(0);
+}
+
+/**
  * A process's seq counter and retained output. Every event of a process
  * (output, exit, close) takes the next seq; output chunks are retained
  * until the ring is over {@linkcode RETAINED_OUTPUT_BYTES} or
@@ -168,7 +181,10 @@ export class OutputRing {
    * Retains a chunk under the next seq, evicting what the limits require.
    * The ring keeps `bytes` (the caller must not change them afterwards); a
    * small view of a much larger buffer is copied so that it does not keep
-   * the whole buffer alive.
+   * the whole buffer alive. A chunk that spans its whole buffer is the
+   * ring's from then on: its buffer is detached when the chunk is evicted
+   * (its memory freed at once), so the caller must not keep another view of
+   * that buffer.
    *
    * @param stream Where it came from.
    * @param bytes The output.
@@ -231,6 +247,7 @@ export class OutputRing {
       this.#bytes -= oldest.bytes.length;
       this.#evicted += oldest.bytes.length;
       this.#history.add(oldest.seq, this.#ends[this.#head]!);
+      release(oldest.bytes);
       oldest.bytes = EVICTED_BYTES;
       this.#head++;
     }

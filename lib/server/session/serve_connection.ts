@@ -66,7 +66,10 @@ export function serveConnection(
 ): ServedConnection {
   const registry = options.sessions;
   const concurrency = options.concurrentRequests ?? 1;
-  const lanes = { control: new Semaphore(concurrency), ordinary: new Semaphore(concurrency) };
+  // Requests run inline (in order) unless more than one may run at once.
+  const lanes = concurrency > 1
+    ? { control: new Semaphore(concurrency), ordinary: new Semaphore(concurrency) }
+    : undefined;
   const owner = {};
   let session: Session | undefined;
   let initializedNotified = false;
@@ -147,7 +150,7 @@ export function serveConnection(
       },
       unmatched: fatal,
       schedule(method): Schedule {
-        if (concurrency <= 1 || !initializedNotified) return "inline";
+        if (lanes === undefined || !initializedNotified) return "inline";
         const spec = lookupMethod(method);
         return spec?.kind === "request" && spec.lane === "control" ? lanes.control : lanes.ordinary;
       },
