@@ -156,22 +156,23 @@ function spawnPosix(
   // FFI spawns bypass Deno's checks: the run permission covers what is executed.
   requireRun(program);
   const opened: number[] = [];
-  const failed = (): never => {
-    const code = errno();
+  // Typed on the name, so that a call ends the flow for the compiler.
+  /** Closes what was opened and throws the spawn error of `code` (an errno value). */
+  const failed: (code: number) => never = (code) => {
     for (const fd of opened) closeFd(fd);
     throw spawnErrorFromErrno(osErrorName(code));
   };
   const pipe = (): [number, number] => {
     const fds = new Int32Array(2);
     // Close-on-exec on both ends: the child gets its ends through dup2, which clears it there.
-    if (pipeFds(fds, C.O_CLOEXEC) !== 0) failed();
+    if (pipeFds(fds, C.O_CLOEXEC) !== 0) failed(errno());
     opened.push(fds[0]!, fds[1]!);
     return [fds[0]!, fds[1]!];
   };
   // Without a stdin pipe the child reads /dev/null, opened read-only.
   const devNull = (): number => {
     const fd = openDevNull(C.O_RDONLY);
-    if (fd < 0) failed();
+    if (fd < 0) failed(errno());
     opened.push(fd);
     return fd;
   };
@@ -190,8 +191,7 @@ function spawnPosix(
   try {
     pid = spawnInNewSession(program, childArgv, env, options.cwd, stdio);
   } catch (err) {
-    for (const fd of opened) closeFd(fd);
-    throw spawnErrorFromErrno(osErrorName((err as { code: number }).code));
+    failed((err as { code: number }).code);
   }
   // The child has its own copies now.
   for (const fd of [childStdin, stdout[1], stderr[1]]) closeFd(fd);
