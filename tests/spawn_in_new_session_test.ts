@@ -1,6 +1,14 @@
 import assert from "node:assert/strict";
 import { type ChildExit, watchChildExit } from "../lib/server/host/child_exits.ts";
-import { C, cString, spawnAttributes, spawnInNewSession } from "../lib/server/host/libc.ts";
+import {
+  C,
+  closeFd,
+  cString,
+  errno,
+  fileControl,
+  spawnAttributes,
+  spawnInNewSession,
+} from "../lib/server/host/libc.ts";
 
 const O_WRONLY = 0o1;
 const devNull = { open: cString("/dev/null"), flags: C.O_RDWR };
@@ -102,4 +110,12 @@ Deno.test("spawnInNewSession's zeroed file actions are what glibc's posix_spawn_
   } finally {
     glibc.close();
   }
+});
+
+Deno.test("the spawn binding's by-value first argument and struct result reach the C calls as plain integers: a bad descriptor's close fails with EBADF, a good fcntl answers", () => {
+  const EBADF = 9;
+  assert.equal(closeFd(1 << 20), -1);
+  assert.equal(errno(), EBADF);
+  // F_GETFD of stdin: its flags (a non-negative number), not an error.
+  assert.ok(fileControl(0, 1, 0) >= 0);
 });

@@ -13,33 +13,49 @@
  */
 
 /**
+ * The first parameter of each {@linkcode SPAWN_SYMBOLS} function (pass it with
+ * {@linkcode byValue}): a struct of one 64-bit integer, passed by value. On the x86_64 and
+ * aarch64 Linux C ABIs it travels in the same register as an `i64`, so the C function gets
+ * the same arguments. What it changes is `Deno.dlopen`: for a synchronous symbol whose
+ * signature has no struct, Deno compiles a fast-call trampoline (Cranelift), which only
+ * optimized JavaScript enters and which the few calls of one spawn never use. Binding the 7
+ * spawn symbols took 1.96-3.01 ms and 3.7-5.2 MB of RSS with trampolines, 0.91-1.33 ms and
+ * 1.6-2.0 MB without (fresh processes, 6 runs each; the first trampoline of a process about
+ * 0.8 ms, each further one about 0.2).
+ */
+const BY_VALUE_I64 = { struct: ["i64"] } as const;
+
+/**
  * What a pipe process's spawn, its pipes and its exit need, bound on their own: binding costs
- * about 0.2-0.35 ms per symbol (`Deno.dlopen` of libc with 34 symbols took 11-14 ms, with 17
- * 7.3-8.9, with 1 1.3; 0.18 ms per symbol even in a process that has bound them before), which
- * the first `process/start` answer should not pay for the pty and I/O calls of
- * {@linkcode LIBC_SYMBOLS}. The `posix_spawnattr_t` is built in JS
- * ({@linkcode spawnAttributes}), the file actions start zeroed as
- * `posix_spawn_file_actions_init` leaves them, a child's `/dev/null` is opened by the parent
- * ({@linkcode openDevNull}) instead of by an `addopen` action, and plain system calls go
+ * about 0.1 ms per symbol ({@linkcode BY_VALUE_I64}), which the first `process/start` answer
+ * should not pay for the pty and I/O calls of {@linkcode LIBC_SYMBOLS}. The
+ * `posix_spawnattr_t` is built in JS ({@linkcode spawnAttributes}), the file actions start
+ * zeroed as `posix_spawn_file_actions_init` leaves them, a child's `/dev/null` is opened by the
+ * parent ({@linkcode openDevNull}) instead of by an `addopen` action, and plain system calls go
  * through `syscall`.
  */
 export const SPAWN_SYMBOLS = {
   // Pointers are passed as `i64` addresses ({@linkcode address}): a "buffer" parameter made
   // binding 9 symbols take 4.6-5.1 ms instead of 2.7-3.2 (fresh processes, 5 runs each).
-  posix_spawn: { parameters: ["i64", "i64", "i64", "i64", "i64", "i64"], result: "i32" },
-  posix_spawn_file_actions_destroy: { parameters: ["i64"], result: "i32" },
-  posix_spawn_file_actions_adddup2: { parameters: ["i64", "i32", "i32"], result: "i32" },
-  posix_spawn_file_actions_addchdir_np: { parameters: ["i64", "i64"], result: "i32" },
+  posix_spawn: {
+    parameters: [BY_VALUE_I64, "i64", "i64", "i64", "i64", "i64"],
+    result: "i32",
+  },
+  posix_spawn_file_actions_destroy: { parameters: [BY_VALUE_I64], result: "i32" },
+  posix_spawn_file_actions_adddup2: { parameters: [BY_VALUE_I64, "i32", "i32"], result: "i32" },
+  posix_spawn_file_actions_addchdir_np: { parameters: [BY_VALUE_I64, "i64"], result: "i32" },
   posix_spawn_file_actions_addclosefrom_np: {
-    parameters: ["i64", "i32"],
+    parameters: [BY_VALUE_I64, "i32"],
     result: "i32",
     optional: true,
   },
   // Variadic in C (`long syscall(long number, ...)`); integer and pointer arguments are passed
   // as in a non-variadic call on the Linux x86_64 and aarch64 ABIs. One symbol instead of one
   // per call: see {@linkcode pipeFds}, {@linkcode closeFd}, {@linkcode waitChild}...
-  syscall: { parameters: ["i64", "i64", "i64", "i64", "i64"], result: "i64" },
-  __errno_location: { parameters: [], result: "pointer" },
+  syscall: { parameters: [BY_VALUE_I64, "i64", "i64", "i64", "i64"], result: "i64" },
+  // `int *`, returned as a struct of one 64-bit integer: in the same register, and no
+  // trampoline ({@linkcode BY_VALUE_I64}).
+  __errno_location: { parameters: [], result: { struct: ["u64"] } },
 } as const;
 
 /** The rest of what is bound from libc (ptys, non-blocking I/O); `poll` runs on Deno's blocking thread pool. */
@@ -220,8 +236,20 @@ export function libcLoadFailed(): boolean {
 
 /** Returns the calling thread's `errno`; call it right after the failing call. */
 export function errno(): number {
-  const ptr = spawnLibc().__errno_location();
+  const location = spawnLibc().__errno_location();
+  const ptr = Deno.UnsafePointer.create(
+    new BigUint64Array(location.buffer, location.byteOffset, 1)[0]!,
+  );
   return ptr === null ? 0 : new Deno.UnsafePointerView(ptr).getInt32();
+}
+
+/** The one {@linkcode BY_VALUE_I64} argument of a call (copied by the call before it returns). */
+const firstArgument = new BigInt64Array(1);
+
+/** Passes `value` as a {@linkcode BY_VALUE_I64} argument. */
+function byValue(value: bigint): BigInt64Array<ArrayBuffer> {
+  firstArgument[0] = value;
+  return firstArgument;
 }
 
 /** The address of a buffer's first byte, as a `syscall` argument (0 for `null`). */
@@ -230,7 +258,7 @@ function address(buffer: BufferSource | null): bigint {
 }
 
 function sys(number: number, a = 0n, b = 0n, c = 0n, d = 0n): number {
-  return Number(spawnLibc().syscall(BigInt(number), a, b, c, d));
+  return Number(spawnLibc().syscall(byValue(BigInt(number)), a, b, c, d));
 }
 
 /** `pipe2(fds, flags)`: 0, or -1 with {@linkcode errno} set. */
@@ -418,23 +446,23 @@ export function spawnInNewSession(
     stdio.forEach((from, fd) => {
       spawnCheck(
         "dup" in from
-          ? lib.posix_spawn_file_actions_adddup2(at, from.dup, fd)
+          ? lib.posix_spawn_file_actions_adddup2(byValue(at), from.dup, fd)
           : libc().posix_spawn_file_actions_addopen(at, fd, address(from.open), from.flags, 0),
       );
     });
     // glibc copies the paths of addopen and addchdir_np.
     const cCwd = cString(cwd);
-    spawnCheck(lib.posix_spawn_file_actions_addchdir_np(at, address(cCwd)));
+    spawnCheck(lib.posix_spawn_file_actions_addchdir_np(byValue(at), address(cCwd)));
     // Do not leak this process's inheritable descriptors (glibc >= 2.34).
     if (lib.posix_spawn_file_actions_addclosefrom_np !== null) {
-      spawnCheck(lib.posix_spawn_file_actions_addclosefrom_np(at, 3));
+      spawnCheck(lib.posix_spawn_file_actions_addclosefrom_np(byValue(at), 3));
     }
     const cArgv = cStringArray(argv);
     const cEnv = cStringArray(envEntries);
     const pidOut = new Int32Array(1);
     const cPath = cString(path);
     const rc = lib.posix_spawn(
-      address(pidOut),
+      byValue(address(pidOut)),
       address(cPath),
       at,
       address(attr),
@@ -446,7 +474,7 @@ export function spawnInNewSession(
     spawnCheck(rc);
     return pidOut[0]!;
   } finally {
-    lib.posix_spawn_file_actions_destroy(at);
+    lib.posix_spawn_file_actions_destroy(byValue(at));
     keepAlive(actions);
   }
 }
