@@ -42,6 +42,7 @@ import {
   writeFd,
 } from "./libc.ts";
 import { leaderPids, orphans, statOf, trackHelper } from "./proc.ts";
+import { deadline } from "./deadline.ts";
 
 /** The watchdog's `argv[0]`: how `ps` (and the tests) tell it from the server's processes. */
 export const WATCHDOG_ARG0 = "exec-server-watchdog";
@@ -131,8 +132,8 @@ let pending = "";
 let told = new Set<string>();
 let timer: ReturnType<typeof setTimeout> | undefined;
 let timerDue = 0;
-/** The due start of the watchdog. */
-let kick: ReturnType<typeof setTimeout> | undefined;
+/** Cancels the due start of the watchdog. */
+let kick: (() => void) | undefined;
 
 const encoder = new TextEncoder();
 
@@ -232,7 +233,9 @@ function send(line: string): void {
  */
 function startSoon(): void {
   if (kick !== undefined) return;
-  kick = setTimeout(() => {
+  // On the runtime's own timers ({@linkcode deadline}, which keep no process alive either): the
+  // first `setTimeout` of a process compiles Deno's Node timer functions.
+  kick = deadline(0, () => {
     kick = undefined;
     if (dog !== undefined) return;
     dog = start();
@@ -242,8 +245,7 @@ function startSoon(): void {
       if (stat !== undefined) send(`${pid} ${stat.starttime}\n`);
     }
     scanOrphans();
-  }, 0);
-  Deno.unrefTimer(kick);
+  });
 }
 
 /** Scans after `ms` (unless a scan is already due sooner); the timer does not keep the server up. */
@@ -302,7 +304,7 @@ function scanOrphans(): void {
 
 /** Clean shutdown: tells the watchdog `bye` (it exits without signalling anything). */
 export function closeWatchdog(): void {
-  clearTimeout(kick);
+  kick?.();
   kick = undefined;
   if (dog === undefined) return;
   clearTimeout(timer);

@@ -22,6 +22,7 @@ import type { Readable, Writable } from "node:stream";
 import { internalError, invalidRequest } from "../../protocol/errors.ts";
 import { PROCESS_SIGNALS } from "../../protocol/methods.ts";
 import { watchChildExit } from "../host/child_exits.ts";
+import { deadline } from "../host/deadline.ts";
 import {
   bytesReadable,
   C,
@@ -60,9 +61,14 @@ function loadNet(): Promise<NetModule> {
   return netLoad ??= import("node:net").then((module) => net = module);
 }
 
-/** Resolves on a later turn of the event loop than the current one (a timer's). */
+/**
+ * Resolves on a later turn of the event loop than the current one (a timer's). On the
+ * runtime's own timers ({@linkcode deadline}): the first `setTimeout` of a process compiles
+ * Deno's Node timer functions (about 0.2 ms), which the first `process/start` answer would wait
+ * for.
+ */
 function afterThisTurn(): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, 0));
+  return new Promise((resolve) => deadline(0, resolve));
 }
 
 /**
