@@ -285,6 +285,44 @@ Deno.test("fs/getMetadata stats the target and lstats the path", async () => {
   assertEquals(await failure(() => getMetadata({ path: fx.at("broken") })), NOT_FOUND);
 });
 
+Deno.test("fs/getMetadata answers the same from statx (--allow-ffi) as from Deno.lstatSync", async () => {
+  await using fx = await fixture();
+  await Deno.utime(`${fx.dir}/a.txt`, -315619199.5, -315619199.5);
+  const names = ["a.txt", "dir", "link", "dirlink", "fifo", "broken", "missing", "a.txt/x"];
+  const answer = async (name: string) => {
+    try {
+      return await getMetadata({ path: fx.at(name) });
+    } catch (err) {
+      if (err instanceof RpcError) return { code: err.code, message: err.message };
+      throw err;
+    }
+  };
+  const withFfi = [];
+  for (const name of names) withFfi.push(await answer(name));
+  // The same requests in a process without --allow-ffi (so `Deno.lstatSync` answers them).
+  const operations = new URL("../lib/server/fs/operations.ts", import.meta.url).href;
+  const script = `
+    import { runFsOperation } from ${JSON.stringify(operations)};
+    const answers = [];
+    for (const path of ${JSON.stringify(names.map(fx.at))}) {
+      try {
+        answers.push(await runFsOperation("fs/getMetadata", { path }, {}));
+      } catch (err) {
+        answers.push({ code: err.code, message: err.message });
+      }
+    }
+    console.log(JSON.stringify(answers));
+  `;
+  const output = await new Deno.Command(Deno.execPath(), {
+    args: ["eval", "--no-config", "--allow-read", "--allow-env", script],
+    stderr: "inherit",
+  }).output();
+  assert(output.success, "the process without --allow-ffi failed");
+  const withoutFfi = JSON.parse(new TextDecoder().decode(output.stdout));
+  assertEquals(withFfi, withoutFfi);
+  assertEquals((withFfi[0] as { modifiedAtMs: number }).modifiedAtMs, -315619199500);
+});
+
 Deno.test("fs/canonicalize resolves symlinks and dot segments", async () => {
   await using fx = await fixture();
   assertEquals(await canonicalize({ path: fx.at("link") }), { path: fx.at("a.txt") });

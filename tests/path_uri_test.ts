@@ -155,3 +155,25 @@ Deno.test("pathFromUri gives plain URIs the path the URL parser gives them", () 
     assertEquals(actual, expected, uri);
   }
 });
+
+Deno.test("pathFromUri gives a plain URI's path as the URL parser normalizes it", () => {
+  const parsed = (uri: string) =>
+    "/" + decodeURIComponent(new URL(uri).pathname).split("/").filter((s) => s !== "").join("/");
+  for (
+    const uri of [
+      "file:///",
+      "file:///tmp",
+      "file:///tmp/",
+      "file:///tmp//x",
+      "file:////tmp",
+      "file:///tmp/.hidden",
+      "file:///tmp/./x",
+      "file:///tmp/x/.",
+      "file:///tmp/../x",
+      "file:///tmp/x/..",
+      "file:///.",
+      "file:///...",
+      "file:///a..b/c~d/e-f_g",
+    ]
+  ) assertEquals(pathFromUri(uri), parsed(uri), uri);
+});

@@ -61,14 +61,24 @@ export function metadataAt(
     openToInspect(path, plans, F.O_PATH | F.O_NOFOLLOW),
     (fd) => statx(fd, "", false),
   );
-  const isSymlink = isType(entry, F.S_IFLNK);
-  const info = isSymlink
+  const info = isType(entry, F.S_IFLNK)
     ? using(openToInspect(path, plans, F.O_PATH), (fd) => statx(fd, "", true))
     : entry;
+  return metadataOf(entry, info);
+}
+
+/**
+ * The `fs/getMetadata` answer from the `statx` of an entry and of what it leads to (the entry
+ * itself unless it is a symlink).
+ *
+ * @param entry The entry's own `statx` (symlinks not followed).
+ * @param info The `statx` of what it leads to.
+ */
+export function metadataOf(entry: StatX, info: StatX): ResultOf<"fs/getMetadata"> {
   return {
     isDirectory: isType(info, F.S_IFDIR),
     isFile: isType(info, F.S_IFREG),
-    isSymlink,
+    isSymlink: isType(entry, F.S_IFLNK),
     size: info.size,
     createdAtMs: info.createdMs ?? 0,
     modifiedAtMs: info.modifiedMs,

@@ -13,7 +13,8 @@ import type { ResultOf } from "../../protocol/methods.ts";
 import { fsError } from "../host/os_errors.ts";
 import { uriFromPath } from "../host/path_uri.ts";
 import type { SandboxPlan } from "../sandbox/policy.ts";
-import { canonicalAt, metadataAt } from "./inspect_at.ts";
+import { F, fsSyscallsAvailable, isType, statx } from "../host/fs_syscalls.ts";
+import { canonicalAt, metadataAt, metadataOf } from "./inspect_at.ts";
 import { readsScoped } from "./resolve.ts";
 
 /**
@@ -21,7 +22,8 @@ import { readsScoped } from "./resolve.ts";
  * path itself is a symlink.
  *
  * Under a read scope or a sandbox (with `--allow-ffi`) the answer comes
- * from checked descriptors ({@linkcode metadataAt}).
+ * from checked descriptors ({@linkcode metadataAt}); otherwise from a
+ * `statx` of the path when `--allow-ffi` is granted, or `Deno.lstatSync`.
  *
  * @param path Native absolute path, its access already checked.
  * @param plans The sandbox plans whose denied paths the entry must not be under.
@@ -38,6 +40,13 @@ export function getMetadata(
 ): ResultOf<"fs/getMetadata"> {
   try {
     if (readsScoped(path, plans)) return metadataAt(path, plans);
+    if (fsSyscallsAvailable()) {
+      // The `statx` Deno's `lstatSync` makes, without its op's second permission check (the
+      // request's was made) and its `FileInfo` of four `Date`s: about 2 of a pipelined call's
+      // 20 µs. One call for everything but a symlink, whose target is then asked for.
+      const entry = statx(F.AT_FDCWD, path, false);
+      return metadataOf(entry, isType(entry, F.S_IFLNK) ? statx(F.AT_FDCWD, path, true) : entry);
+    }
     // One syscall for everything but a symlink, whose target is then asked for.
     const link = Deno.lstatSync(path);
     const info = link.isSymlink ? Deno.statSync(path) : link;

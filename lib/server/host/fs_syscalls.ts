@@ -329,24 +329,49 @@ export interface StatX {
 const STATX_MASK = 0x7ff | 0x800;
 
 /**
- * `statx`; `name` `""` describes the descriptor itself (`AT_EMPTY_PATH`).
+ * The result buffer of every {@linkcode statx} call (the calls are synchronous), read through
+ * 32-bit views: little-endian, as on every Linux target Deno runs on (x86_64, aarch64).
+ */
+const STATX_BUFFER = new Uint8Array(256);
+const STATX_U32 = new Uint32Array(STATX_BUFFER.buffer);
+const STATX_I32 = new Int32Array(STATX_BUFFER.buffer);
+
+/**
+ * The name argument of every {@linkcode statx} call, NUL-terminated: `PATH_MAX` bytes and the
+ * NUL (a longer name gets a buffer of its own and the kernel's `ENAMETOOLONG`).
+ */
+const NAME_BUFFER = new Uint8Array(4096 + 1);
+const NAME_ENCODER = new TextEncoder();
+
+/** `name` as a C string, in {@linkcode NAME_BUFFER} when it fits (3 bytes at most per unit). */
+function statxName(name: string): Uint8Array<ArrayBuffer> {
+  if (name.length * 3 >= NAME_BUFFER.length) return cString(name);
+  NAME_BUFFER[NAME_ENCODER.encodeInto(name, NAME_BUFFER).written] = 0;
+  return NAME_BUFFER;
+}
+
+/** A `struct statx_timestamp` at 32-bit index `at` (i64 seconds, u32 nanoseconds) in ms. */
+function statxMs(at: number): number {
+  const seconds = STATX_I32[at + 1]! * 2 ** 32 + STATX_U32[at]!;
+  return seconds * 1000 + Math.floor(STATX_U32[at + 2]! / 1e6);
+}
+
+/**
+ * `statx`; `name` `""` describes the descriptor itself (`AT_EMPTY_PATH`). Without an
+ * allocation but the result: `fs/getMetadata` makes one or two per request.
  *
  * @throws {SyscallError} Also `ENOENT` when the name does not exist.
  */
 export function statx(dirfd: number, name: string, follow: boolean): StatX {
-  const buf = new Uint8Array(256);
   const flags = (follow ? 0 : F.AT_SYMLINK_NOFOLLOW) | (name === "" ? F.AT_EMPTY_PATH : 0);
-  check(lib().statx(dirfd, cString(name), flags, STATX_MASK, buf), "statx");
-  const view = new DataView(buf.buffer);
-  // struct statx: stx_mask 0, stx_mode 28, stx_size 40, stx_btime 80, stx_mtime 112
-  // (each timestamp an i64 of seconds, then a u32 of nanoseconds).
-  const ms = (at: number) =>
-    Number(view.getBigInt64(at, true)) * 1000 + Math.floor(view.getUint32(at + 8, true) / 1e6);
+  check(lib().statx(dirfd, statxName(name), flags, STATX_MASK, STATX_BUFFER), "statx");
+  // struct statx: stx_mask at byte 0, stx_mode (u16) 28, stx_size (u64) 40, stx_btime 80,
+  // stx_mtime 112.
   return {
-    mode: view.getUint16(28, true),
-    size: Number(view.getBigUint64(40, true)),
-    modifiedMs: ms(112),
-    createdMs: (view.getUint32(0, true) & 0x800) !== 0 ? ms(80) : undefined,
+    mode: STATX_U32[7]! & 0xffff,
+    size: STATX_U32[11]! * 2 ** 32 + STATX_U32[10]!,
+    modifiedMs: statxMs(28),
+    createdMs: (STATX_U32[0]! & 0x800) !== 0 ? statxMs(20) : undefined,
   };
 }
 

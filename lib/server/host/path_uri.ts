@@ -83,6 +83,12 @@ const PLAIN_FILE_URI = /^file:\/\/\/[A-Za-z0-9\-._~!$&'()*+,;=@/]*$/;
  */
 function plainPath(uri: string): string | undefined {
   if (!PLAIN_FILE_URI.test(uri)) return undefined;
+  // Already normal (no empty or dot segment, no trailing slash): the path is the URI's own.
+  const path = uri.slice("file://".length);
+  if (
+    path === "/" ||
+    (!path.endsWith("/") && !path.includes("//") && !path.includes("/."))
+  ) return path;
   const parts = uri.slice("file:///".length).split("/").filter((part) => part !== "");
   if (parts.some((part) => part === "." || part === "..")) return undefined;
   return "/" + parts.join("/");
