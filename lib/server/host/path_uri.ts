@@ -70,26 +70,40 @@ function notNativeMessage(href: string): string {
 }
 
 /**
- * A `file:///` URI whose path has only characters the URL parser keeps as
- * they are: no percent sign, no character it would encode, no backslash, no
- * `:` or `|` (drive letters), no query or fragment.
+ * The characters of a plain `file:///` URI's path: those the URL parser keeps as they are
+ * (`A-Z a-z 0-9 - . _ ~ ! $ & ' ( ) * + , ; = @ /`), so no percent sign, no character it would
+ * encode, no backslash, no `:` or `|` (drive letters), no query or fragment. 1 for each.
  */
-const PLAIN_FILE_URI = /^file:\/\/\/[A-Za-z0-9\-._~!$&'()*+,;=@/]*$/;
+const PLAIN_CHARS = Uint8Array.from({ length: 128 }, (_, c) => {
+  const char = String.fromCharCode(c);
+  return /[A-Za-z0-9\-._~!$&'()*+,;=@/]/.test(char) ? 1 : 0;
+});
+
+const PLAIN_PREFIX = "file:///";
+const SLASH = 0x2f;
+const DOT = 0x2e;
 
 /**
- * The path of a plain URI (see {@linkcode PLAIN_FILE_URI}) without dot
+ * The path of a plain URI (`file:///` and {@linkcode PLAIN_CHARS}) without dot
  * segments, as the URL parser would give it; `undefined` for any other URI.
- * Almost every URI a client sends is one, and this skips the parser.
+ * Almost every URI a client sends is one, and this skips the parser; one that
+ * is already normal (no empty or dot segment, no trailing slash) is its own
+ * path, without a split.
  */
 function plainPath(uri: string): string | undefined {
-  if (!PLAIN_FILE_URI.test(uri)) return undefined;
-  // Already normal (no empty or dot segment, no trailing slash): the path is the URI's own.
-  const path = uri.slice("file://".length);
-  if (
-    path === "/" ||
-    (!path.endsWith("/") && !path.includes("//") && !path.includes("/."))
-  ) return path;
-  const parts = uri.slice("file:///".length).split("/").filter((part) => part !== "");
+  if (!uri.startsWith(PLAIN_PREFIX)) return undefined;
+  let normal = true;
+  let previous = SLASH;
+  for (let i = PLAIN_PREFIX.length; i < uri.length; i++) {
+    const c = uri.charCodeAt(i);
+    if (c >= 128 || PLAIN_CHARS[c] === 0) return undefined;
+    if (previous === SLASH && (c === SLASH || c === DOT)) normal = false;
+    previous = c;
+  }
+  if (normal && (uri.length === PLAIN_PREFIX.length || previous !== SLASH)) {
+    return uri.slice(PLAIN_PREFIX.length - 1);
+  }
+  const parts = uri.slice(PLAIN_PREFIX.length).split("/").filter((part) => part !== "");
   if (parts.some((part) => part === "." || part === "..")) return undefined;
   return "/" + parts.join("/");
 }
