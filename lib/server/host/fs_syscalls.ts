@@ -369,7 +369,7 @@ export function statx(dirfd: number, name: string, follow: boolean): StatX {
   // stx_mtime 112.
   return {
     mode: STATX_U32[7]! & 0xffff,
-    size: STATX_U32[11]! * 2 ** 32 + STATX_U32[10]!,
+    size: STATX_U32[11] === 0 ? STATX_U32[10]! : STATX_U32[11]! * 2 ** 32 + STATX_U32[10]!,
     modifiedMs: statxMs(28),
     createdMs: (STATX_U32[0]! & 0x800) !== 0 ? statxMs(20) : undefined,
   };

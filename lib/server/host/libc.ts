@@ -234,13 +234,22 @@ export function libcLoadFailed(): boolean {
   return loadFailed;
 }
 
+/**
+ * Where `errno` lives for the thread this module runs on (a module instance, the server's or a
+ * worker's, stays on one thread): looked up once, so that {@linkcode errno} makes no call.
+ */
+let errnoView: Deno.UnsafePointerView | null | undefined;
+
 /** Returns the calling thread's `errno`; call it right after the failing call. */
 export function errno(): number {
-  const location = spawnLibc().__errno_location();
-  const ptr = Deno.UnsafePointer.create(
-    new BigUint64Array(location.buffer, location.byteOffset, 1)[0]!,
-  );
-  return ptr === null ? 0 : new Deno.UnsafePointerView(ptr).getInt32();
+  if (errnoView === undefined) {
+    const location = spawnLibc().__errno_location();
+    const ptr = Deno.UnsafePointer.create(
+      new BigUint64Array(location.buffer, location.byteOffset, 1)[0]!,
+    );
+    errnoView = ptr === null ? null : new Deno.UnsafePointerView(ptr);
+  }
+  return errnoView === null ? 0 : errnoView.getInt32();
 }
 
 /** The one {@linkcode BY_VALUE_I64} argument of a call (copied by the call before it returns). */
