@@ -301,6 +301,16 @@ function utf8Length(text: string, start: number, end: number): number {
 
 /** Single-use decoder state for one document. */
 class Decoder {
+  /**
+   * A decoder kept as long as the class, never used. V8's optimized code for these methods
+   * checks `this` against the instances' hidden class, which lives only while some instance
+   * does (a class reaches it from its first map through weak transitions); between messages
+   * no decoder is alive, so an idle process's full collection would take that map and throw
+   * the decoder's compiled code away. This one keeps it (docs/benchmarks.md, "Keeping the last
+   * closed connection").
+   */
+  static readonly #shape = new Decoder("", 0, 0);
+
   #text: string;
   #len: number;
   #pos = 0;

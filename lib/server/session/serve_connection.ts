@@ -15,6 +15,7 @@ import type { OutboundText, Transport } from "../../rpc/transport.ts";
 import { environmentInfo } from "./environment.ts";
 import { type HandlerContext, HANDLERS } from "./handlers.ts";
 import { ConnectionState } from "./connection_state.ts";
+import { keepLastClosed } from "./last_closed.ts";
 import { observeRequest } from "../observe/requests.ts";
 import type { Session, SessionRegistry } from "./registry.ts";
 
@@ -159,6 +160,8 @@ export function serveConnection(
 
   const finished = connection.closed.then(() => {
     state.closeAll();
+    // Its objects keep the maps the request path's optimized code embeds (see last_closed.ts).
+    keepLastClosed(connection);
     if (!session || !session.isAttachedTo(owner)) return;
     if (options.onClose === "end") registry.end(session);
     else registry.detach(session);
