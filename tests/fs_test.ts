@@ -288,7 +288,18 @@ Deno.test("fs/getMetadata stats the target and lstats the path", async () => {
 Deno.test("fs/getMetadata answers the same from statx (--allow-ffi) as from Deno.lstatSync", async () => {
   await using fx = await fixture();
   await Deno.utime(`${fx.dir}/a.txt`, -315619199.5, -315619199.5);
-  const names = ["a.txt", "dir", "link", "dirlink", "fifo", "broken", "missing", "a.txt/x"];
+  const names = [
+    "a.txt",
+    "dir",
+    "link",
+    "dirlink",
+    "fifo",
+    "broken",
+    "missing",
+    "a.txt/x",
+    "n".repeat(300), // a name over NAME_MAX
+    "d/".repeat(2100), // a path over PATH_MAX (its own C string, not the shared buffer)
+  ];
   const answer = async (name: string) => {
     try {
       return await getMetadata({ path: fx.at(name) });
