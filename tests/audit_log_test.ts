@@ -205,3 +205,24 @@ Deno.test("audit log: http/request is http.request with the method, the origin (
     ["info", "GET", origin, 418],
   );
 });
+
+Deno.test("audit log: consecutive http/requests to different origins each name their own origin", async () => {
+  await using first = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    () => new Response("a"),
+  );
+  await using second = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    () => new Response("b"),
+  );
+  const origins = [first, second, first].map((target) => `http://127.0.0.1:${target.addr.port}`);
+  const { events } = await capturedLog(async () => {
+    await using server = await InProcessServer.websocket();
+    await using client = await server.connect();
+    await handshake(client);
+    for (const [i, origin] of origins.entries()) {
+      await call(client, "http/request", { method: "GET", url: `${origin}/p`, requestId: `r${i}` });
+    }
+  });
+  assert.deepEqual(only(events, "http.request").map((event) => event.origin), origins);
+});

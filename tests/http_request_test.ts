@@ -254,6 +254,32 @@ Deno.test("http/request sends the method, headers and body exactly like the refe
   ]);
 });
 
+Deno.test("http/request sends a non-ASCII header value as UTF-8, with and without a body", async () => {
+  await using server = rawServer(async (conn) => {
+    await write(conn, "HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+  });
+  const { request } = recordingTable();
+  const headers = [{ name: "x-name", value: "caf\u00e9 \u2713" }];
+  // A head cut short would leave the server waiting for its end: the deadline ends the wait.
+  const timeoutMs = 10_000;
+  await request({ method: "GET", url: `${server.origin}/`, requestId: "u1", headers, timeoutMs });
+  await request({
+    method: "POST",
+    url: `${server.origin}/`,
+    requestId: "u2",
+    headers,
+    bodyBase64: encoder.encode("body"),
+    timeoutMs,
+  });
+  const host = server.origin.slice("http://".length);
+  const head =
+    `x-name: caf\u00e9 \u2713\r\naccept: */*\r\naccept-encoding: zstd,gzip\r\nhost: ${host}\r\n`;
+  assertEquals(server.requests, [
+    `GET / HTTP/1.1\r\n${head}\r\n`,
+    `POST / HTTP/1.1\r\n${head}content-length: 4\r\n\r\nbody`,
+  ]);
+});
+
 Deno.test("http/request sends a lowercase method literally and no user-agent", async () => {
   await using server = serve((req) =>
     Response.json({ method: req.method, userAgent: req.headers.get("user-agent") })

@@ -34,11 +34,13 @@ export type BodyCoding = "gzip" | "zstd" | null;
 export function responseResult(
   response: ReceivedResponse,
 ): { result: Omit<ResultOf<"http/request">, "bodyBase64">; coding: BodyCoding } {
+  const lines = response.head.headers;
   const grouped = new Map<string, string[]>();
-  for (const [name, value] of response.head.headers) {
+  for (let i = 0; i < lines.length; i++) {
+    const name = lines[i]![0];
     const values = grouped.get(name);
-    if (values) values.push(value);
-    else grouped.set(name, [value]);
+    if (values) values.push(lines[i]![1]);
+    else grouped.set(name, [lines[i]![1]]);
   }
   const encodings = grouped.get("content-encoding");
   const named = encodings?.length === 1 ? encodings[0]!.toLowerCase() : "";
@@ -48,9 +50,11 @@ export function responseResult(
     grouped.delete("content-length");
   }
   const headers: { name: string; value: string }[] = [];
-  for (const [name, values] of grouped) {
-    for (const value of values) if (isVisibleAscii(value)) headers.push({ name, value });
-  }
+  grouped.forEach((values, name) => {
+    for (let i = 0; i < values.length; i++) {
+      if (isVisibleAscii(values[i]!)) headers.push({ name, value: values[i]! });
+    }
+  });
   return { result: { status: response.head.status, headers }, coding };
 }
 

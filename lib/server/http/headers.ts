@@ -73,13 +73,14 @@ export function hopHeaders(
   let encoding = false;
   let host = false;
   let length = false;
-  for (const { name, values } of headers) {
+  for (let i = 0; i < headers.length; i++) {
+    const { name, values } = headers[i]!;
     if (name === "content-length" && body !== null) {
       lines.push([name, String(body.length)]);
       length = true;
       continue;
     }
-    for (const value of values) lines.push([name, value]);
+    for (let j = 0; j < values.length; j++) lines.push([name, values[j]!]);
     if (name === "accept") accept = true;
     else if (name === "proxy-authorization") authorization = true;
     else if (name === "accept-encoding") encoding = true;

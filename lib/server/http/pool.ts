@@ -81,10 +81,12 @@ export class ConnectionPool {
     const firstRead = readInto(conn);
     const idle: Idle = { key, conn, firstRead, since: performance.now() };
     // While idle, anything the read returns (end of stream, stray bytes, an error) retires it.
-    firstRead.then(() => this.#drop(idle), () => this.#drop(idle));
+    const retire = () => this.#drop(idle);
+    firstRead.then(retire, retire);
     let oldest: Idle | undefined;
     let sameOrigin = 0;
-    for (const other of this.#idle) {
+    for (let i = 0; i < this.#idle.length; i++) {
+      const other = this.#idle[i]!;
       if (other.key !== key) continue;
       oldest ??= other;
       sameOrigin++;

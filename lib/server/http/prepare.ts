@@ -64,7 +64,9 @@ export function prepareRequest(params: ParamsOf<"http/request">): PreparedReques
     url.password = "";
   }
   const given = new Set<string>();
-  for (const header of params.headers ?? []) {
+  const list = params.headers ?? [];
+  for (let i = 0; i < list.length; i++) {
+    const header = list[i]!;
     if (!isToken(header.name)) {
       throw invalid("http/request header name is invalid: invalid HTTP header name");
     }

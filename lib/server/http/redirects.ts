@@ -5,7 +5,6 @@
  * @module
  */
 
-import { concatBytes } from "../../rpc/bytes.ts";
 import { requireNet } from "../host/permissions.ts";
 import { failed, sendFailed } from "./errors.ts";
 import type { Exchange } from "./exchange.ts";
@@ -16,7 +15,7 @@ import { effectivePort, sameOrigin } from "./url.ts";
 import {
   type BodyFraming,
   bodyFraming,
-  encodeRequestHead,
+  encodeRequest,
   keepsAlive,
   type ResponseHead,
   ResponseReader,
@@ -80,9 +79,7 @@ export async function send(
       ? `${url.protocol}//${url.host}${url.pathname}${url.search}`
       : `${url.pathname}${url.search}`;
     const lines = hopHeaders(headers, url, body, forwarded ? proxy.authorization : null);
-    const head = encodeRequestHead(method, target, lines);
-    // One write: a body written after the head would wait for the head's ACK (Nagle).
-    const message = body === null ? head : concatBytes([head, body]);
+    const message = encodeRequest(method, target, lines, body);
     let received: ReceivedResponse | null = null;
     // An idle connection to the origin was opened after this same check passed.
     let hop = exchange.reuse(url, proxy);

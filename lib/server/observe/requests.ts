@@ -38,13 +38,24 @@ function pathOf(uri: string): string {
   }
 }
 
-/** The origin of an `http/request` URL (the URL itself when it does not parse). */
+/** The last URL {@linkcode originOf} parsed and its origin. */
+const lastOrigin = { url: "", origin: "" };
+
+/**
+ * The origin of an `http/request` URL (the URL itself when it does not parse). A client's
+ * requests mostly go to one URL (an MCP server's endpoint), so the last answer is kept.
+ */
 function originOf(url: string): string {
+  if (url === lastOrigin.url) return lastOrigin.origin;
+  let origin: string;
   try {
-    return new URL(url).origin;
+    origin = new URL(url).origin;
   } catch {
-    return url;
+    origin = url;
   }
+  lastOrigin.url = url;
+  lastOrigin.origin = origin;
+  return origin;
 }
 
 /** Audits one request: `result` is its result, or `undefined` when it failed. */
