@@ -66,7 +66,7 @@ export class ConnectionPool {
       const idle = this.#idle[i]!;
       if (idle.key !== key) continue;
       this.#idle.splice(i, 1);
-      return { conn: idle.conn, firstRead: idle.firstRead };
+      return idle;
     }
     return null;
   }
