@@ -123,7 +123,22 @@ export function startPipe(
   options: PipeOptions,
 ): Backend | Promise<never> {
   // posix_spawn reports ENOEXEC itself (glibc >= 2.15 runs no shell for it): `spawnPosix`'s errno.
-  if (posix) return spawnPosix(events, program, argv, options);
+  return posix
+    ? spawnPosix(events, program, argv, options)
+    : spawnChildProcess(events, program, argv, options);
+}
+
+/**
+ * Spawns with `node:child_process` (without FFI). A file `execve` refuses
+ * with ENOEXEC is refused before the spawn ({@linkcode hasExecutableFormat}):
+ * Node's spawn would run it through `/bin/sh`.
+ */
+function spawnChildProcess(
+  events: BackendEvents,
+  program: string,
+  argv: string[],
+  options: PipeOptions,
+): Backend | Promise<never> {
   if (childProcess === undefined) throw internalError("node:child_process is not loaded");
   if (!hasExecutableFormat(program)) throw spawnErrorFromErrno("ENOEXEC");
   const child = childProcess.spawn(program, argv.slice(1), {
