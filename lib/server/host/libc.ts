@@ -13,17 +13,19 @@
  */
 
 /**
- * The first parameter of each {@linkcode SPAWN_SYMBOLS} function (pass it with
+ * The first parameter of a rarely called synchronous symbol (pass it with
  * {@linkcode byValue}): a struct of one 64-bit integer, passed by value. On the x86_64 and
- * aarch64 Linux C ABIs it travels in the same register as an `i64`, so the C function gets
- * the same arguments. What it changes is `Deno.dlopen`: for a synchronous symbol whose
- * signature has no struct, Deno compiles a fast-call trampoline (Cranelift), which only
- * optimized JavaScript enters and which the few calls of one spawn never use. Binding the 7
- * spawn symbols took 1.96-3.01 ms and 3.7-5.2 MB of RSS with trampolines, 0.91-1.33 ms and
- * 1.6-2.0 MB without (fresh processes, 6 runs each; the first trampoline of a process about
- * 0.8 ms, each further one about 0.2).
+ * aarch64 Linux C ABIs it travels in the same register as an `i64` (or the `int`, or the
+ * pointer, the C function takes there: an `int` is its low half), so the C function gets the
+ * same arguments. What it changes is `Deno.dlopen`: for a synchronous symbol whose signature
+ * has no struct, Deno compiles a fast-call trampoline (Cranelift), which only optimized
+ * JavaScript enters and which a call made once per request or per spawn gains little from
+ * (0.3-0.5 µs per call). Binding the 7 spawn symbols took 1.96-3.01 ms and 3.7-5.2 MB of RSS
+ * with trampolines, 0.91-1.33 ms and 1.6-2.0 MB without (fresh processes, 6 runs each; the
+ * first trampoline of a process about 0.8 ms, each further one about 0.2). `fs_syscalls.ts`
+ * binds its rarely called symbols the same way.
  */
-const BY_VALUE_I64 = { struct: ["i64"] } as const;
+export const BY_VALUE_I64 = { struct: ["i64"] } as const;
 
 /**
  * What a pipe process's spawn, its pipes and its exit need, bound on their own: binding costs
@@ -240,29 +242,52 @@ export function libcLoadFailed(): boolean {
  */
 let errnoView: Deno.UnsafePointerView | null | undefined;
 
+/**
+ * Looks up where `errno` lives, once, through `errnoLocation`: a `__errno_location` bound with
+ * the result `{ struct: ["u64"] }` (an `int *` in the same register, without a trampoline, as
+ * {@linkcode SPAWN_SYMBOLS} binds it). A module with a table of its own calls it right after
+ * binding it: {@linkcode errno} would otherwise bind {@linkcode SPAWN_SYMBOLS} after the
+ * failing call, and binding may itself set `errno`.
+ */
+export function locateErrno(errnoLocation: () => Uint8Array<ArrayBuffer>): void {
+  if (errnoView !== undefined) return;
+  const location = errnoLocation();
+  const ptr = Deno.UnsafePointer.create(
+    new BigUint64Array(location.buffer, location.byteOffset, 1)[0]!,
+  );
+  errnoView = ptr === null ? null : new Deno.UnsafePointerView(ptr);
+}
+
 /** Returns the calling thread's `errno`; call it right after the failing call. */
 export function errno(): number {
-  if (errnoView === undefined) {
-    const location = spawnLibc().__errno_location();
-    const ptr = Deno.UnsafePointer.create(
-      new BigUint64Array(location.buffer, location.byteOffset, 1)[0]!,
-    );
-    errnoView = ptr === null ? null : new Deno.UnsafePointerView(ptr);
-  }
-  return errnoView === null ? 0 : errnoView.getInt32();
+  if (errnoView === undefined) locateErrno(spawnLibc().__errno_location);
+  return errnoView?.getInt32() ?? 0;
 }
 
 /** The one {@linkcode BY_VALUE_I64} argument of a call (copied by the call before it returns). */
 const firstArgument = new BigInt64Array(1);
 
-/** Passes `value` as a {@linkcode BY_VALUE_I64} argument. */
-function byValue(value: bigint): BigInt64Array<ArrayBuffer> {
-  firstArgument[0] = value;
+/**
+ * Passes `value` (an integer, a descriptor, or an {@linkcode address}) as a
+ * {@linkcode BY_VALUE_I64} argument: pass it straight to the call, one per call (every
+ * call shares the array it returns).
+ *
+ * @example
+ * ```ts
+ * import { byValue } from "./libc.ts";
+ * console.log(byValue(-100)[0]); // -100n
+ * ```
+ */
+export function byValue(value: number | bigint): BigInt64Array<ArrayBuffer> {
+  firstArgument[0] = BigInt(value);
   return firstArgument;
 }
 
-/** The address of a buffer's first byte, as a `syscall` argument (0 for `null`). */
-function address(buffer: BufferSource | null): bigint {
+/**
+ * The address of a buffer's first byte, as a `syscall` or {@linkcode byValue} argument (0 for
+ * `null`). Keep the buffer reachable ({@linkcode keepAlive}) until the call has returned.
+ */
+export function address(buffer: BufferSource | null): bigint {
   return buffer === null ? 0n : BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(buffer)));
 }
 
@@ -526,7 +551,8 @@ export function spawnAttributes(): Uint8Array<ArrayBuffer> {
   return attr;
 }
 
-function keepAlive(..._values: unknown[]): void {}
+/** Keeps its arguments reachable up to this call: the buffers an {@linkcode address} points into. */
+export function keepAlive(..._values: unknown[]): void {}
 
 function spawnCheck(rc: number): void {
   if (rc !== 0) throw Object.assign(new Error(osErrorMessage(rc)), { code: rc });
