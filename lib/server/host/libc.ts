@@ -22,8 +22,9 @@
  * JavaScript enters and which a call made once per request or per spawn gains little from
  * (0.3-0.5 µs per call). Binding the 7 spawn symbols took 1.96-3.01 ms and 3.7-5.2 MB of RSS
  * with trampolines, 0.91-1.33 ms and 1.6-2.0 MB without (fresh processes, 6 runs each; the
- * first trampoline of a process about 0.8 ms, each further one about 0.2). `fs_syscalls.ts`
- * binds its rarely called symbols the same way.
+ * first trampoline of a process about 0.8 ms, each further one about 0.2). The pty table
+ * ({@linkcode LIBC_SYMBOLS}) and the file calls of `fs_syscalls.ts` but `statx` are bound the
+ * same way.
  */
 export const BY_VALUE_I64 = { struct: ["i64"] } as const;
 
@@ -63,9 +64,12 @@ export const SPAWN_SYMBOLS = {
 /**
  * The rest of what is bound from libc (ptys, non-blocking I/O), with the first pty start. The
  * first parameter of each synchronous one is {@linkcode BY_VALUE_I64} (a pointer passed as its
- * {@linkcode address}): no trampoline to compile, TODO. `poll` runs on Deno's blocking thread
- * pool (a `nonblocking` symbol has no trampoline either). Closing, signalling and reaping go
- * through `syscall` ({@linkcode closeFd}, {@linkcode killProcess}, {@linkcode waitChild}).
+ * {@linkcode address}): no trampoline to compile. With trampolines, binding the 18 symbols this
+ * table had took 4.5-10.3 ms (median 7.4) and 2.9-3.4 MB of RSS in a fresh process that had
+ * bound {@linkcode SPAWN_SYMBOLS}; these 15 take 0.5-1.3 ms (0.8) and 0.6-0.8 MB (7 runs each).
+ * `poll` runs on Deno's blocking thread pool (a `nonblocking` symbol has no trampoline either).
+ * Closing, signalling and reaping go through `syscall`: {@linkcode closeFd},
+ * {@linkcode killProcess}, {@linkcode waitChild}.
  */
 export const LIBC_SYMBOLS = {
   // Only a pty's slave is opened by the child itself (after `setsid`, to become its terminal).
