@@ -26,30 +26,26 @@ import {
 import { osErrorName } from "./os_errors.ts";
 
 /**
- * The calls made per request or per directory entry, bound with Deno's fast calls: `statx`
- * (one or two per `fs/getMetadata`, one per entry of a walk) and `readdir` (one per entry).
- * A fast call saves about 0.3 µs a call (a 1000-entry listing took 0.72-0.90 ms with it,
- * 1.05-1.15 without); its trampoline costs binding time, see {@linkcode SYMBOLS}. These two
- * are bound by {@linkcode fsSyscallsAvailable}, the rest with the first call of one.
+ * `statx`, bound on its own with its first call, with Deno's fast call: it is the one call of
+ * an `fs/getMetadata` (one or two per request, and one per entry of a scoped listing or walk),
+ * and a fast call saves 0.3-0.5 µs of each (a trampoline, see {@linkcode SYMBOLS}).
  */
-const FAST_SYMBOLS = {
+const STATX_SYMBOLS = {
   statx: { parameters: ["i32", "buffer", "i32", "u32", "buffer"], result: "i32" },
-  readdir: { parameters: ["pointer"], result: "pointer" },
-  // `int *`, returned as a struct of one 64-bit integer: no trampoline (see `locateErrno`).
-  __errno_location: { parameters: [], result: { struct: ["u64"] } },
 } as const;
 
 /**
- * The rest: called once or a few times per request, or rarely. The first parameter of each
- * synchronous one is {@linkcode BY_VALUE_I64} (pass it with {@linkcode byValue}; a pointer as
- * its {@linkcode address}), so that `Deno.dlopen` compiles no fast-call trampoline for it
- * (`nonblocking` ones get none anyway). In fresh processes (7 runs each), binding the 31
- * symbols this file had, all with trampolines, took 8.8-14.6 ms (median 10.5); now
- * {@linkcode fsSyscallsAvailable} (the first `fs/getMetadata` needs no more) takes 2.4-2.8 ms
- * and both tables 3.4-4.1. The RSS growth stayed 4.4-4.9 MB: most of it is the first
- * trampoline of a process (a fresh server's first `fs/getMetadata` grew it by 3.3-3.6 MB,
- * and by 1.6-2.0 with `statx` and `readdir` bound by value too, which costs each call
- * 0.3-0.5 µs).
+ * The rest, bound by {@linkcode fsSyscallsAvailable}. The first parameter of each synchronous
+ * one is {@linkcode BY_VALUE_I64} (pass it with {@linkcode byValue}; a pointer as its
+ * {@linkcode address}), so that `Deno.dlopen` compiles no fast-call trampoline for it
+ * (`nonblocking` ones get none anyway): they run once or a few times per request, or, as
+ * `readdir`, per entry of a listing that is mostly `/proc`'s (0.3 µs more per entry: 1000
+ * entries took 1.05-1.15 ms, 0.72-0.90 with a fast call). In fresh processes (7 runs each),
+ * binding the 31 symbols this file had, all with trampolines, took 7.4-13.1 ms (median 10.8)
+ * and grew RSS by 3.5-4.6 MB; this table takes 2.1-2.7 ms (2.5) and 2.4-2.9 MB, and with
+ * {@linkcode STATX_SYMBOLS} 3.1-6.6 ms (4.0) and 5.0-5.5 MB: most of it is the process's
+ * first trampoline, which a server that never answers an `fs/getMetadata` (or scoped listing
+ * or walk) now never compiles for its file calls and `/proc` reads.
  */
 const SYMBOLS = {
   syscall: { parameters: [BY_VALUE_I64, "i64", "buffer", "buffer", "u64"], result: "i64" },
@@ -102,7 +98,10 @@ const SYMBOLS = {
   flock: { parameters: [BY_VALUE_I64, "i32"], result: "i32" },
   fdopendir: { parameters: [BY_VALUE_I64], result: "pointer" },
   // The `DIR *`'s address.
+  readdir: { parameters: [BY_VALUE_I64], result: "pointer" },
   closedir: { parameters: [BY_VALUE_I64], result: "i32" },
+  // `int *`, returned as a struct of one 64-bit integer: no trampoline (see `locateErrno`).
+  __errno_location: { parameters: [], result: { struct: ["u64"] } },
 } as const;
 
 /** Linux constants (identical on x86_64 and aarch64 unless noted). */
@@ -137,38 +136,38 @@ export const F = {
   S_IFIFO: 0o010000,
 } as const;
 
-type FastLibrary = Deno.DynamicLibrary<typeof FAST_SYMBOLS>["symbols"];
+type StatxLibrary = Deno.DynamicLibrary<typeof STATX_SYMBOLS>["symbols"];
 type Library = Deno.DynamicLibrary<typeof SYMBOLS>["symbols"];
-let fastLibrary: FastLibrary | null = null;
+let statxLibrary: StatxLibrary | null = null;
 let library: Library | null = null;
 let unavailable = false;
 
-function fast(): FastLibrary {
-  if (fastLibrary === null) {
-    fastLibrary = Deno.dlopen("libc.so.6", FAST_SYMBOLS).symbols;
-    locateErrno(fastLibrary.__errno_location);
-  }
-  return fastLibrary;
-}
-
 function lib(): Library {
   if (library === null) {
-    fast();
     library = Deno.dlopen("libc.so.6", SYMBOLS).symbols;
+    locateErrno(library.__errno_location);
   }
   return library;
 }
 
+function statxLib(): StatxLibrary {
+  if (statxLibrary === null) {
+    lib();
+    statxLibrary = Deno.dlopen("libc.so.6", STATX_SYMBOLS).symbols;
+  }
+  return statxLibrary;
+}
+
 /**
  * Whether the calls can be made: Linux, `--allow-ffi` granted and glibc's
- * `libc.so.6` loadable (binding only {@linkcode FAST_SYMBOLS}). Never throws.
+ * `libc.so.6` loadable (binding {@linkcode SYMBOLS}). Never throws.
  */
 export function fsSyscallsAvailable(): boolean {
-  if (fastLibrary !== null) return true;
+  if (library !== null) return true;
   if (unavailable || Deno.build.os !== "linux") return false;
   try {
     if (Deno.permissions.querySync({ name: "ffi" }).state !== "granted") return false;
-    fast();
+    lib();
     return true;
   } catch {
     unavailable = true;
@@ -408,7 +407,7 @@ function statxMs(at: number): number {
  */
 export function statx(dirfd: number, name: string, follow: boolean): StatX {
   const flags = (follow ? 0 : F.AT_SYMLINK_NOFOLLOW) | (name === "" ? F.AT_EMPTY_PATH : 0);
-  check(fast().statx(dirfd, statxName(name), flags, STATX_MASK, STATX_BUFFER), "statx");
+  check(statxLib().statx(dirfd, statxName(name), flags, STATX_MASK, STATX_BUFFER), "statx");
   // struct statx: stx_mask at byte 0, stx_mode (u16) 28, stx_size (u64) 40, stx_btime 80,
   // stx_mtime 112.
   return {
@@ -521,16 +520,17 @@ export function listDirectory(dirfd: number): string[] {
     close(copy);
     throw new SyscallError(errno(), "fdopendir");
   }
+  const at = Deno.UnsafePointer.value(dir);
   const names: string[] = [];
   try {
-    const { readdir } = fast();
-    for (let entry = readdir(dir); entry !== null; entry = readdir(dir)) {
+    const { readdir } = lib();
+    for (let entry = readdir(byValue(at)); entry !== null; entry = readdir(byValue(at))) {
       // struct dirent64: d_ino 8, d_off 8, d_reclen 2, d_type 1, then d_name.
       const name = Deno.UnsafePointerView.getCString(entry, 19);
       if (name !== "." && name !== "..") names.push(name);
     }
   } finally {
-    lib().closedir(byValue(Deno.UnsafePointer.value(dir)));
+    lib().closedir(byValue(at));
   }
   return names;
 }

@@ -142,7 +142,7 @@ export function becomeSubreaper(): boolean {
   if (subreaper) return true;
   if (subreaperRefused || Deno.build.os !== "linux") return false;
   // Through the spawn's bindings of `libc.ts`: the first process start does not wait for the
-  // descriptor calls of `fs_syscalls.ts` (3.4-4.1 ms to bind its two tables), which the `/proc`
+  // descriptor calls of `fs_syscalls.ts` (2.1-2.7 ms to bind), which the `/proc`
   // reads bind when they first run, nor for the two symbols above.
   try {
     subreaper = Deno.permissions.querySync({ name: "ffi" }).state === "granted" &&
