@@ -76,38 +76,74 @@ Deno.test("out of descriptors, fs/open and process/start report EMFILE's own mes
   await Deno.remove(file);
 });
 
-Deno.test("process/start of an executable file in no executable format gets spawnFailed ENOEXEC, as the reference", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "es-noexec-" });
-  try {
-    await Deno.writeTextFile(`${dir}/text`, "echo not a script\n", { mode: 0o755 });
-    await Deno.writeFile(`${dir}/garbage`, new Uint8Array([1, 2, 3, 4, 5]), { mode: 0o755 });
-    await Deno.writeTextFile(`${dir}/script`, "#!/bin/sh\necho ok\n", { mode: 0o755 });
-    await using server = await ServerProcess.start({ listen: "ws" });
-    await using client = await server.connect();
-    await handshake(client);
-    let id = 1;
-    for (const name of ["text", "garbage"]) {
-      const reply = await client.request(
+/**
+ * How a start in no executable format is spawned: with FFI `posix_spawn` reports the kernel's
+ * ENOEXEC (pipe and tty alike), also for an ELF header of no machine (`e_machine` 0); without it
+ * `node:child_process` would run the file through `/bin/sh`, so the file's first bytes are
+ * checked first, which takes any ELF header for an executable (`noExec` lists what is refused).
+ */
+const NO_EXEC_FORMAT_MODES = [
+  {
+    mode: "pipe, posix_spawn",
+    tty: false,
+    permissions: SERVER_PERMISSIONS,
+    noExec: ["text", "garbage", "empty", "elf"],
+  },
+  {
+    mode: "tty, posix_spawn",
+    tty: true,
+    permissions: SERVER_PERMISSIONS,
+    noExec: ["text", "garbage", "empty", "elf"],
+  },
+  {
+    mode: "pipe without --allow-ffi, node:child_process",
+    tty: false,
+    permissions: SERVER_PERMISSIONS.filter((flag) => flag !== "--allow-ffi"),
+    noExec: ["text", "garbage", "empty"],
+  },
+];
+
+/** The 20 first bytes of a 64-bit little-endian ELF header for no machine (`e_machine` 0). */
+const ELF_FOR_NO_MACHINE = [0x7f, 0x45, 0x4c, 0x46, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0];
+
+for (const { mode, tty, permissions, noExec } of NO_EXEC_FORMAT_MODES) {
+  Deno.test(`process/start of an executable file in no executable format gets spawnFailed ENOEXEC, as the reference (${mode})`, async () => {
+    const dir = await Deno.makeTempDir({ prefix: "es-noexec-" });
+    try {
+      await Deno.writeTextFile(`${dir}/text`, "echo not a script\n", { mode: 0o755 });
+      await Deno.writeFile(`${dir}/garbage`, new Uint8Array([1, 2, 3, 4, 5]), { mode: 0o755 });
+      await Deno.writeFile(`${dir}/empty`, new Uint8Array(0), { mode: 0o755 });
+      await Deno.writeFile(`${dir}/elf`, new Uint8Array(ELF_FOR_NO_MACHINE), { mode: 0o755 });
+      await Deno.writeTextFile(`${dir}/script`, "#!/bin/sh\necho ok\n", { mode: 0o755 });
+      await using server = await ServerProcess.start({ listen: "ws", permissions });
+      await using client = await server.connect();
+      await handshake(client);
+      let id = 1;
+      for (const name of noExec) {
+        const reply = await client.request(
+          id++,
+          "process/start",
+          startParams(name, [`${dir}/${name}`], { tty }),
+        );
+        const error = reply.error as { code: number; message: string; data?: unknown };
+        assert.deepEqual([error?.code, error?.message, error?.data], [
+          -32603,
+          "Exec format error (os error 8)",
+          { kind: "spawnFailed" },
+        ], name);
+      }
+      const script = await client.request(
         id++,
         "process/start",
-        startParams(name, [`${dir}/${name}`]),
+        startParams("script", [`${dir}/script`], { tty }),
       );
-      const error = reply.error as { code: number; message: string; data?: unknown };
-      assert.deepEqual([error.code, error.message, error.data], [
-        -32603,
-        "Exec format error (os error 8)",
-        { kind: "spawnFailed" },
-      ], name);
+      assert.ok(script.result, JSON.stringify(script));
+      await client.log.processClosed("script");
+      // A terminal reports one "pty" stream and turns the script's "\n" into "\r\n".
+      const output = tty ? client.log.outputText("script", "pty") : client.log.outputText("script");
+      assert.equal(output, tty ? "ok\r\n" : "ok\n");
+    } finally {
+      await Deno.remove(dir, { recursive: true });
     }
-    const script = await client.request(
-      id++,
-      "process/start",
-      startParams("script", [`${dir}/script`]),
-    );
-    assert.ok(script.result, JSON.stringify(script));
-    await client.log.processClosed("script");
-    assert.equal(client.log.outputText("script"), "ok\n");
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-});
+  });
+}

@@ -10,6 +10,10 @@ import {
   preadAt,
   pwriteAt,
   readInto,
+  readlinkat,
+  readSmallFile,
+  sealedMemoryFile,
+  symlinkat,
   SyscallError,
   writeAll,
 } from "../lib/server/host/fs_syscalls.ts";
@@ -146,6 +150,28 @@ Deno.test({
     } finally {
       close(dirfd);
       close(readOnly);
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
+
+Deno.test({
+  name:
+    `the fs calls whose by-value first argument is a C string's address get that string: symlinkat links to its target, memfd_create names its file${SKIP}`,
+  ignore: SKIP !== "",
+  fn: async () => {
+    const dir = await Deno.makeTempDir({ prefix: "es-by-value-" });
+    const dirfd = openat(F.AT_FDCWD, dir, F.O_RDONLY | F.O_DIRECTORY);
+    const memfd = sealedMemoryFile("by-value-name", new TextEncoder().encode("sealed"));
+    try {
+      symlinkat("a/target", dirfd, "link");
+      assert.equal(readlinkat(dirfd, "link"), "a/target");
+      assert.equal(await Deno.readLink(`${dir}/link`), "a/target");
+      assert.equal(fdPath(memfd), "/memfd:by-value-name (deleted)");
+      assert.equal(readSmallFile(`/proc/self/fd/${memfd}`), "sealed");
+    } finally {
+      close(memfd);
+      close(dirfd);
       await Deno.remove(dir, { recursive: true });
     }
   },

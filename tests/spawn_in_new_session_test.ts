@@ -6,8 +6,12 @@ import {
   cString,
   errno,
   fileControl,
+  fileKind,
+  getenv,
+  isExecutable,
   spawnAttributes,
   spawnInNewSession,
+  strerror,
 } from "../lib/server/host/libc.ts";
 
 const O_WRONLY = 0o1;
@@ -118,4 +122,15 @@ Deno.test("the spawn binding's by-value first argument and struct result reach t
   assert.equal(errno(), EBADF);
   // F_GETFD of stdin: its flags (a non-negative number), not an error.
   assert.ok(fileControl(0, 1, 0) >= 0);
+});
+
+Deno.test("the pty binding's by-value first arguments reach the C calls: an error number, and a C string's address", () => {
+  assert.equal(strerror(C.ENOENT), "No such file or directory");
+  assert.equal(getenv("PATH"), Deno.env.get("PATH"));
+  assert.equal(getenv("EXEC_SERVER_NO_SUCH_VARIABLE"), null);
+  assert.equal(fileKind("/"), "directory");
+  assert.equal(fileKind("/etc/passwd"), "other");
+  assert.equal(fileKind("/nonexistent"), "missing");
+  assert.equal(isExecutable("/bin/sh"), true);
+  assert.equal(isExecutable("/etc/passwd"), false);
 });

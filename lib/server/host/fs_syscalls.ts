@@ -13,18 +13,48 @@
  * @module
  */
 
-import { cString, fileControl } from "./libc.ts";
+import {
+  address,
+  BY_VALUE_I64,
+  byValue,
+  cString,
+  errno,
+  fileControl,
+  keepAlive,
+  locateErrno,
+} from "./libc.ts";
 import { osErrorName } from "./os_errors.ts";
 
-/** Symbols bound for descriptor-relative file system calls. */
+/**
+ * `statx`, bound on its own with its first call, with Deno's fast call: it is the one call of
+ * an `fs/getMetadata` (one or two per request, and one per entry of a scoped listing or walk),
+ * and a fast call saves 0.3-0.5 µs of each (a trampoline, see {@linkcode SYMBOLS}).
+ */
+const STATX_SYMBOLS = {
+  statx: { parameters: ["i32", "buffer", "i32", "u32", "buffer"], result: "i32" },
+} as const;
+
+/**
+ * The rest, bound by {@linkcode fsSyscallsAvailable}. The first parameter of each synchronous
+ * one is {@linkcode BY_VALUE_I64} (pass it with {@linkcode byValue}; a pointer as its
+ * {@linkcode address}), so that `Deno.dlopen` compiles no fast-call trampoline for it
+ * (`nonblocking` ones get none anyway): they run once or a few times per request, or, as
+ * `readdir`, per entry of a listing that is mostly `/proc`'s (0.3 µs more per entry: 1000
+ * entries took 1.05-1.15 ms, 0.72-0.90 with a fast call). In fresh processes (7 runs each),
+ * binding the 31 symbols this file had, all with trampolines, took 7.4-13.1 ms (median 10.8)
+ * and grew RSS by 3.5-4.6 MB; this table takes 2.1-2.7 ms (2.5) and 2.4-2.9 MB, and with
+ * {@linkcode STATX_SYMBOLS} 3.1-6.6 ms (4.0) and 5.0-5.5 MB: most of it is the process's
+ * first trampoline, which a server that never answers an `fs/getMetadata` (or scoped listing
+ * or walk) now never compiles for its file calls and `/proc` reads.
+ */
 const SYMBOLS = {
-  syscall: { parameters: ["i64", "i64", "buffer", "buffer", "u64"], result: "i64" },
-  openat: { parameters: ["i32", "buffer", "i32", "u32"], result: "i32" },
-  close: { parameters: ["i32"], result: "i32" },
-  read: { parameters: ["i32", "buffer", "usize"], result: "isize" },
-  write: { parameters: ["i32", "buffer", "usize"], result: "isize" },
-  pread: { parameters: ["i32", "buffer", "usize", "i64"], result: "isize" },
-  pwrite: { parameters: ["i32", "buffer", "usize", "i64"], result: "isize" },
+  syscall: { parameters: [BY_VALUE_I64, "i64", "buffer", "buffer", "u64"], result: "i64" },
+  openat: { parameters: [BY_VALUE_I64, "buffer", "i32", "u32"], result: "i32" },
+  close: { parameters: [BY_VALUE_I64], result: "i32" },
+  read: { parameters: [BY_VALUE_I64, "buffer", "usize"], result: "isize" },
+  write: { parameters: [BY_VALUE_I64, "buffer", "usize"], result: "isize" },
+  pread: { parameters: [BY_VALUE_I64, "buffer", "usize", "i64"], result: "isize" },
+  pwrite: { parameters: [BY_VALUE_I64, "buffer", "usize", "i64"], result: "isize" },
   preadAsync: {
     name: "pread",
     parameters: ["i32", "buffer", "usize", "i64"],
@@ -49,26 +79,29 @@ const SYMBOLS = {
     result: "isize",
     nonblocking: true,
   },
-  mkdirat: { parameters: ["i32", "buffer", "u32"], result: "i32" },
-  unlinkat: { parameters: ["i32", "buffer", "i32"], result: "i32" },
-  renameat: { parameters: ["i32", "buffer", "i32", "buffer"], result: "i32" },
-  linkat: { parameters: ["i32", "buffer", "i32", "buffer", "i32"], result: "i32" },
-  symlinkat: { parameters: ["buffer", "i32", "buffer"], result: "i32" },
-  readlinkat: { parameters: ["i32", "buffer", "buffer", "usize"], result: "isize" },
-  fstatat: { parameters: ["i32", "buffer", "buffer", "i32"], result: "i32" },
-  statx: { parameters: ["i32", "buffer", "i32", "u32", "buffer"], result: "i32" },
-  fchmod: { parameters: ["i32", "u32"], result: "i32" },
-  fchown: { parameters: ["i32", "u32", "u32"], result: "i32" },
-  fdatasync: { parameters: ["i32"], result: "i32" },
+  mkdirat: { parameters: [BY_VALUE_I64, "buffer", "u32"], result: "i32" },
+  unlinkat: { parameters: [BY_VALUE_I64, "buffer", "i32"], result: "i32" },
+  renameat: { parameters: [BY_VALUE_I64, "buffer", "i32", "buffer"], result: "i32" },
+  linkat: { parameters: [BY_VALUE_I64, "buffer", "i32", "buffer", "i32"], result: "i32" },
+  // The target's address first.
+  symlinkat: { parameters: [BY_VALUE_I64, "i32", "buffer"], result: "i32" },
+  readlinkat: { parameters: [BY_VALUE_I64, "buffer", "buffer", "usize"], result: "isize" },
+  fstatat: { parameters: [BY_VALUE_I64, "buffer", "buffer", "i32"], result: "i32" },
+  fchmod: { parameters: [BY_VALUE_I64, "u32"], result: "i32" },
+  fchown: { parameters: [BY_VALUE_I64, "u32", "u32"], result: "i32" },
+  fdatasync: { parameters: [BY_VALUE_I64], result: "i32" },
   fdatasyncAsync: { name: "fdatasync", parameters: ["i32"], result: "i32", nonblocking: true },
-  dup: { parameters: ["i32"], result: "i32" },
-  memfd_create: { parameters: ["buffer", "u32"], result: "i32" },
+  dup: { parameters: [BY_VALUE_I64], result: "i32" },
+  // The name's address first.
+  memfd_create: { parameters: [BY_VALUE_I64, "u32"], result: "i32" },
   // Variadic in C; an int third argument is passed as in a non-variadic call.
-  flock: { parameters: ["i32", "i32"], result: "i32" },
-  fdopendir: { parameters: ["i32"], result: "pointer" },
-  readdir: { parameters: ["pointer"], result: "pointer" },
-  closedir: { parameters: ["pointer"], result: "i32" },
-  __errno_location: { parameters: [], result: "pointer" },
+  flock: { parameters: [BY_VALUE_I64, "i32"], result: "i32" },
+  fdopendir: { parameters: [BY_VALUE_I64], result: "pointer" },
+  // The `DIR *`'s address.
+  readdir: { parameters: [BY_VALUE_I64], result: "pointer" },
+  closedir: { parameters: [BY_VALUE_I64], result: "i32" },
+  // `int *`, returned as a struct of one 64-bit integer: no trampoline (see `locateErrno`).
+  __errno_location: { parameters: [], result: { struct: ["u64"] } },
 } as const;
 
 /** Linux constants (identical on x86_64 and aarch64 unless noted). */
@@ -103,18 +136,31 @@ export const F = {
   S_IFIFO: 0o010000,
 } as const;
 
+type StatxLibrary = Deno.DynamicLibrary<typeof STATX_SYMBOLS>["symbols"];
 type Library = Deno.DynamicLibrary<typeof SYMBOLS>["symbols"];
-let library: Deno.DynamicLibrary<typeof SYMBOLS> | null = null;
+let statxLibrary: StatxLibrary | null = null;
+let library: Library | null = null;
 let unavailable = false;
 
 function lib(): Library {
-  library ??= Deno.dlopen("libc.so.6", SYMBOLS);
-  return library.symbols;
+  if (library === null) {
+    library = Deno.dlopen("libc.so.6", SYMBOLS).symbols;
+    locateErrno(library.__errno_location);
+  }
+  return library;
+}
+
+function statxLib(): StatxLibrary {
+  if (statxLibrary === null) {
+    lib();
+    statxLibrary = Deno.dlopen("libc.so.6", STATX_SYMBOLS).symbols;
+  }
+  return statxLibrary;
 }
 
 /**
  * Whether the calls can be made: Linux, `--allow-ffi` granted and glibc's
- * `libc.so.6` loadable. Never throws.
+ * `libc.so.6` loadable (binding {@linkcode SYMBOLS}). Never throws.
  */
 export function fsSyscallsAvailable(): boolean {
   if (library !== null) return true;
@@ -151,11 +197,6 @@ export class SyscallError extends Error {
   }
 }
 
-function errno(): number {
-  const ptr = lib().__errno_location();
-  return ptr === null ? 0 : new Deno.UnsafePointerView(ptr).getInt32();
-}
-
 /** Throws a {@linkcode SyscallError} when `result` is negative. */
 export function check<T extends number | bigint>(result: T, call: string): T {
   if (result < 0) throw new SyscallError(errno(), call);
@@ -177,7 +218,7 @@ export function openat2(
 ): number {
   const how = new BigUint64Array([BigInt(flags | F.O_CLOEXEC), BigInt(mode), BigInt(resolve)]);
   const fd = lib().syscall(
-    BigInt(F.SYS_OPENAT2),
+    byValue(F.SYS_OPENAT2),
     BigInt(dirfd),
     cString(path),
     new Uint8Array(how.buffer),
@@ -188,12 +229,12 @@ export function openat2(
 
 /** `openat(dirfd, path, flags | O_CLOEXEC, mode)`. */
 export function openat(dirfd: number, path: string, flags: number, mode = 0): number {
-  return check(lib().openat(dirfd, cString(path), flags | F.O_CLOEXEC, mode), "openat");
+  return check(lib().openat(byValue(dirfd), cString(path), flags | F.O_CLOEXEC, mode), "openat");
 }
 
 /** Closes a descriptor, ignoring errors. */
 export function close(fd: number): void {
-  lib().close(fd);
+  lib().close(byValue(fd));
 }
 
 /**
@@ -203,29 +244,29 @@ export function close(fd: number): void {
  * @returns Whether the lock was taken.
  */
 export function flock(fd: number, operation: number): boolean {
-  return lib().flock(fd, operation) === 0;
+  return lib().flock(byValue(fd), operation) === 0;
 }
 
 /** `mkdirat`. */
 export function mkdirat(dirfd: number, name: string, mode = 0o777): void {
-  check(lib().mkdirat(dirfd, cString(name), mode), "mkdirat");
+  check(lib().mkdirat(byValue(dirfd), cString(name), mode), "mkdirat");
 }
 
 /** `unlinkat` (`directory`: `AT_REMOVEDIR`). */
 export function unlinkat(dirfd: number, name: string, directory: boolean): void {
-  check(lib().unlinkat(dirfd, cString(name), directory ? F.AT_REMOVEDIR : 0), "unlinkat");
+  check(lib().unlinkat(byValue(dirfd), cString(name), directory ? F.AT_REMOVEDIR : 0), "unlinkat");
 }
 
 /** `renameat`. */
 export function renameat(fromDir: number, from: string, toDir: number, to: string): void {
-  check(lib().renameat(fromDir, cString(from), toDir, cString(to)), "renameat");
+  check(lib().renameat(byValue(fromDir), cString(from), toDir, cString(to)), "renameat");
 }
 
 /** Gives the file open on `fd` (an `O_TMPFILE`) the name `name` in `dirfd`. */
 export function linkTmpfile(fd: number, dirfd: number, name: string): void {
   check(
     lib().linkat(
-      F.AT_FDCWD,
+      byValue(F.AT_FDCWD),
       cString(`/proc/self/fd/${fd}`),
       dirfd,
       cString(name),
@@ -237,7 +278,9 @@ export function linkTmpfile(fd: number, dirfd: number, name: string): void {
 
 /** `symlinkat(target, dirfd, name)`. */
 export function symlinkat(target: string, dirfd: number, name: string): void {
-  check(lib().symlinkat(cString(target), dirfd, cString(name)), "symlinkat");
+  const cTarget = cString(target);
+  check(lib().symlinkat(byValue(address(cTarget)), dirfd, cString(name)), "symlinkat");
+  keepAlive(cTarget);
 }
 
 const decoder = new TextDecoder();
@@ -246,7 +289,7 @@ const decoder = new TextDecoder();
 export function readlinkat(dirfd: number, name: string): string {
   const buf = new Uint8Array(4096);
   const n = Number(
-    check(lib().readlinkat(dirfd, cString(name), buf, BigInt(buf.length)), "readlinkat"),
+    check(lib().readlinkat(byValue(dirfd), cString(name), buf, BigInt(buf.length)), "readlinkat"),
   );
   return decoder.decode(buf.subarray(0, n));
 }
@@ -276,7 +319,7 @@ export interface Stat {
 export function fstatat(dirfd: number, name: string, follow: boolean): Stat | undefined {
   const buf = new Uint8Array(256);
   const flags = (follow ? 0 : F.AT_SYMLINK_NOFOLLOW) | (name === "" ? F.AT_EMPTY_PATH : 0);
-  if (lib().fstatat(dirfd, cString(name), buf, flags) !== 0) {
+  if (lib().fstatat(byValue(dirfd), cString(name), buf, flags) !== 0) {
     const code = errno();
     if (code === 2) return undefined;
     throw new SyscallError(code, "fstatat");
@@ -364,7 +407,7 @@ function statxMs(at: number): number {
  */
 export function statx(dirfd: number, name: string, follow: boolean): StatX {
   const flags = (follow ? 0 : F.AT_SYMLINK_NOFOLLOW) | (name === "" ? F.AT_EMPTY_PATH : 0);
-  check(lib().statx(dirfd, statxName(name), flags, STATX_MASK, STATX_BUFFER), "statx");
+  check(statxLib().statx(dirfd, statxName(name), flags, STATX_MASK, STATX_BUFFER), "statx");
   // struct statx: stx_mask at byte 0, stx_mode (u16) 28, stx_size (u64) 40, stx_btime 80,
   // stx_mtime 112.
   return {
@@ -377,12 +420,12 @@ export function statx(dirfd: number, name: string, follow: boolean): StatX {
 
 /** `fchmod`. */
 export function fchmod(fd: number, mode: number): void {
-  check(lib().fchmod(fd, mode), "fchmod");
+  check(lib().fchmod(byValue(fd), mode), "fchmod");
 }
 
 /** `fchown`, ignoring failure (as `chown` of a copy by a user who does not own the original). */
 export function fchownQuiet(fd: number, uid: number, gid: number): void {
-  lib().fchown(fd, uid, gid);
+  lib().fchown(byValue(fd), uid, gid);
 }
 
 /**
@@ -390,14 +433,13 @@ export function fchownQuiet(fd: number, uid: number, gid: number): void {
  * pool's thread, not this one, so a call that failed there (a negative result) is repeated
  * here (`direct`): its error (e.g. `ENOSPC`) is then its own.
  */
-async function onPool<A extends unknown[], T extends number | bigint>(
+async function onPool<T extends number | bigint>(
   call: string,
-  pooled: (...args: A) => Promise<T>,
-  direct: (...args: A) => T,
-  ...args: A
+  pooled: Promise<T>,
+  direct: () => T,
 ): Promise<T> {
-  const result = await pooled(...args);
-  return result < 0 ? check(direct(...args), call) : result;
+  const result = await pooled;
+  return result < 0 ? check(direct(), call) : result;
 }
 
 /** Writes all of `data` to `fd` (on the blocking thread pool, see {@linkcode onPool}). */
@@ -406,14 +448,22 @@ export async function writeAll(fd: number, data: Uint8Array): Promise<void> {
   while (written < data.length) {
     const chunk = data.subarray(written, Math.min(data.length, written + (1 << 24)));
     const { writeAsync, write } = lib();
-    written += Number(await onPool("write", writeAsync, write, fd, chunk, BigInt(chunk.length)));
+    const size = BigInt(chunk.length);
+    written += Number(
+      await onPool("write", writeAsync(fd, chunk, size), () => write(byValue(fd), chunk, size)),
+    );
   }
 }
 
 /** Reads into `buffer` (on the blocking thread pool, see {@linkcode onPool}); `null` at end of file. */
 export async function readInto(fd: number, buffer: Uint8Array): Promise<number | null> {
   const { readAsync, read } = lib();
-  const n = await onPool("read", readAsync, read, fd, buffer, BigInt(buffer.length));
+  const size = BigInt(buffer.length);
+  const n = await onPool(
+    "read",
+    readAsync(fd, buffer, size),
+    () => read(byValue(fd), buffer, size),
+  );
   return n === 0n ? null : Number(n);
 }
 
@@ -424,8 +474,13 @@ export async function readInto(fd: number, buffer: Uint8Array): Promise<number |
  */
 export async function preadAt(fd: number, buffer: Uint8Array, offset: bigint): Promise<number> {
   const { preadAsync, pread } = lib();
+  const size = BigInt(buffer.length);
   return Number(
-    await onPool("pread", preadAsync, pread, fd, buffer, BigInt(buffer.length), offset),
+    await onPool(
+      "pread",
+      preadAsync(fd, buffer, size, offset),
+      () => pread(byValue(fd), buffer, size, offset),
+    ),
   );
 }
 
@@ -436,7 +491,14 @@ export async function preadAt(fd: number, buffer: Uint8Array, offset: bigint): P
  */
 export async function pwriteAt(fd: number, data: Uint8Array, offset: bigint): Promise<number> {
   const { pwriteAsync, pwrite } = lib();
-  return Number(await onPool("pwrite", pwriteAsync, pwrite, fd, data, BigInt(data.length), offset));
+  const size = BigInt(data.length);
+  return Number(
+    await onPool(
+      "pwrite",
+      pwriteAsync(fd, data, size, offset),
+      () => pwrite(byValue(fd), data, size, offset),
+    ),
+  );
 }
 
 /**
@@ -444,30 +506,31 @@ export async function pwriteAt(fd: number, data: Uint8Array, offset: bigint): Pr
  * writeback error once, so a repeat here that succeeds means `EIO`.
  */
 export async function fdatasync(fd: number): Promise<void> {
-  const { fdatasyncAsync } = lib();
-  await onPool("fdatasync", fdatasyncAsync, (fd: number) => {
-    check(lib().fdatasync(fd), "fdatasync");
+  await onPool("fdatasync", lib().fdatasyncAsync(fd), () => {
+    check(lib().fdatasync(byValue(fd)), "fdatasync");
     throw new SyscallError(5, "fdatasync");
-  }, fd);
+  });
 }
 
 /** The names in the directory open on `dirfd` (the descriptor stays open), without `.` and `..`. */
 export function listDirectory(dirfd: number): string[] {
-  const copy = check(lib().dup(dirfd), "dup");
-  const dir = lib().fdopendir(copy);
+  const copy = check(lib().dup(byValue(dirfd)), "dup");
+  const dir = lib().fdopendir(byValue(copy));
   if (dir === null) {
     close(copy);
     throw new SyscallError(errno(), "fdopendir");
   }
+  const at = Deno.UnsafePointer.value(dir);
   const names: string[] = [];
   try {
-    for (let entry = lib().readdir(dir); entry !== null; entry = lib().readdir(dir)) {
+    const { readdir } = lib();
+    for (let entry = readdir(byValue(at)); entry !== null; entry = readdir(byValue(at))) {
       // struct dirent64: d_ino 8, d_off 8, d_reclen 2, d_type 1, then d_name.
       const name = Deno.UnsafePointerView.getCString(entry, 19);
       if (name !== "." && name !== "..") names.push(name);
     }
   } finally {
-    lib().closedir(dir);
+    lib().closedir(byValue(at));
   }
   return names;
 }
@@ -488,12 +551,14 @@ const ALL_SEALS = 0x1 | 0x2 | 0x4 | 0x8;
  * @returns The descriptor (close-on-exec).
  */
 export function sealedMemoryFile(name: string, data: Uint8Array): number {
-  const fd = check(lib().memfd_create(cString(name), MFD_FLAGS), "memfd_create");
+  const cName = cString(name);
+  const fd = check(lib().memfd_create(byValue(address(cName)), MFD_FLAGS), "memfd_create");
+  keepAlive(cName);
   try {
     let written = 0;
     while (written < data.length) {
       const rest = data.subarray(written) as Uint8Array<ArrayBuffer>;
-      written += Number(check(lib().write(fd, rest, BigInt(rest.length)), "write"));
+      written += Number(check(lib().write(byValue(fd), rest, BigInt(rest.length)), "write"));
     }
     fchmod(fd, 0o444);
     check(fileControl(fd, F_ADD_SEALS, ALL_SEALS), "fcntl");
@@ -518,7 +583,9 @@ export function readSmallFile(path: string): string {
   try {
     const parts: Uint8Array[] = [];
     for (;;) {
-      const n = Number(check(lib().read(fd, readScratch, BigInt(readScratch.length)), "read"));
+      const n = Number(
+        check(lib().read(byValue(fd), readScratch, BigInt(readScratch.length)), "read"),
+      );
       if (n === 0) break;
       parts.push(readScratch.slice(0, n));
     }

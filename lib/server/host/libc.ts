@@ -13,17 +13,20 @@
  */
 
 /**
- * The first parameter of each {@linkcode SPAWN_SYMBOLS} function (pass it with
+ * The first parameter of a rarely called synchronous symbol (pass it with
  * {@linkcode byValue}): a struct of one 64-bit integer, passed by value. On the x86_64 and
- * aarch64 Linux C ABIs it travels in the same register as an `i64`, so the C function gets
- * the same arguments. What it changes is `Deno.dlopen`: for a synchronous symbol whose
- * signature has no struct, Deno compiles a fast-call trampoline (Cranelift), which only
- * optimized JavaScript enters and which the few calls of one spawn never use. Binding the 7
- * spawn symbols took 1.96-3.01 ms and 3.7-5.2 MB of RSS with trampolines, 0.91-1.33 ms and
- * 1.6-2.0 MB without (fresh processes, 6 runs each; the first trampoline of a process about
- * 0.8 ms, each further one about 0.2).
+ * aarch64 Linux C ABIs it travels in the same register as an `i64` (or the `int`, or the
+ * pointer, the C function takes there: an `int` is its low half), so the C function gets the
+ * same arguments. What it changes is `Deno.dlopen`: for a synchronous symbol whose signature
+ * has no struct, Deno compiles a fast-call trampoline (Cranelift), which only optimized
+ * JavaScript enters and which a call made once per request or per spawn gains little from
+ * (0.3-0.5 µs per call). Binding the 7 spawn symbols took 1.96-3.01 ms and 3.7-5.2 MB of RSS
+ * with trampolines, 0.91-1.33 ms and 1.6-2.0 MB without (fresh processes, 6 runs each; the
+ * first trampoline of a process about 0.8 ms, each further one about 0.2). The pty table
+ * ({@linkcode LIBC_SYMBOLS}) and the file calls of `fs_syscalls.ts` but `statx` are bound the
+ * same way.
  */
-const BY_VALUE_I64 = { struct: ["i64"] } as const;
+export const BY_VALUE_I64 = { struct: ["i64"] } as const;
 
 /**
  * What a pipe process's spawn, its pipes and its exit need, bound on their own: binding costs
@@ -58,32 +61,40 @@ export const SPAWN_SYMBOLS = {
   __errno_location: { parameters: [], result: { struct: ["u64"] } },
 } as const;
 
-/** The rest of what is bound from libc (ptys, non-blocking I/O); `poll` runs on Deno's blocking thread pool. */
+/**
+ * The rest of what is bound from libc (ptys, non-blocking I/O), with the first pty start. The
+ * first parameter of each synchronous one is {@linkcode BY_VALUE_I64} (a pointer passed as its
+ * {@linkcode address}): no trampoline to compile. With trampolines, binding the 18 symbols this
+ * table had took 4.5-10.3 ms (median 7.4) and 2.9-3.4 MB of RSS in a fresh process that had
+ * bound {@linkcode SPAWN_SYMBOLS}; these 15 take 0.5-1.3 ms (0.8) and 0.6-0.8 MB (7 runs each).
+ * `poll` runs on Deno's blocking thread pool (a `nonblocking` symbol has no trampoline either).
+ * Closing, signalling and reaping go through `syscall`: {@linkcode closeFd},
+ * {@linkcode killProcess}, {@linkcode waitChild}.
+ */
 export const LIBC_SYMBOLS = {
   // Only a pty's slave is opened by the child itself (after `setsid`, to become its terminal).
   posix_spawn_file_actions_addopen: {
-    parameters: ["i64", "i32", "i64", "i32", "u32"],
+    parameters: [BY_VALUE_I64, "i32", "i64", "i32", "u32"],
     result: "i32",
   },
-  posix_openpt: { parameters: ["i32"], result: "i32" },
-  grantpt: { parameters: ["i32"], result: "i32" },
-  unlockpt: { parameters: ["i32"], result: "i32" },
-  ptsname_r: { parameters: ["i32", "buffer", "usize"], result: "i32" },
-  close: { parameters: ["i32"], result: "i32" },
+  posix_openpt: { parameters: [BY_VALUE_I64], result: "i32" },
+  grantpt: { parameters: [BY_VALUE_I64], result: "i32" },
+  unlockpt: { parameters: [BY_VALUE_I64], result: "i32" },
+  ptsname_r: { parameters: [BY_VALUE_I64, "buffer", "usize"], result: "i32" },
   // Variadic in C; on the Linux x86_64 and aarch64 ABIs a pointer third argument is passed the
   // same way as in a non-variadic call.
-  ioctl: { parameters: ["i32", "u64", "buffer"], result: "i32" },
-  waitpid: { parameters: ["i32", "buffer", "i32"], result: "i32" },
-  read: { parameters: ["i32", "buffer", "usize"], result: "isize" },
-  write: { parameters: ["i32", "buffer", "usize"], result: "isize" },
+  ioctl: { parameters: [BY_VALUE_I64, "u64", "buffer"], result: "i32" },
+  read: { parameters: [BY_VALUE_I64, "buffer", "usize"], result: "isize" },
+  write: { parameters: [BY_VALUE_I64, "buffer", "usize"], result: "isize" },
   poll: { parameters: ["buffer", "u64", "i32"], result: "i32", nonblocking: true },
-  eventfd: { parameters: ["u32", "i32"], result: "i32" },
-  pidfd_open: { parameters: ["i32", "u32"], result: "i32", optional: true },
-  kill: { parameters: ["i32", "i32"], result: "i32" },
-  access: { parameters: ["buffer", "i32"], result: "i32" },
-  stat: { parameters: ["buffer", "buffer"], result: "i32", optional: true },
-  getenv: { parameters: ["buffer"], result: "pointer" },
-  strerror: { parameters: ["i32"], result: "pointer" },
+  eventfd: { parameters: [BY_VALUE_I64, "i32"], result: "i32" },
+  pidfd_open: { parameters: [BY_VALUE_I64, "u32"], result: "i32", optional: true },
+  // The path's address first.
+  access: { parameters: [BY_VALUE_I64, "i32"], result: "i32" },
+  stat: { parameters: [BY_VALUE_I64, "buffer"], result: "i32", optional: true },
+  // The name's address.
+  getenv: { parameters: [BY_VALUE_I64], result: "pointer" },
+  strerror: { parameters: [BY_VALUE_I64], result: "pointer" },
 } as const;
 
 /** Linux system call numbers of the calls made through `syscall`. */
@@ -240,29 +251,52 @@ export function libcLoadFailed(): boolean {
  */
 let errnoView: Deno.UnsafePointerView | null | undefined;
 
+/**
+ * Looks up where `errno` lives, once, through `errnoLocation`: a `__errno_location` bound with
+ * the result `{ struct: ["u64"] }` (an `int *` in the same register, without a trampoline, as
+ * {@linkcode SPAWN_SYMBOLS} binds it). A module with a table of its own calls it right after
+ * binding it: {@linkcode errno} would otherwise bind {@linkcode SPAWN_SYMBOLS} after the
+ * failing call, and binding may itself set `errno`.
+ */
+export function locateErrno(errnoLocation: () => Uint8Array<ArrayBuffer>): void {
+  if (errnoView !== undefined) return;
+  const location = errnoLocation();
+  const ptr = Deno.UnsafePointer.create(
+    new BigUint64Array(location.buffer, location.byteOffset, 1)[0]!,
+  );
+  errnoView = ptr === null ? null : new Deno.UnsafePointerView(ptr);
+}
+
 /** Returns the calling thread's `errno`; call it right after the failing call. */
 export function errno(): number {
-  if (errnoView === undefined) {
-    const location = spawnLibc().__errno_location();
-    const ptr = Deno.UnsafePointer.create(
-      new BigUint64Array(location.buffer, location.byteOffset, 1)[0]!,
-    );
-    errnoView = ptr === null ? null : new Deno.UnsafePointerView(ptr);
-  }
-  return errnoView === null ? 0 : errnoView.getInt32();
+  if (errnoView === undefined) locateErrno(spawnLibc().__errno_location);
+  return errnoView?.getInt32() ?? 0;
 }
 
 /** The one {@linkcode BY_VALUE_I64} argument of a call (copied by the call before it returns). */
 const firstArgument = new BigInt64Array(1);
 
-/** Passes `value` as a {@linkcode BY_VALUE_I64} argument. */
-function byValue(value: bigint): BigInt64Array<ArrayBuffer> {
-  firstArgument[0] = value;
+/**
+ * Passes `value` (an integer, a descriptor, or an {@linkcode address}) as a
+ * {@linkcode BY_VALUE_I64} argument: pass it straight to the call, one per call (every
+ * call shares the array it returns).
+ *
+ * @example
+ * ```ts
+ * import { byValue } from "./libc.ts";
+ * console.log(byValue(-100)[0]); // -100n
+ * ```
+ */
+export function byValue(value: number | bigint): BigInt64Array<ArrayBuffer> {
+  firstArgument[0] = BigInt(value);
   return firstArgument;
 }
 
-/** The address of a buffer's first byte, as a `syscall` argument (0 for `null`). */
-function address(buffer: BufferSource | null): bigint {
+/**
+ * The address of a buffer's first byte, as a `syscall` or {@linkcode byValue} argument (0 for
+ * `null`). Keep the buffer reachable ({@linkcode keepAlive}) until the call has returned.
+ */
+export function address(buffer: BufferSource | null): bigint {
   return buffer === null ? 0n : BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(buffer)));
 }
 
@@ -328,7 +362,7 @@ export function processLimit(
 
 /** Returns the C library's description of an error number, e.g. `No such file or directory`. */
 export function strerror(code: number): string {
-  const ptr = libc().strerror(code);
+  const ptr = libc().strerror(byValue(code));
   return ptr === null ? `Unknown error ${code}` : Deno.UnsafePointerView.getCString(ptr);
 }
 
@@ -381,7 +415,9 @@ export function cStringArray(
 
 /** Reads an environment variable of this process through libc (needs no env permission). */
 export function getenv(name: string): string | null {
-  const ptr = libc().getenv(cString(name));
+  const cName = cString(name);
+  const ptr = libc().getenv(byValue(address(cName)));
+  keepAlive(cName);
   return ptr === null ? null : Deno.UnsafePointerView.getCString(ptr);
 }
 
@@ -402,14 +438,20 @@ export function fileKind(path: string): FileKind {
     }
   }
   const buf = new Uint8Array(256);
-  if (lib.stat(cString(path), buf) !== 0) return "missing";
+  const cPath = cString(path);
+  const rc = lib.stat(byValue(address(cPath)), buf);
+  keepAlive(cPath);
+  if (rc !== 0) return "missing";
   const mode = new DataView(buf.buffer).getUint32(ST_MODE_OFFSET, true);
   return (mode & C.S_IFMT) === C.S_IFDIR ? "directory" : "other";
 }
 
 /** Returns whether the calling process may execute the file at `path`. */
 export function isExecutable(path: string): boolean {
-  return libc().access(cString(path), C.X_OK) === 0;
+  const cPath = cString(path);
+  const rc = libc().access(byValue(address(cPath)), C.X_OK);
+  keepAlive(cPath);
+  return rc === 0;
 }
 
 /** Where a child's descriptor 0, 1 or 2 comes from in {@linkcode spawnInNewSession}. */
@@ -456,7 +498,13 @@ export function spawnInNewSession(
       spawnCheck(
         "dup" in from
           ? lib.posix_spawn_file_actions_adddup2(byValue(at), from.dup, fd)
-          : libc().posix_spawn_file_actions_addopen(at, fd, address(from.open), from.flags, 0),
+          : libc().posix_spawn_file_actions_addopen(
+            byValue(at),
+            fd,
+            address(from.open),
+            from.flags,
+            0,
+          ),
       );
     });
     // glibc copies the paths of addopen and addchdir_np.
@@ -526,7 +574,8 @@ export function spawnAttributes(): Uint8Array<ArrayBuffer> {
   return attr;
 }
 
-function keepAlive(..._values: unknown[]): void {}
+/** Keeps its arguments reachable up to this call: the buffers an {@linkcode address} points into. */
+export function keepAlive(..._values: unknown[]): void {}
 
 function spawnCheck(rc: number): void {
   if (rc !== 0) throw Object.assign(new Error(osErrorMessage(rc)), { code: rc });

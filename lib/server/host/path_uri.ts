@@ -110,8 +110,11 @@ function plainPath(uri: string): string | undefined {
 
 /** The native path, or the normalised URI when it names another host or a drive. */
 function parseFileUri(uri: string): string | { foreign: string } {
-  const plain = plainPath(uri);
-  if (plain !== undefined) return plain;
+  return plainPath(uri) ?? parsedFileUri(uri);
+}
+
+/** {@linkcode parseFileUri} of a URI that is not a plain path, through the URL parser. */
+function parsedFileUri(uri: string): string | { foreign: string } {
   let url: URL;
   try {
     url = new URL(uri);

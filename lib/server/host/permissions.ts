@@ -232,14 +232,18 @@ export function requireRun(program: string): void {
 export function requireSafeLoaderEnv(env: Record<string, string>): void {
   if (grantedEverywhere("run")) return;
   const name = Object.keys(env).find((key) => /^(LD|DYLD)_/.test(key));
-  if (name === undefined) return;
+  if (name !== undefined) throw loaderEnvRefused(name);
+}
+
+/** The error of {@linkcode requireSafeLoaderEnv} for the variable `name`. */
+function loaderEnvRefused(name: string): RpcError {
   const data: PermissionDeniedData = {
     kind: "permissionDenied",
     permission: "run",
     resource: name,
     flag: "--allow-run",
   };
-  throw new RpcError(
+  return new RpcError(
     ErrorCode.InvalidRequest,
     `environment variable "${name}" is refused while the server's --allow-run is scoped; ` +
       "start it with an unscoped --allow-run to pass dynamic-loader variables",

@@ -142,8 +142,8 @@ export function becomeSubreaper(): boolean {
   if (subreaper) return true;
   if (subreaperRefused || Deno.build.os !== "linux") return false;
   // Through the spawn's bindings of `libc.ts`: the first process start does not wait for the
-  // descriptor calls of `fs_syscalls.ts` (about 0.35 ms of binding per symbol, 30 of them), which
-  // the `/proc` reads bind when they first run, nor for the two symbols above.
+  // descriptor calls of `fs_syscalls.ts` (2.1-2.7 ms to bind), which the `/proc`
+  // reads bind when they first run, nor for the two symbols above.
   try {
     subreaper = Deno.permissions.querySync({ name: "ffi" }).state === "granted" &&
       processControl(PR_SET_CHILD_SUBREAPER, 1n) === 0;

@@ -56,29 +56,36 @@ export function childEnvironment(
   policy: EnvPolicy | undefined,
   serverEnv: () => Record<string, string> = () => Deno.env.toObject(),
 ): Record<string, string> {
-  const out = new Map<string, string>();
-  if (policy) {
-    const base = policy.inherit === "none" ? {} : serverEnv();
-    for (const [name, value] of Object.entries(base)) {
-      if (policy.inherit === "core" && !CORE_VARIABLES.includes(name)) continue;
-      out.set(name, value);
-    }
-    const excludes = [
-      ...(policy.ignoreDefaultExcludes ? [] : DEFAULT_EXCLUDES),
-      ...policy.exclude,
-    ].map(globToRegExp);
-    for (const name of [...out.keys()]) {
-      if (matchesAny(name, excludes)) out.delete(name);
-    }
-    for (const [name, value] of Object.entries(policy.set)) out.set(name, value);
-    if (policy.includeOnly.length > 0) {
-      const includes = policy.includeOnly.map(globToRegExp);
-      for (const name of [...out.keys()]) {
-        if (!matchesAny(name, includes)) out.delete(name);
-      }
-    }
-  }
+  const out = policy ? policyVariables(policy, serverEnv) : new Map<string, string>();
   for (const [name, value] of Object.entries(env)) out.set(name, value);
   for (const name of SERVER_ONLY) out.delete(name);
   return Object.fromEntries(out);
+}
+
+/** The variables `policy` gives a child before the request's `env` goes on top. */
+function policyVariables(
+  policy: EnvPolicy,
+  serverEnv: () => Record<string, string>,
+): Map<string, string> {
+  const out = new Map<string, string>();
+  const base = policy.inherit === "none" ? {} : serverEnv();
+  for (const [name, value] of Object.entries(base)) {
+    if (policy.inherit === "core" && !CORE_VARIABLES.includes(name)) continue;
+    out.set(name, value);
+  }
+  const excludes = [
+    ...(policy.ignoreDefaultExcludes ? [] : DEFAULT_EXCLUDES),
+    ...policy.exclude,
+  ].map(globToRegExp);
+  for (const name of [...out.keys()]) {
+    if (matchesAny(name, excludes)) out.delete(name);
+  }
+  for (const [name, value] of Object.entries(policy.set)) out.set(name, value);
+  if (policy.includeOnly.length > 0) {
+    const includes = policy.includeOnly.map(globToRegExp);
+    for (const name of [...out.keys()]) {
+      if (!matchesAny(name, includes)) out.delete(name);
+    }
+  }
+  return out;
 }

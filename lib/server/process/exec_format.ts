@@ -1,9 +1,11 @@
 /**
- * Recognising a file the kernel cannot execute. Deno's spawn, like
- * `execvp`, runs a file that `execve` refuses with ENOEXEC through
- * `/bin/sh` (which then fails with exit 127); the reference reports
- * `Exec format error (os error 8)` instead, so a file that is neither an ELF
- * binary nor a `#!` script is refused before the spawn.
+ * Recognising a file the kernel cannot execute, for the pipe backend without
+ * FFI: Node's spawn (Deno's `node:child_process`), like `execvp`, runs a file
+ * that `execve` refuses with ENOEXEC through `/bin/sh` (which then fails with
+ * exit 127); the reference reports `Exec format error (os error 8)` instead,
+ * so there a file that is neither an ELF binary nor a `#!` script is refused
+ * before the spawn. The FFI spawns need no such check: glibc's `posix_spawn`
+ * (since 2.15) returns ENOEXEC itself, without the shell.
  *
  * @module
  */

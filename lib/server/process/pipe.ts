@@ -107,8 +107,9 @@ export interface PipeOptions {
  * @param program The executable's path.
  * @param argv The command line (`argv[0]` is replaced by `arg0` when given).
  * @param options Working directory, environment, `arg0`, stdin.
- * @throws {RpcError} `spawnFailed` (ENOEXEC) for a file that is neither an ELF
- *   binary nor a `#!` script.
+ * @throws {RpcError} `spawnFailed` (ENOEXEC) for a file the kernel cannot
+ *   execute: `posix_spawn`'s own errno; without FFI, a file that is neither an
+ *   ELF binary nor a `#!` script ({@linkcode hasExecutableFormat}).
  * @throws {RpcError} The spawn error for the errno the OS reported
  *   (`spawnNotFound` for ENOENT, `spawnPermissionDenied` for EACCES,
  *   `spawnFailed` with the OS message for E2BIG, EMFILE, ENOEXEC...).
@@ -121,9 +122,25 @@ export function startPipe(
   argv: string[],
   options: PipeOptions,
 ): Backend | Promise<never> {
-  if (!hasExecutableFormat(program)) throw spawnErrorFromErrno("ENOEXEC");
-  if (posix) return spawnPosix(events, program, argv, options);
+  // posix_spawn reports ENOEXEC itself (glibc >= 2.15 runs no shell for it): `spawnPosix`'s errno.
+  return posix
+    ? spawnPosix(events, program, argv, options)
+    : spawnChildProcess(events, program, argv, options);
+}
+
+/**
+ * Spawns with `node:child_process` (without FFI). A file `execve` refuses
+ * with ENOEXEC is refused before the spawn ({@linkcode hasExecutableFormat}):
+ * Node's spawn would run it through `/bin/sh`.
+ */
+function spawnChildProcess(
+  events: BackendEvents,
+  program: string,
+  argv: string[],
+  options: PipeOptions,
+): Backend | Promise<never> {
   if (childProcess === undefined) throw internalError("node:child_process is not loaded");
+  if (!hasExecutableFormat(program)) throw spawnErrorFromErrno("ENOEXEC");
   const child = childProcess.spawn(program, argv.slice(1), {
     cwd: options.cwd,
     env: options.env,

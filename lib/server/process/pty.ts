@@ -21,17 +21,21 @@ import { waitedExit } from "../host/child_exits.ts";
 import { spawnErrorFromErrno } from "./spawn_errors.ts";
 import { kindError, type RpcError } from "../../protocol/errors.ts";
 import {
+  byValue,
   C,
+  closeFd,
   errno,
   fileKind,
   getenv,
   isExecutable,
+  killProcess,
   type Libc,
   libc,
   osErrorMessage,
   SIGNALS,
   spawnInNewSession,
   strerror,
+  waitChild,
 } from "../host/libc.ts";
 
 /**
@@ -262,12 +266,14 @@ function openAndSpawn(
   size: { rows: number; cols: number },
 ): { master: number; pid: number } {
   const lib = libc();
-  const master = lib.posix_openpt(C.O_RDWR | C.O_NOCTTY | C.O_CLOEXEC | C.O_NONBLOCK);
+  const master = lib.posix_openpt(byValue(C.O_RDWR | C.O_NOCTTY | C.O_CLOEXEC | C.O_NONBLOCK));
   if (master < 0) throw errnoError(errno());
   try {
-    if (lib.grantpt(master) !== 0 || lib.unlockpt(master) !== 0) throw errnoError(errno());
+    if (lib.grantpt(byValue(master)) !== 0 || lib.unlockpt(byValue(master)) !== 0) {
+      throw errnoError(errno());
+    }
     const nameBuf = new Uint8Array(128);
-    const rc = lib.ptsname_r(master, nameBuf, BigInt(nameBuf.length));
+    const rc = lib.ptsname_r(byValue(master), nameBuf, BigInt(nameBuf.length));
     if (rc !== 0) throw errnoError(rc);
     const slavePath = nameBuf.subarray(0, nameBuf.indexOf(0) + 1);
     setWindowSize(lib, master, size.rows, size.cols);
@@ -281,7 +287,7 @@ function openAndSpawn(
     }
     return { master, pid };
   } catch (err) {
-    lib.close(master);
+    closeFd(master);
     throw err;
   }
 }
@@ -293,7 +299,7 @@ function setWindowSize(lib: Libc, fd: number, rows: number, cols: number): void 
     }
   }
   const winsize = new Uint16Array([rows, cols, 0, 0]);
-  if (lib.ioctl(fd, BigInt(C.TIOCSWINSZ), winsize) !== 0) {
+  if (lib.ioctl(byValue(fd), BigInt(C.TIOCSWINSZ), winsize) !== 0) {
     throw new Error(`Cannot resize pty: ${strerror(errno())}`);
   }
 }
@@ -355,7 +361,7 @@ class PtyReactor {
     this.#dirty.add(child);
     if (this.#polling) {
       this.#wakeBuf[0] = 1n;
-      this.#lib.write(this.#wakeFd, this.#wakeBuf, 8n);
+      this.#lib.write(byValue(this.#wakeFd), this.#wakeBuf, 8n);
     } else if (!this.#running) {
       void this.#run();
     }
@@ -363,7 +369,7 @@ class PtyReactor {
 
   async #run(): Promise<void> {
     this.#running = true;
-    this.#wakeFd = this.#lib.eventfd(0, C.EFD_CLOEXEC | C.EFD_NONBLOCK);
+    this.#wakeFd = this.#lib.eventfd(byValue(0), C.EFD_CLOEXEC | C.EFD_NONBLOCK);
     try {
       for (;;) {
         for (const child of this.#dirty) {
@@ -398,7 +404,7 @@ class PtyReactor {
         } finally {
           this.#polling = false;
         }
-        this.#lib.read(this.#wakeFd, this.#wakeBuf, 8n);
+        this.#lib.read(byValue(this.#wakeFd), this.#wakeBuf, 8n);
         const view = new DataView(this.#pollFds.buffer);
         for (let slot = 1; slot < count; slot++) {
           const revents = view.getInt16(slot * 8 + 6, true);
@@ -411,7 +417,7 @@ class PtyReactor {
         }
       }
     } finally {
-      this.#lib.close(this.#wakeFd);
+      closeFd(this.#wakeFd);
       this.#wakeFd = -1;
       this.#running = false;
     }
@@ -453,7 +459,7 @@ class PtyChild implements PtyProcess {
     this.status = promise;
     this.#resolveStatus = resolve;
     // Without pidfd (Linux < 5.3) the reactor polls waitpid every 20 ms instead.
-    this.#pidFd = lib.pidfd_open === null ? -1 : lib.pidfd_open(pid, 0);
+    this.#pidFd = lib.pidfd_open === null ? -1 : lib.pidfd_open(byValue(pid), 0);
     this.#exitSignaled = true;
     this.#reactor = getReactor(lib);
     this.#reactor.register(this);
@@ -486,7 +492,7 @@ class PtyChild implements PtyProcess {
   }
 
   kill(signal: Deno.Signal | number): void {
-    if (this.#lib.kill(-this.pid, signalNumber(signal)) === 0) return;
+    if (killProcess(-this.pid, signalNumber(signal)) === 0) return;
     const code = errno();
     if (code !== C.ESRCH) {
       throw new Error(`Cannot signal process group ${this.pid}: ${strerror(code)}`);
@@ -542,7 +548,7 @@ class PtyChild implements PtyProcess {
     if (this.#released || !this.#reaped || this.#master >= 0) return this.#released;
     this.#released = true;
     liveCount--;
-    if (this.#pidFd >= 0) this.#lib.close(this.#pidFd);
+    if (this.#pidFd >= 0) closeFd(this.#pidFd);
     this.#pidFd = -1;
     return true;
   }
@@ -550,7 +556,9 @@ class PtyChild implements PtyProcess {
   /** Reads once without blocking. */
   #readOnce(): ReadResult {
     for (;;) {
-      const n = Number(this.#lib.read(this.#master, this.#readBuf, BigInt(PTY_READ_CHUNK)));
+      const n = Number(
+        this.#lib.read(byValue(this.#master), this.#readBuf, BigInt(PTY_READ_CHUNK)),
+      );
       if (n > 0) return this.#readBuf.slice(0, n);
       if (n === 0) break;
       const code = errno();
@@ -580,7 +588,7 @@ class PtyChild implements PtyProcess {
         continue;
       }
       const rest = head.bytes.subarray(head.offset);
-      const n = Number(this.#lib.write(this.#master, rest, BigInt(rest.length)));
+      const n = Number(this.#lib.write(byValue(this.#master), rest, BigInt(rest.length)));
       if (n >= 0) {
         head.offset += n;
         continue;
@@ -596,7 +604,7 @@ class PtyChild implements PtyProcess {
   #tryReap(): void {
     this.#exitSignaled = false;
     const statusBuf = new Int32Array(1);
-    const rc = this.#lib.waitpid(this.pid, statusBuf, C.WNOHANG);
+    const rc = waitChild(this.pid, statusBuf, C.WNOHANG);
     if (rc === 0) return;
     if (rc < 0 && errno() === C.EINTR) {
       this.#exitSignaled = true;
@@ -609,7 +617,7 @@ class PtyChild implements PtyProcess {
 
   #closeMaster(): void {
     if (this.#master < 0) return;
-    this.#lib.close(this.#master);
+    closeFd(this.#master);
     this.#master = -1;
     this.#masterInPoll = false;
   }

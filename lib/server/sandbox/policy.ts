@@ -466,7 +466,14 @@ export function planSandbox(
   options: PlanSandboxOptions,
 ): SandboxPlan | undefined {
   if (sandbox === undefined || sandbox === null) return undefined;
-  const context = parseContext(sandbox);
+  return planContext(parseContext(sandbox), options);
+}
+
+/** The plan of a validated `sandbox` value ({@linkcode planSandbox}). */
+function planContext(
+  context: Context,
+  options: PlanSandboxOptions,
+): SandboxPlan {
   const permissions = context.permissions;
   const base = { type: "linuxSeccomp" as const, mounts: [] as SandboxMount[] };
   if (permissions.type === "disabled") {
