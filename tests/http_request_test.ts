@@ -3,6 +3,7 @@ import { zstdCompressSync } from "node:zlib";
 import { ErrorCode, RpcError } from "../lib/protocol/errors.ts";
 import type { ParamsOf, ResultOf } from "../lib/protocol/methods.ts";
 import { MAX_BUFFERED_BODY_BYTES } from "../lib/server/http/decoding.ts";
+import { isValidHeaderValue } from "../lib/server/http/headers.ts";
 import { HttpRequestTable, MAX_DELTA_BYTES } from "../lib/server/http/request.ts";
 import { concat } from "./helpers/server_harness.ts";
 
@@ -473,6 +474,16 @@ Deno.test("http/request validates params with the reference messages", async (t)
       await assertRpcError(request(params), ErrorCode.InvalidParams, message);
     });
   }
+});
+
+Deno.test("http/request header values refuse control characters other than tab and accept any other text", () => {
+  for (let code = 0; code < 0x100; code++) {
+    const expected = code === 0x09 || (code >= 0x20 && code !== 0x7f);
+    assertEquals([code, isValidHeaderValue(`a${String.fromCharCode(code)}b`)], [code, expected]);
+  }
+  const accepted = ["", "caf\u00e9 \u2713", "\ud83d\ude00", "Bearer " + "t".repeat(300)];
+  assertEquals(accepted.map(isValidHeaderValue), accepted.map(() => true));
+  assertEquals(isValidHeaderValue("x".repeat(300) + "\n"), false);
 });
 
 Deno.test("http/request appends valueEnvVar and refuses an unset or empty variable", async () => {

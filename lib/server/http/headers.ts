@@ -43,13 +43,21 @@ export function headerDelete(map: HeaderMap, names: readonly string[]): HeaderMa
   return map.filter((entry) => !names.includes(entry.name));
 }
 
-/** Request header values: tab, visible ASCII, space and any non-ASCII text (sent as UTF-8). */
+/**
+ * Request header values: tab, visible ASCII, space and any non-ASCII text (sent as UTF-8).
+ * A regular expression, not a loop over the characters: a client's values (a bearer token,
+ * a session id) run to hundreds of characters, and the server runs most of its code in V8's
+ * lower tiers, where such a loop over 295 characters took 13-17 µs under Sparkplug and 1.1-1.9
+ * µs under Maglev against 0.5-1.0 µs for the expression (docs/benchmarks.md, `http/request`).
+ *
+ * @example
+ * ```ts
+ * import { isValidHeaderValue } from "./headers.ts";
+ * console.log(isValidHeaderValue("Bearer t\u00e9"), isValidHeaderValue("a\rb")); // true false
+ * ```
+ */
 export function isValidHeaderValue(value: string): boolean {
-  for (let i = 0; i < value.length; i++) {
-    const code = value.charCodeAt(i);
-    if ((code < 0x20 && code !== 0x09) || code === 0x7f) return false;
-  }
-  return true;
+  return !/[\x00-\x08\x0a-\x1f\x7f]/.test(value);
 }
 
 /** Response header values returned to the client: tab, space and visible ASCII only. */
