@@ -57,6 +57,8 @@ export function headerDelete(map: HeaderMap, names: readonly string[]): HeaderMa
  * ```
  */
 export function isValidHeaderValue(value: string): boolean {
+  // Control characters are what the expression looks for.
+  // deno-lint-ignore no-control-regex
   return !/[\x00-\x08\x0a-\x1f\x7f]/.test(value);
 }
 
