@@ -457,3 +457,46 @@ Deno.test("decodeJson() agrees with JSON.parse on 2000 seeded random documents",
     assert.deepEqual(decoded, JSON.parse(text), `document ${i}: ${text}`);
   }
 });
+
+Deno.test("decodeJson() decodes short compact documents (the JSON.parse path) as the full decoder does", () => {
+  // A `maxDepth` of 3 keeps these texts (longer than 7 characters, at most 3 deep) off the
+  // JSON.parse path, so the two results come from the two paths.
+  const texts = [
+    '{"id":1,"method":"fs/getMetadata","params":{"path":"file:///tmp"}}',
+    '{"id":1,"id":2}',
+    '{"a":1,"b":{"c":1,"c":22}}',
+    '{"a":"x","a":"x"}',
+    '{"":1,"":2,"b":3}',
+    '[{"a":1},{"a":1,"a":1}]',
+    '{"__proto__":{"polluted":1},"x":1}',
+    '{"b":1,"2":2,"1":3}',
+    '{"a":"x:y,\\"z\\"","b":[1,2]}',
+    '{"id":1234567890123456,"m":"m"}',
+    '{"id":123456789012345,"m":"m"}',
+    '{"id":-0,"n":[0,-0,-1]}',
+    '{"n":[01,2]}',
+    '{"n":[1,2,]}',
+    '{"a":1}{"b":2}',
+    '{"a":truefalse}',
+    '{"a" :1,"b":2}',
+    '{"s":"\\ud800"}',
+    '{"s":"\ud800","t":1}',
+    '{"s":"\u{1F600}","t":1}',
+    '{"s":"tab\there"}',
+    '{"f":1.5,"e":1e3}',
+    '["nested",[["x"]]]',
+  ];
+  for (const text of texts) {
+    assert.ok(text.length > 7, text);
+    const outcome = (options?: { maxDepth: number }) => {
+      try {
+        const value = decodeJson(text, options);
+        return { value, negativeZero: JSON.stringify(value, (_, v) => Object.is(v, -0) || v) };
+      } catch (err) {
+        assert.ok(err instanceof JsonDecodeError, `${text}: ${err}`);
+        return { error: err.message };
+      }
+    };
+    assert.deepStrictEqual(outcome(), outcome({ maxDepth: 3 }), text);
+  }
+});
