@@ -36,6 +36,10 @@
  *   15% slower (V8 keeps them in dictionary mode) and would not compare equal
  *   to `JSON.parse` results with `assert.deepStrictEqual`.
  * * Error positions (line, UTF-8 column) are computed only when failing.
+ * * A short compact text of plain strings and small integers (most requests)
+ *   is decoded by `JSON.parse`, which runs native code in every V8 tier, where
+ *   the decoder's loops stay slow until the optimizing compiler has compiled
+ *   them (docs/benchmarks.md, "The JSON decoder before the optimizing tier").
  *
  * @example Decode a request with a 64-bit id
  * ```ts
