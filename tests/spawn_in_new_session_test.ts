@@ -134,3 +134,38 @@ Deno.test("the pty binding's by-value first arguments reach the C calls: an erro
   assert.equal(isExecutable("/bin/sh"), true);
   assert.equal(isExecutable("/etc/passwd"), false);
 });
+
+Deno.test("keepAlive keeps the buffers it is given reachable through a collection, and lets them go with its next call", async () => {
+  // A collection is only forced with --expose-gc, so the check runs in a child deno.
+  const libc = new URL("../lib/server/host/libc.ts", import.meta.url).href;
+  const script = `
+    import { cString, keepAlive } from ${JSON.stringify(libc)};
+    const turn = () => new Promise((resolve) => setTimeout(resolve, 0));
+    let buffer = cString("kept");
+    const ref = new WeakRef(buffer);
+    keepAlive(buffer);
+    buffer = null;
+    await turn();
+    globalThis.gc();
+    const keptThrough = ref.deref() !== undefined;
+    keepAlive();
+    await turn();
+    globalThis.gc();
+    console.log(JSON.stringify({ keptThrough, released: ref.deref() === undefined }));
+  `;
+  const output = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "--allow-all", "--v8-flags=--expose-gc", "-"],
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const writer = output.stdin.getWriter();
+  await writer.write(new TextEncoder().encode(script));
+  await writer.close();
+  const { code, stdout, stderr } = await output.output();
+  assert.equal(code, 0, new TextDecoder().decode(stderr));
+  assert.deepEqual(JSON.parse(new TextDecoder().decode(stdout)), {
+    keptThrough: true,
+    released: true,
+  });
+});

@@ -574,8 +574,20 @@ export function spawnAttributes(): Uint8Array<ArrayBuffer> {
   return attr;
 }
 
-/** Keeps its arguments reachable up to this call: the buffers an {@linkcode address} points into. */
-export function keepAlive(..._values: unknown[]): void {}
+/** What the last {@linkcode keepAlive} call was given. */
+const kept: { values: unknown[] } = { values: [] };
+
+/**
+ * Keeps its arguments reachable up to this call: the buffers an {@linkcode address} points into,
+ * which nothing else refers to once their address is taken. An empty function would not do:
+ * V8's optimizing compiler inlines it, the arguments are then dead after their last other use,
+ * and a collection triggered by an allocation before the C call (`byValue`, `BigInt`, the next
+ * `address`) could free a buffer the call is about to read. The store to a module-level object
+ * cannot be dropped, so each argument stays a root until here; they are let go by the next call.
+ */
+export function keepAlive(...values: unknown[]): void {
+  kept.values = values;
+}
 
 function spawnCheck(rc: number): void {
   if (rc !== 0) throw Object.assign(new Error(osErrorMessage(rc)), { code: rc });
