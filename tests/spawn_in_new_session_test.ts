@@ -153,19 +153,18 @@ Deno.test("keepAlive keeps the buffers it is given reachable through a collectio
     globalThis.gc();
     console.log(JSON.stringify({ keptThrough, released: ref.deref() === undefined }));
   `;
-  const output = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "--allow-all", "--v8-flags=--expose-gc", "-"],
-    stdin: "piped",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  const writer = output.stdin.getWriter();
-  await writer.write(new TextEncoder().encode(script));
-  await writer.close();
-  const { code, stdout, stderr } = await output.output();
-  assert.equal(code, 0, new TextDecoder().decode(stderr));
-  assert.deepEqual(JSON.parse(new TextDecoder().decode(stdout)), {
-    keptThrough: true,
-    released: true,
-  });
+  const file = await Deno.makeTempFile({ suffix: ".ts" });
+  try {
+    await Deno.writeTextFile(file, script);
+    const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
+      args: ["run", "--allow-all", "--v8-flags=--expose-gc", file],
+    }).output();
+    assert.equal(code, 0, new TextDecoder().decode(stderr));
+    assert.deepEqual(JSON.parse(new TextDecoder().decode(stdout)), {
+      keptThrough: true,
+      released: true,
+    });
+  } finally {
+    await Deno.remove(file);
+  }
 });
