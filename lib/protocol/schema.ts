@@ -86,6 +86,20 @@ function leaf<T>(
   return { parse, jsonSchema: () => jsonSchema, optional: false, expecting };
 }
 
+/**
+ * A schema made of others: its JSON Schema is built by `makeJson` on first
+ * use and then kept, so the method table's evaluation at start-up builds
+ * validators only (the JSON Schema is asked for by `protocol/describe`).
+ */
+function composite<T>(
+  expecting: string,
+  makeJson: () => JsonSchema,
+  parse: (value: unknown) => T,
+): Schema<T> {
+  let made: JsonSchema | undefined;
+  return { parse, jsonSchema: () => (made ??= makeJson()), optional: false, expecting };
+}
+
 /** A JSON string. */
 export function string(): Schema<string> {
   return leaf("a string", { type: "string" }, (value) => {
@@ -310,7 +324,7 @@ export function exactInteger(value: bigint): number {
  * @param item The element schema.
  */
 export function array<T>(item: Schema<T>): Schema<T[]> {
-  return leaf("a sequence", { type: "array", items: item.jsonSchema() }, (value) => {
+  return composite("a sequence", () => ({ type: "array", items: item.jsonSchema() }), (value) => {
     if (!Array.isArray(value)) throw typeError(value, "a sequence");
     return value.map((element, index) => withPath(item, element, String(index)));
   });
@@ -322,9 +336,9 @@ export function array<T>(item: Schema<T>): Schema<T[]> {
  * @param valueSchema The schema of every value.
  */
 export function record<T>(valueSchema: Schema<T>): Schema<Record<string, T>> {
-  return leaf(
+  return composite(
     "a map",
-    { type: "object", additionalProperties: valueSchema.jsonSchema() },
+    () => ({ type: "object", additionalProperties: valueSchema.jsonSchema() }),
     (value) => {
       if (!isPlainObject(value)) throw typeError(value, "a map");
       const out: Record<string, T> = {};
@@ -359,10 +373,9 @@ export function defaulted<T>(inner: Schema<T>): Schema<T | undefined> {
 
 /** Marks a member as optional: absent and `null` both parse to `undefined`. */
 export function optional<T>(inner: Schema<T>): Schema<T | undefined> {
-  const schema = inner.jsonSchema();
   return {
     parse: (value) => (value === null || value === undefined ? undefined : inner.parse(value)),
-    jsonSchema: () => ({ anyOf: [schema, { type: "null" }] }),
+    jsonSchema: () => ({ anyOf: [inner.jsonSchema(), { type: "null" }] }),
     optional: true,
     expecting: inner.expecting,
   };
@@ -370,10 +383,9 @@ export function optional<T>(inner: Schema<T>): Schema<T | undefined> {
 
 /** A value that may be `null` on the wire (results only; params use {@linkcode optional}). */
 export function nullable<T>(inner: Schema<T>): Schema<T | null> {
-  const schema = inner.jsonSchema();
   return {
     parse: (value) => (value === null || value === undefined ? null : inner.parse(value)),
-    jsonSchema: () => ({ anyOf: [schema, { type: "null" }] }),
+    jsonSchema: () => ({ anyOf: [inner.jsonSchema(), { type: "null" }] }),
     optional: false,
     expecting: inner.expecting,
   };
@@ -423,16 +435,18 @@ export function object<S extends Shape>(
   const expecting = options.name ? `struct ${options.name}` : "a map";
   const keys = Object.keys(shape);
   const required = keys.filter((key) => !shape[key]!.optional);
-  const properties: Record<string, JsonSchema> = {};
-  for (const key of keys) properties[key] = shape[key]!.jsonSchema();
-  const json: JsonSchema = {
-    type: "object",
-    properties,
-    required,
-    ...(options.name ? { title: options.name } : {}),
-    ...(options.description ? { description: options.description } : {}),
+  const json = (): JsonSchema => {
+    const properties: Record<string, JsonSchema> = {};
+    for (const key of keys) properties[key] = shape[key]!.jsonSchema();
+    return {
+      type: "object",
+      properties,
+      required,
+      ...(options.name ? { title: options.name } : {}),
+      ...(options.description ? { description: options.description } : {}),
+    };
   };
-  return leaf(expecting, json, (value) => {
+  return composite(expecting, json, (value) => {
     if (!isPlainObject(value)) throw typeError(value, expecting);
     const out: Record<string, unknown> = {};
     // Indexed loops: every request's params pass here, mostly in V8's interpreter, where a
