@@ -1,6 +1,6 @@
 /**
- * Message envelopes: classification of inbound JSON values (docs/protocol.md §2.2) and
- * compact encoding of outbound messages (docs/protocol.md §2.1). The dialect is JSON-RPC
+ * Message envelopes: classification of inbound JSON values (docs/protocol.md section 2.2) and
+ * compact encoding of outbound messages (docs/protocol.md section 2.1). The dialect is JSON-RPC
  * 2.0 without the `jsonrpc` member.
  *
  * @module
@@ -103,8 +103,8 @@ function parseTrace(value: unknown): void {
 }
 
 /**
- * Classifies a decoded JSON value as a message (docs/protocol.md §2.2): `method` and `id`
- * → request; `method` only → notification; `result` → response; otherwise an
+ * Classifies a decoded JSON value as a message (docs/protocol.md section 2.2): `method` and `id`
+ * -> request; `method` only -> notification; `result` -> response; otherwise an
  * error object.
  *
  * @param value A decoded JSON value.

@@ -57,7 +57,7 @@ export const ERROR_KINDS = {
   osError: {
     codes: [ErrorCode.InternalError, ErrorCode.NotFound, ErrorCode.InvalidRequest],
     description:
-      "A filesystem operation failed in the OS; `data.errno` is the POSIX name (`ENOENT`, `EEXIST`, `EACCES`, `ENOTDIR`, …). The code is -32004 for ENOENT, -32600 for EINVAL/EACCES/EPERM, else -32603.",
+      "A filesystem operation failed in the OS; `data.errno` is the POSIX name (`ENOENT`, `EEXIST`, `EACCES`, `ENOTDIR`, \u2026). The code is -32004 for ENOENT, -32600 for EINVAL/EACCES/EPERM, else -32603.",
   },
   replyTooLarge: {
     codes: [ErrorCode.InvalidRequest],

@@ -1,10 +1,10 @@
 /**
- * Bounded, strict JSON decoder for inbound JSON-RPC messages (docs/protocol.md §2.3–§2.5).
+ * Bounded, strict JSON decoder for inbound JSON-RPC messages (docs/protocol.md sections 2.3-2.5).
  *
  * `JSON.parse` cannot be used on untrusted JSON-RPC input because it silently
  * keeps the last of two duplicate keys, has no value budget or depth limit, and
  * loses precision on 64-bit request ids. {@linkcode decodeJson} is a single-pass
- * decoder that enforces the limits of §2.4 and reports failures with
+ * decoder that enforces the limits of section 2.4 and reports failures with
  * serde_json's wording and `line`/`column` positions, so messages built from
  * them match the reference server.
  *
@@ -17,7 +17,7 @@
  * | string | `string` |
  * | `true` / `false` / `null` | `boolean` / `null` |
  * | integer lexeme (no `.`, `e`, `E`) in the safe range | `number` (`-0` becomes `0`) |
- * | integer lexeme outside the safe range, within −2^127..2^128−1 | `bigint` with the exact digits |
+ * | integer lexeme outside the safe range, within -2^127..2^128-1 | `bigint` with the exact digits |
  * | integer lexeme beyond the 128-bit range (as serde_json, treated as a float) | {@linkcode JsonFloat}, or `null` if it overflows f64 |
  * | number with a fraction or exponent | {@linkcode JsonFloat} |
  * | number with a fraction or exponent that overflows f64 (`1e400`) | `null` |
@@ -30,7 +30,7 @@
  *   `JSON.parse` on the quoted slice, which validates control characters and
  *   decodes escapes natively in one pass (a 4 MiB base64 chunk costs about
  *   what `JSON.parse` of the whole message costs). A regular expression scan
- *   for control characters was about 3× slower than that.
+ *   for control characters was about 3x slower than that.
  * * Objects are ordinary `{}` objects; only a `"__proto__"` member is added
  *   with `Object.defineProperty`. Null-prototype objects were measured about
  *   15% slower (V8 keeps them in dictionary mode) and would not compare equal
@@ -53,16 +53,16 @@
  * @module
  */
 
-/** Default value budget per message: 256 × 1024 JSON values (docs/protocol.md §2.4). */
+/** Default value budget per message: 256 x 1024 JSON values (docs/protocol.md section 2.4). */
 export const MAX_JSON_VALUES = 262_144;
 
-/** Default nesting limit; the top-level container counts as depth 1 (docs/protocol.md §2.4). */
+/** Default nesting limit; the top-level container counts as depth 1 (docs/protocol.md section 2.4). */
 export const MAX_JSON_DEPTH = 127;
 
 /**
  * A number written with a fraction or an exponent (`1.5`, `1e3`, `1.0`), kept
  * distinct from integers so that callers can reject it where the protocol wants
- * an integer (a request id of `1.0` is invalid, docs/protocol.md §2.3).
+ * an integer (a request id of `1.0` is invalid, docs/protocol.md section 2.3).
  *
  * @example
  * ```ts
@@ -156,7 +156,7 @@ export interface DecodeJsonOptions {
 
 /**
  * Decodes one strict JSON document with the value budget, depth limit and
- * duplicate-key rejection of docs/protocol.md §2.4.
+ * duplicate-key rejection of docs/protocol.md section 2.4.
  *
  * Objects are plain objects whose members are own data properties, including a
  * member named `"__proto__"` (it never changes the prototype). See the module
@@ -217,7 +217,7 @@ const SIMPLE_DOCUMENT =
  * `JSON.stringify` writes that value back in the text's own length exactly when no member was
  * dropped. A regular expression and both of these run native code in every tier of V8, where
  * the decoder's loops are slow until the optimizing compiler has compiled them (a fresh
- * server's first thousands of requests). At most `2 × maxDepth + 1` characters long, the text
+ * server's first thousands of requests). At most `2 x maxDepth + 1` characters long, the text
  * cannot nest deeper than `maxDepth` (a level takes two) nor hold more than `maxValues` values.
  */
 function simpleDocument(text: string, maxValues: number, maxDepth: number): unknown {

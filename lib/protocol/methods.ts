@@ -50,7 +50,7 @@ export interface RequestSpec<P, R> {
   readonly direction: Direction;
   /** Gating family; `undefined` only for `initialize`. */
   readonly family?: Family;
-  /** Concurrency lane with `--concurrent-requests > 1` (docs/protocol.md §12). */
+  /** Concurrency lane with `--concurrent-requests > 1` (docs/protocol.md section 12). */
   readonly lane: "control" | "ordinary";
   /** One-line description. */
   readonly doc: string;
@@ -127,7 +127,7 @@ function uuid(): Schema<string> {
   };
 }
 
-/** An absolute `file:` URI naming a path on the server (docs/protocol.md §10.1). */
+/** An absolute `file:` URI naming a path on the server (docs/protocol.md section 10.1). */
 export const PathUri: Schema<string> = withJsonSchema(string(), {
   type: "string",
   title: "PathUri",
@@ -277,7 +277,7 @@ const sandbox = optional(withJsonSchema(any(), {
   required: ["permissions", "windowsSandboxLevel"],
 }));
 
-/** The `environmentInfo` object (docs/protocol.md §9). */
+/** The `environmentInfo` object (docs/protocol.md section 9). */
 export interface EnvironmentInfo {
   /** The user's login shell. */
   shell: { name: string; path: string };
@@ -882,12 +882,12 @@ export type Methods = typeof METHODS;
 /** Every wire name in the table. */
 export type MethodName = keyof Methods;
 
-/** Names of client → server requests. */
+/** Names of client -> server requests. */
 export type ClientRequestName = {
   [K in MethodName]: Methods[K] extends RequestSpec<unknown, unknown> ? K : never;
 }[MethodName];
 
-/** Names of server → client notifications. */
+/** Names of server -> client notifications. */
 export type ServerNotificationName = {
   [K in MethodName]: Methods[K] extends { kind: "notification"; direction: "serverToClient" } ? K
     : never;

@@ -450,7 +450,7 @@ export function object<S extends Shape>(
     if (!isPlainObject(value)) throw typeError(value, expecting);
     const out: Record<string, unknown> = {};
     // Indexed loops: every request's params pass here, mostly in V8's interpreter, where a
-    // `for…of` makes an iterator and a result object per step.
+    // `for...of` makes an iterator and a result object per step.
     const present = Object.keys(value);
     for (let i = 0; i < present.length; i++) {
       const key = present[i]!;

@@ -113,7 +113,7 @@ export interface ConnectionOptions {
   /** Handlers for incoming traffic. */
   handlers?: ConnectionHandlers;
   /**
-   * Admit incoming requests as a client does (docs/protocol.md §7.3): only non-negative
+   * Admit incoming requests as a client does (docs/protocol.md section 7.3): only non-negative
    * integer ids, no duplicate id while one is in flight, at most
    * `maxIncoming` at once. The server side tracks no ids.
    *
@@ -168,7 +168,7 @@ type Queued = Message | { fault: string };
  *
  * When the transport ends, responses already read are delivered first, then
  * every pending call fails with {@linkcode ClosedError}; queued requests are
- * dropped without a reply (docs/protocol.md §1.1).
+ * dropped without a reply (docs/protocol.md section 1.1).
  *
  * @example Two peers over in-memory streams
  * ```ts

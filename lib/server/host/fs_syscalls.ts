@@ -1,7 +1,7 @@
 /**
  * File system calls on descriptors through FFI (glibc on Linux): what the
  * race-free resolver (`fs/resolve.ts`) and the `/proc` readers need and
- * Deno has no API for — `openat2`, the `*at` calls relative to a directory
+ * Deno has no API for - `openat2`, the `*at` calls relative to a directory
  * descriptor, `O_TMPFILE` and reading `/proc` (which Deno only allows with
  * `--allow-all`).
  *
@@ -28,7 +28,7 @@ import { osErrorName } from "./os_errors.ts";
 /**
  * `statx`, bound on its own with its first call, with Deno's fast call: it is the one call of
  * an `fs/getMetadata` (one or two per request, and one per entry of a scoped listing or walk),
- * and a fast call saves 0.3-0.5 µs of each (a trampoline, see {@linkcode SYMBOLS}).
+ * and a fast call saves 0.3-0.5 us of each (a trampoline, see {@linkcode SYMBOLS}).
  */
 const STATX_SYMBOLS = {
   statx: { parameters: ["i32", "buffer", "i32", "u32", "buffer"], result: "i32" },
@@ -39,7 +39,7 @@ const STATX_SYMBOLS = {
  * one is {@linkcode BY_VALUE_I64} (pass it with {@linkcode byValue}; a pointer as its
  * {@linkcode address}), so that `Deno.dlopen` compiles no fast-call trampoline for it
  * (`nonblocking` ones get none anyway): they run once or a few times per request, or, as
- * `readdir`, per entry of a listing that is mostly `/proc`'s (0.3 µs more per entry: 1000
+ * `readdir`, per entry of a listing that is mostly `/proc`'s (0.3 us more per entry: 1000
  * entries took 1.05-1.15 ms, 0.72-0.90 with a fast call). In fresh processes (7 runs each),
  * binding the 31 symbols this file had, all with trampolines, took 7.4-13.1 ms (median 10.8)
  * and grew RSS by 3.5-4.6 MB; this table takes 2.1-2.7 ms (2.5) and 2.4-2.9 MB, and with

@@ -20,7 +20,7 @@
  * same arguments. What it changes is `Deno.dlopen`: for a synchronous symbol whose signature
  * has no struct, Deno compiles a fast-call trampoline (Cranelift), which only optimized
  * JavaScript enters and which a call made once per request or per spawn gains little from
- * (0.3-0.5 µs per call). Binding the 7 spawn symbols took 1.96-3.01 ms and 3.7-5.2 MB of RSS
+ * (0.3-0.5 us per call). Binding the 7 spawn symbols took 1.96-3.01 ms and 3.7-5.2 MB of RSS
  * with trampolines, 0.91-1.33 ms and 1.6-2.0 MB without (fresh processes, 6 runs each; the
  * first trampoline of a process about 0.8 ms, each further one about 0.2). The pty table
  * ({@linkcode LIBC_SYMBOLS}) and the file calls of `fs_syscalls.ts` but `statx` are bound the

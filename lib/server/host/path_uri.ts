@@ -12,7 +12,7 @@ const WINDOWS_DRIVE = /^\/[A-Za-z]:(\/|$)/;
 const HEX = /^[0-9A-Fa-f]{2}$/;
 
 /**
- * Parses a `PathUri` into an absolute native path (docs/protocol.md §10.1).
+ * Parses a `PathUri` into an absolute native path (docs/protocol.md section 10.1).
  *
  * The URI goes through the WHATWG URL parser (so dot segments are removed and
  * `localhost` counts as no host), is percent-decoded byte-wise (invalid UTF-8

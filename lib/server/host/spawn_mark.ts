@@ -5,13 +5,13 @@
  * expiry end it too.
  *
  * The mark is the soft `RLIMIT_RTTIME` (CPU time a real-time scheduled
- * process may use without blocking, in µs): resource limits are inherited
+ * process may use without blocking, in us): resource limits are inherited
  * across `fork`, `exec`, `setsid` and any number of forks, and, unlike an
  * environment variable (the reference adds none), a program does not see
  * it unless it asks `getrlimit`. The server lowers its own soft limit from
  * unlimited to `2^62 - n` (n unique per process) just around the synchronous
  * spawn call (`node:child_process` and `posix_spawn` fork inside it) and
- * restores it right after; `2^62` µs is about 146 000 years, so the limit
+ * restores it right after; `2^62` us is about 146 000 years, so the limit
  * stays in effect unlimited, and it only ever applies to real-time
  * scheduled threads at all. A mark is only compared on the server's own
  * children (the subreaper's adoptees), so a value that another program

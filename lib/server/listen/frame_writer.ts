@@ -56,7 +56,7 @@ function writeHeader(buffer: Uint8Array, at: number, opcode: number, length: num
 }
 
 /**
- * Parts of a message up to this long (the `{"id":…,"result":` and `}` around a result) are
+ * Parts of a message up to this long (the `{"id":...,"result":` and `}` around a result) are
  * copied by {@linkcode copyAscii}: cheaper than `encodeInto` and the view it writes into.
  */
 const SHORT_PART = 32;
@@ -139,7 +139,7 @@ export class FrameWriter {
   text(text: OutboundText, now = false): Promise<void> {
     if (this.#closed) return Promise.resolve();
     const parts = typeof text === "string" ? [text] : text;
-    // Indexed loops: a `for…of` makes an iterator and a result per step in V8's interpreter,
+    // Indexed loops: a `for...of` makes an iterator and a result per step in V8's interpreter,
     // where a connection's few messages run.
     let length = 0;
     for (let i = 0; i < parts.length; i++) length += parts[i]!.length;

@@ -113,7 +113,7 @@ function describeError(err: unknown): string {
 /**
  * Serves the protocol over WebSocket: `GET /` upgrades; `GET /healthz`,
  * `GET /readyz` and `GET /metrics` are the operator's routes; anything else
- * is 404 (docs/protocol.md §1.2). A request carrying an
+ * is 404 (docs/protocol.md section 1.2). A request carrying an
  * `Origin` header that is not allowed gets 403 first.
  *
  * The server owns its connections from `accept` on: a connection must finish

@@ -346,7 +346,7 @@ const STRICT_UTF8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 /**
  * The UTF-8 text of `bytes`, `undefined` when they are not valid UTF-8.
  * Deno's replacing decoder is several times faster than its fatal one on
- * long messages (a 5.5 KB `process/write`: about 4 against 25 µs here), so
+ * long messages (a 5.5 KB `process/write`: about 4 against 25 us here), so
  * the fatal one runs only on a text that came out holding U+FFFD, to tell a
  * replaced sequence from a U+FFFD that was sent.
  */

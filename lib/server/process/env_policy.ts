@@ -1,5 +1,5 @@
 /**
- * The child environment of `process/start` (docs/protocol.md §8.2): `env` alone, or
+ * The child environment of `process/start` (docs/protocol.md section 8.2): `env` alone, or
  * `envPolicy` applied to the server's environment with `env` on top.
  *
  * @module

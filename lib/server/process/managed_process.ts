@@ -1,6 +1,6 @@
 /**
- * One process of a session and its life: `running` → `exited` (the exit
- * status was collected) → `closed` (and every output stream ended). Each
+ * One process of a session and its life: `running` -> `exited` (the exit
+ * status was collected) -> `closed` (and every output stream ended). Each
  * step is reported once, as a notification with the next seq, and wakes
  * the `process/read`s waiting for it.
  *
@@ -171,7 +171,7 @@ export class ManagedProcess implements BackendEvents {
     for (const resume of this.#roomWaiters.splice(0)) resume();
   }
 
-  /** The child exited: `running` → `exited` (for a sandbox, once its output has ended). */
+  /** The child exited: `running` -> `exited` (for a sandbox, once its output has ended). */
   exit(code: number, signal: string | null): void {
     if (this.exited) return;
     this.#options.release?.();
@@ -210,7 +210,7 @@ export class ManagedProcess implements BackendEvents {
     this.#maybeClose();
   }
 
-  /** `exited` → `closed` once no output stream is open. */
+  /** `exited` -> `closed` once no output stream is open. */
   #maybeClose(): void {
     if (this.#state !== "exited" || this.#openStreams > 0) return;
     this.#state = "closed";

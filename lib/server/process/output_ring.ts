@@ -1,5 +1,5 @@
 /**
- * The retained output of one process (docs/protocol.md §8.3): numbered chunks, the
+ * The retained output of one process (docs/protocol.md section 8.3): numbered chunks, the
  * oldest evicted beyond the limits, and the paging of `process/read`. Pure
  * data: no I/O, no timers, no child process.
  *

@@ -28,7 +28,7 @@ export function killGroup(pid: number, signal: Deno.Signal): void {
  *
  * @param pid The group leader's pid.
  * @param signal The signal.
- * @throws {RpcError} `-32603 failed to signal process: …`.
+ * @throws {RpcError} `-32603 failed to signal process: ...`.
  */
 export function signalGroup(pid: number, signal: Deno.Signal): void {
   try {

@@ -1,5 +1,5 @@
 /**
- * What a `process/start` runs (docs/protocol.md §8.2): its params checked, the working
+ * What a `process/start` runs (docs/protocol.md section 8.2): its params checked, the working
  * directory, the child environment (`envPolicy`), the program looked up like
  * execvp under the server's run permission, and the command wrapped in its
  * sandbox. Nothing here spawns or awaits.

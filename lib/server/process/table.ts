@@ -1,5 +1,5 @@
 /**
- * The process RPCs (docs/protocol.md §8): a session's table of processes and the
+ * The process RPCs (docs/protocol.md section 8): a session's table of processes and the
  * handlers of `process/start`, `read`, `write`, `signal`, `terminate` and
  * `resize`. What a start runs is worked out in `start_plan.ts`, a process's
  * life and output live in `managed_process.ts` and `output_ring.ts`, and
@@ -36,7 +36,7 @@ function loadTty(): Promise<typeof import("./tty.ts")> {
   return ttyBackend ??= import("./tty.ts");
 }
 
-/** Default time a closed process stays readable, in ms (the reference's ≈ 80 s). */
+/** Default time a closed process stays readable, in ms (the reference's about 80 s). */
 export const DEFAULT_PROCESS_RETENTION_MS = 80_000;
 
 /**

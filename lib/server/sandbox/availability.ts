@@ -28,7 +28,7 @@ export type SandboxAvailability =
   | {
     /** Sandboxed requests fail. */
     ok: false;
-    /** The cause, e.g. `bubblewrap (bwrap) is not installed: …`. */
+    /** The cause, e.g. `bubblewrap (bwrap) is not installed: ...`. */
     reason: string;
   };
 
@@ -210,7 +210,7 @@ function judgeTrial(
  * (user namespaces must be available). The first call costs about 30 ms;
  * {@linkcode warmSandboxProbe} runs it in the background instead.
  *
- * @returns `{ok: true, …}` or `{ok: false, reason}` naming the cause.
+ * @returns `{ok: true, ...}` or `{ok: false, reason}` naming the cause.
  */
 export function sandboxAvailable(): SandboxAvailability {
   probed ??= probeSandbox();

@@ -1,5 +1,5 @@
 /**
- * Sandboxed processes on Linux with bubblewrap (docs/protocol.md §13, sandboxing).
+ * Sandboxed processes on Linux with bubblewrap (docs/protocol.md section 13, sandboxing).
  *
  * A `process/start` with a `sandbox` runs its command under `bwrap`, the way
  * the reference's Linux sandbox does:
@@ -16,7 +16,7 @@
  *
  * bubblewrap reads the seccomp filter from a file descriptor, and neither
  * spawn path of the server can pass one, so the command line starts with
- * `/bin/sh -c 'exec "$@" 3<"$0"' <filter file> bwrap …`: the shell opens the
+ * `/bin/sh -c 'exec "$@" 3<"$0"' <filter file> bwrap ...`: the shell opens the
  * filter as descriptor 3 and replaces itself with `bwrap` (same pid, so
  * process groups, signals and `process/terminate` work as without a
  * sandbox). Variables the shell drops (names it rejects, such as

@@ -1,6 +1,6 @@
 /**
  * The `sandbox` member of `process/start` and the `fs/*` methods
- * (`FileSystemSandboxContext`, docs/protocol.md §13): validation of the wire value, with
+ * (`FileSystemSandboxContext`, docs/protocol.md section 13): validation of the wire value, with
  * the reference's error messages, and its resolution into a
  * {@linkcode SandboxPlan}, the list of mounts that expresses it.
  *

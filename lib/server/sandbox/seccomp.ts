@@ -1,6 +1,6 @@
 /**
  * The seccomp filter of a sandboxed process, as a classic BPF program for
- * bubblewrap's `--seccomp FD` (docs/protocol.md §13, sandboxing).
+ * bubblewrap's `--seccomp FD` (docs/protocol.md section 13, sandboxing).
  *
  * It follows the reference's Linux sandbox helper, and is stricter where
  * the reference leaves a way out. In `"restricted"` mode (network

@@ -19,7 +19,7 @@
  * its own unless `--network-access`, no capabilities, its own PID namespace,
  * and it dies with the server.
  *
- * The server's secret files (`--ws-token-file`, `--tls-key`, …) are denied
+ * The server's secret files (`--ws-token-file`, `--tls-key`, ...) are denied
  * in every sandbox, also in a client's own sandbox when there is no ceiling.
  *
  * @module

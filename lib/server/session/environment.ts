@@ -1,5 +1,5 @@
 /**
- * `environmentInfo`: what this executor is and what it can do (docs/protocol.md §9).
+ * `environmentInfo`: what this executor is and what it can do (docs/protocol.md section 9).
  *
  * @module
  */

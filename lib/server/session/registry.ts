@@ -1,5 +1,5 @@
 /**
- * Sessions (docs/protocol.md §5): a session owns processes and outlives its connection
+ * Sessions (docs/protocol.md section 5): a session owns processes and outlives its connection
  * for a TTL, so a new connection can resume it.
  *
  * @module
@@ -11,7 +11,7 @@ import { ErrorCode, kindError, RpcError } from "../../protocol/errors.ts";
 import type { NotificationSink } from "../process/managed_process.ts";
 import { ProcessTable } from "../process/table.ts";
 
-/** Default time a detached session waits for a resume, in ms (the reference's ≈ 80 s). */
+/** Default time a detached session waits for a resume, in ms (the reference's about 80 s). */
 export const DEFAULT_SESSION_TTL_MS = 80_000;
 
 /** Options for {@linkcode SessionRegistry}. */

@@ -1,7 +1,7 @@
 /**
- * Serving one connection: the handshake and its gating (docs/protocol.md §4), routing
- * through the method table, concurrency lanes (docs/protocol.md §12) and the fatal
- * conditions that end a connection (docs/protocol.md §4.5).
+ * Serving one connection: the handshake and its gating (docs/protocol.md section 4), routing
+ * through the method table, concurrency lanes (docs/protocol.md section 12) and the fatal
+ * conditions that end a connection (docs/protocol.md section 4.5).
  *
  * @module
  */
