@@ -43,7 +43,9 @@ export interface HostShare {
   stealPct: number;
   /**
    * Busy time (user, nice, system, irq, softirq) not spent by the bench's process tree (the harness,
-   * the servers and every process they started), in percent of all cores' time; at least 0.
+   * the servers and every process they started), in percent of all cores' time. The per-process
+   * counters and `/proc/stat` are kept apart by the kernel, each to a clock tick, so with nothing
+   * else running this comes out near 0, now and then a point or two below.
    */
   otherBusyPct?: number;
   /** 1-minute load average at the start of the window. */
@@ -162,7 +164,7 @@ export function hostShare(before: HostSnapshot, after: HostSnapshot): HostShare 
   if (before.treeTicks !== null && after.treeTicks !== null) {
     const busy = d("user") + d("nice") + d("system") + d("irq") + d("softirq");
     const ours = after.treeTicks - before.treeTicks;
-    share.otherBusyPct = Math.max(0, 100 * (busy - ours) / total);
+    share.otherBusyPct = 100 * (busy - ours) / total;
   }
   if (before.loadAvg1 !== null) share.loadAvg1Start = before.loadAvg1;
   if (after.loadAvg1 !== null) share.loadAvg1End = after.loadAvg1;
