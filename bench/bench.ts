@@ -19,6 +19,7 @@ import {
   stopAllServers,
 } from "./server_process.ts";
 import { formatNumber, markdownTable, summarize, type Summary } from "./stats.ts";
+import { type HostShare, hostShare, hostSnapshot } from "./host_load.ts";
 import { connectBuiltinWebSocket, connectWebSocket, type Transport } from "./transport.ts";
 
 const HELP = `Usage: deno task bench [options]
@@ -53,6 +54,8 @@ interface RunRecord {
   wallMs: number;
   serverCpuMs: number;
   clientCpuMs: number;
+  /** The host over the same window as `wallMs`; absent without Linux's `/proc/stat`. */
+  host?: HostShare;
   error?: string;
 }
 
@@ -133,15 +136,24 @@ async function runOnce(
     reference: subject.label === "reference",
   };
   const serverCpu0 = cpuMs(server.pid);
+  const host0 = hostSnapshot("start");
   const clientCpu0 = harnessCpuMs();
   const t0 = performance.now();
+  /** The host over the window since `host0`: call right after the metric's run. */
+  const host = (): { host?: HostShare } => {
+    const host1 = host0 === null ? null : hostSnapshot("end");
+    const share = host0 === null || host1 === null ? null : hostShare(host0, host1);
+    return share === null ? {} : { host: share };
+  };
   try {
     const values = await metric.run(ctx);
     const wallMs = performance.now() - t0;
+    const clientCpuMs = harnessCpuMs() - clientCpu0;
+    const hostOverRun = host();
     const serverCpuMs = "serverCpuMs" in values
       ? values.serverCpuMs!
       : cpuMs(server.pid) - serverCpu0;
-    return { values, wallMs, serverCpuMs, clientCpuMs: harnessCpuMs() - clientCpu0 };
+    return { values, wallMs, serverCpuMs, clientCpuMs, ...hostOverRun };
   } catch (err) {
     const message = errorMessage(err);
     console.error(`  ${subject.label} ${metric.name} failed: ${message}`);
@@ -149,13 +161,10 @@ async function runOnce(
       // The server may be wedged or dead: restart it for the next run.
       await ensureServer(subject, false).catch(() => {});
     }
-    return {
-      values: {},
-      wallMs: performance.now() - t0,
-      serverCpuMs: NaN,
-      clientCpuMs: harnessCpuMs() - clientCpu0,
-      error: message,
-    };
+    const wallMs = performance.now() - t0;
+    const clientCpuMs = harnessCpuMs() - clientCpu0;
+    const hostOverRun = host();
+    return { values: {}, wallMs, serverCpuMs: NaN, clientCpuMs, ...hostOverRun, error: message };
   }
 }
 
@@ -209,6 +218,45 @@ function serverTable(label: string, metrics: readonly MetricDef[], results: Resu
     if (errors > 0) rows.push([metric.name, "failed repetitions", "", String(errors), "", ""]);
   }
   return markdownTable(["metric", "measure", "unit", "min", "median", "max"], rows);
+}
+
+/** A repetition's host figures, e.g. `steal 0.4 %, other busy 3.1 %, load 0.52→0.61`. */
+function hostLine(host: HostShare | undefined): string {
+  if (host === undefined) return "host: not measured (no /proc/stat)";
+  const parts = [`steal ${host.stealPct.toFixed(1)} %`];
+  if (host.otherBusyPct !== undefined) parts.push(`other busy ${host.otherBusyPct.toFixed(1)} %`);
+  parts.push(`load ${loadCell(host)}`);
+  return `host: ${parts.join(", ")}`;
+}
+
+function loadCell(host: HostShare | undefined): string {
+  const f = (x: number | undefined) => x === undefined ? "—" : x.toFixed(2);
+  return `${f(host?.loadAvg1Start)}→${f(host?.loadAvg1End)}`;
+}
+
+/**
+ * One row per metric and server: steal, other busy share and load average of each repetition in
+ * run order, so a repetition that stands out can be checked against what the host did.
+ */
+function hostTable(subjects: readonly Subject[], metrics: readonly MetricDef[], results: Results) {
+  const pct = (x: number | undefined) => x === undefined ? "—" : x.toFixed(1);
+  const rows: string[][] = [];
+  for (const metric of metrics) {
+    for (const s of subjects) {
+      const runs = results[s.label]![metric.name]!;
+      rows.push([
+        metric.name,
+        s.label,
+        runs.map((r) => pct(r.host?.stealPct)).join(" / "),
+        runs.map((r) => pct(r.host?.otherBusyPct)).join(" / "),
+        runs.map((r) => loadCell(r.host)).join(" / "),
+      ]);
+    }
+  }
+  return markdownTable(
+    ["metric", "server", "steal % per rep", "other busy % per rep", "load average (1 min) per rep"],
+    rows,
+  );
 }
 
 function fmt3(s: Summary): string[] {
@@ -376,9 +424,9 @@ async function main(): Promise<void> {
         const order = rep % 2 === 0 ? subjects : [...subjects].reverse();
         for (const s of order) {
           console.log(`[${metric.name}] rep ${rep + 1}/${reps} ${s.label}`);
-          results[s.label]![metric.name]!.push(
-            await runOnce(metric, s, { quick: args.quick, timeoutMs, connect }),
-          );
+          const run = await runOnce(metric, s, { quick: args.quick, timeoutMs, connect });
+          results[s.label]![metric.name]!.push(run);
+          console.log(`  ${hostLine(run.host)}`);
         }
       }
     }
@@ -390,6 +438,16 @@ async function main(): Promise<void> {
   for (const s of subjects) {
     report.push(`\n### ${s.label}: \`${s.command ?? s.url}\`\n`);
     report.push(serverTable(s.label, metrics, results));
+  }
+  const measured = subjects.some((s) =>
+    metrics.some((m) => results[s.label]![m.name]!.some((r) => r.host))
+  );
+  if (measured) {
+    report.push(
+      "\n### Host during each repetition (share of all cores' time, /proc/stat; same window as the " +
+        "wall time)\n",
+    );
+    report.push(hostTable(subjects, metrics, results));
   }
   let comparison: Record<string, unknown>[] | null = null;
   if (subjects.length === 2) {

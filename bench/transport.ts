@@ -41,8 +41,11 @@ const MAX_FRAME_BYTES = 256 * 1024 * 1024;
 /**
  * Opens a WebSocket connection with a minimal RFC 6455 client on a raw TCP socket.
  *
- * Client frames use the all-zero masking key: masking is mandatory, the key value is not, and a
- * zero key turns masking into a copy. That keeps the client's per-byte cost at the UTF-8 encode.
+ * Client frames are masked as a real client masks them (RFC 6455 §5.3; the Codex CLI's client
+ * does the same): each frame with a fresh random 4-byte key, so the server under test pays for
+ * unmasking what a real client sends. Keys come from a pool of random bytes refilled when used
+ * up, and the payload is XORed a 32-bit word at a time, which keeps the client's own CPU (it runs
+ * on the servers' machine) near a copy.
  *
  * @param url `ws://host:port[/path]`
  * @param options see {@linkcode ConnectWebSocketOptions}
@@ -271,10 +274,35 @@ function unmask(payload: Uint8Array, key: Uint8Array): Uint8Array<ArrayBuffer> {
   return out;
 }
 
+/** Random masking keys, one 32-bit word per frame, refilled from `crypto` when all are used. */
+const MASK_KEYS = new Uint32Array(1024);
+let maskKeysUsed = MASK_KEYS.length;
+
+/** A fresh random masking key (one word of {@linkcode MASK_KEYS}). */
+function nextMaskKey(): number {
+  if (maskKeysUsed === MASK_KEYS.length) {
+    crypto.getRandomValues(MASK_KEYS);
+    maskKeysUsed = 0;
+  }
+  return MASK_KEYS[maskKeysUsed++]!;
+}
+
+/**
+ * A final client frame of `opcode` carrying `payload`, masked with a fresh random key.
+ *
+ * The frame is laid out in a buffer of whole 32-bit words, starting 0 or 2 bytes in, so that its
+ * key and payload start on word boundaries: the key is stored as one word and the payload XORed
+ * with it a word at a time, the last word's bytes past the frame included (they are outside the
+ * returned view). Storing and XORing the same word in memory order makes this independent of
+ * the machine's byte order.
+ */
 function encodeClientFrame(opcode: number, payload: Uint8Array): Uint8Array {
   const len = payload.length;
   const extra = len < 126 ? 0 : len < 65536 ? 2 : 8;
-  const frame = new Uint8Array(2 + extra + 4 + len);
+  const head = 2 + extra + 4;
+  const pad = (4 - (head & 3)) & 3;
+  const words = new Uint32Array((pad + head + len + 3) >>> 2);
+  const frame = new Uint8Array(words.buffer, pad, head + len);
   frame[0] = 0x80 | opcode;
   if (extra === 0) {
     frame[1] = 0x80 | len;
@@ -290,8 +318,11 @@ function encodeClientFrame(opcode: number, payload: Uint8Array): Uint8Array {
       rest = Math.floor(rest / 256);
     }
   }
-  // Bytes 2+extra .. 5+extra stay 0: the all-zero masking key.
-  frame.set(payload, 2 + extra + 4);
+  const keyAt = (pad + head - 4) >>> 2;
+  const key = nextMaskKey();
+  words[keyAt] = key;
+  frame.set(payload, head);
+  for (let w = keyAt + 1; w < words.length; w++) words[w]! ^= key;
   return frame;
 }
 

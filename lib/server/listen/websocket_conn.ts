@@ -24,6 +24,7 @@ import {
 import { concatBytes } from "../../rpc/bytes.ts";
 import { FrameWriter } from "./frame_writer.ts";
 import { type HeaderFields, writeAll } from "./http_head.ts";
+import { unmask, wordsOf } from "./unmask.ts";
 
 const GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 
@@ -145,6 +146,7 @@ const READ_BYTES = 64 * 1024;
 class ByteReader {
   #conn: Deno.Conn;
   #buffer: Uint8Array;
+  #words: Uint32Array | undefined;
   #start = 0;
   #end: number;
 
@@ -177,6 +179,7 @@ class ByteReader {
       const grown = new Uint8Array(capacity);
       grown.set(this.#buffer.subarray(this.#start, this.#end));
       this.#buffer = grown;
+      this.#words = undefined;
     } else this.#buffer.copyWithin(0, this.#start, this.#end);
     this.#end -= this.#start;
     this.#start = 0;
@@ -219,6 +222,11 @@ class ByteReader {
   /** The buffer; the buffered bytes are `bytes[start, end)` (valid until the next read). */
   get bytes(): Uint8Array {
     return this.#buffer;
+  }
+
+  /** {@linkcode ByteReader.bytes} as 32-bit words (made once per buffer), to unmask in place. */
+  get words(): Uint32Array {
+    return this.#words ??= wordsOf(this.#buffer);
   }
 
   /** Where the buffered bytes start in {@linkcode ByteReader.bytes}. */
@@ -295,39 +303,6 @@ async function readFrameHead(reader: ByteReader): Promise<FrameHead | null> {
   const mask = head.slice(size - 4, size);
   reader.skip(size);
   return { fin: (b0! & 0x80) !== 0, opcode: b0! & 0x0f, length, mask };
-}
-
-/** Whether this machine stores the low byte of a 32-bit word first (it decides the mask word). */
-const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
-
-/**
- * XORs `bytes` with the mask `mask[maskAt, maskAt + 4)`, `offset` being the
- * position of `bytes[0]` in the frame's payload: byte by byte up to a 4-byte
- * boundary of the buffer, then a 32-bit word at a time (nothing for the
- * all-zero mask).
- */
-function unmask(bytes: Uint8Array, mask: Uint8Array, offset: number, maskAt = 0): void {
-  // The all-zero mask leaves the payload as it is.
-  if ((mask[maskAt]! | mask[maskAt + 1]! | mask[maskAt + 2]! | mask[maskAt + 3]!) === 0) return;
-  const length = bytes.length;
-  let i = 0;
-  if (length >= 32) {
-    const lead = Math.min(length, (4 - (bytes.byteOffset & 3)) & 3);
-    for (; i < lead; i++) bytes[i]! ^= mask[maskAt + ((offset + i) & 3)]!;
-    const words = (length - i) >>> 2;
-    const k = (offset + i) & 3;
-    const b0 = mask[maskAt + k]!;
-    const b1 = mask[maskAt + ((k + 1) & 3)]!;
-    const b2 = mask[maskAt + ((k + 2) & 3)]!;
-    const b3 = mask[maskAt + ((k + 3) & 3)]!;
-    const word = LITTLE_ENDIAN
-      ? (b0 | (b1 << 8) | (b2 << 16) | (b3 << 24))
-      : ((b0 << 24) | (b1 << 16) | (b2 << 8) | b3);
-    const view = new Uint32Array(bytes.buffer, bytes.byteOffset + i, words);
-    for (let w = 0; w < words; w++) view[w]! ^= word;
-    i += words * 4;
-  }
-  for (; i < length; i++) bytes[i]! ^= mask[maskAt + ((offset + i) & 3)]!;
 }
 
 function closePayload(code: number, reason = ""): Uint8Array {
@@ -435,10 +410,9 @@ export function websocketConnTransport(
     const length = short === 126 ? (bytes[at + 2]! << 8) | bytes[at + 3]! : short;
     if (length > INLINE_FRAME_BYTES || length > maxBytes) return undefined;
     const start = at + (short === 126 ? 8 : 6);
-    const payload = bytes.subarray(start, start + length);
-    unmask(payload, bytes, 0, start - 4);
+    unmask(bytes, reader.words, start, start + length, bytes, start - 4);
     reader.skip(start + length - at);
-    return decodeMessage(payload, opcode);
+    return decodeMessage(bytes.subarray(start, start + length), opcode);
   }
 
   /**
@@ -473,7 +447,7 @@ export function websocketConnTransport(
         }
         const payload = await reader.take(head.length);
         if (payload === null) return null;
-        unmask(payload, head.mask, 0);
+        unmask(payload, wordsOf(payload), 0, payload.length, head.mask, 0);
         if (head.opcode === 0x8) {
           const code = payload.length >= 2 ? (payload[0]! << 8) | payload[1]! : 1000;
           closeWith(code === 1005 || code === 1006 ? 1000 : code);
@@ -495,8 +469,9 @@ export function websocketConnTransport(
       if (!oversized && head.length <= INLINE_FRAME_BYTES && total + head.length <= maxBytes) {
         // The common case: the whole frame fits in the read buffer; unmask it there.
         if (!reader.has(head.length) && !(await reader.ensure(head.length))) return null;
-        const payload = reader.peek().subarray(0, head.length);
-        unmask(payload, head.mask, 0);
+        const from = reader.start;
+        unmask(reader.bytes, reader.words, from, from + head.length, head.mask, 0);
+        const payload = reader.bytes.subarray(from, from + head.length);
         if (head.fin && parts.length === 0) {
           // Skipping only moves the read offset: the payload's bytes stay where they are.
           reader.skip(head.length);
@@ -515,7 +490,7 @@ export function websocketConnTransport(
         if (total + chunk.length > maxBytes) oversized = true;
         if (!oversized) {
           const copy = chunk.slice();
-          unmask(copy, head.mask, offset);
+          unmask(copy, wordsOf(copy), 0, copy.length, head.mask, 0, offset);
           parts.push(copy);
         }
         total += chunk.length;
