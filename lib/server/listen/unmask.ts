@@ -1,5 +1,5 @@
 /**
- * Unmasking of client WebSocket payloads (RFC 6455 §5.3), in place and a
+ * Unmasking of client WebSocket payloads (RFC 6455 section 5.3), in place and a
  * 32-bit word at a time through a word view of the whole buffer that a
  * connection makes once per read buffer, not once per message.
  *
