@@ -139,33 +139,31 @@ async function runOnce(
   const host0 = hostSnapshot("start");
   const clientCpu0 = harnessCpuMs();
   const t0 = performance.now();
-  /** The host over the window since `host0`: call right after the metric's run. */
-  const host = (): { host?: HostShare } => {
-    const host1 = host0 === null ? null : hostSnapshot("end");
-    const share = host0 === null || host1 === null ? null : hostShare(host0, host1);
-    return share === null ? {} : { host: share };
-  };
+  let values: Record<string, number> = {};
+  let error: string | undefined;
   try {
-    const values = await metric.run(ctx);
-    const wallMs = performance.now() - t0;
-    const clientCpuMs = harnessCpuMs() - clientCpu0;
-    const hostOverRun = host();
+    values = await metric.run(ctx);
+  } catch (err) {
+    error = errorMessage(err);
+  }
+  // The window ends here, for the wall time, the harness's CPU and the host alike.
+  const wallMs = performance.now() - t0;
+  const clientCpuMs = harnessCpuMs() - clientCpu0;
+  const host1 = host0 === null ? null : hostSnapshot("end");
+  const host = host0 === null || host1 === null ? null : hostShare(host0, host1);
+  const measured = { wallMs, clientCpuMs, ...(host === null ? {} : { host }) };
+  if (error === undefined) {
     const serverCpuMs = "serverCpuMs" in values
       ? values.serverCpuMs!
       : cpuMs(server.pid) - serverCpu0;
-    return { values, wallMs, serverCpuMs, clientCpuMs, ...hostOverRun };
-  } catch (err) {
-    const message = errorMessage(err);
-    console.error(`  ${subject.label} ${metric.name} failed: ${message}`);
-    if (metric.usesSharedServer && subject.command !== null) {
-      // The server may be wedged or dead: restart it for the next run.
-      await ensureServer(subject, false).catch(() => {});
-    }
-    const wallMs = performance.now() - t0;
-    const clientCpuMs = harnessCpuMs() - clientCpu0;
-    const hostOverRun = host();
-    return { values: {}, wallMs, serverCpuMs: NaN, clientCpuMs, ...hostOverRun, error: message };
+    return { values, serverCpuMs, ...measured };
   }
+  console.error(`  ${subject.label} ${metric.name} failed: ${error}`);
+  if (metric.usesSharedServer && subject.command !== null) {
+    // The server may be wedged or dead: restart it for the next run.
+    await ensureServer(subject, false).catch(() => {});
+  }
+  return { values: {}, serverCpuMs: NaN, ...measured, error };
 }
 
 function meets(ratio: number, target: { op: "<=" | ">="; ratio: number }): boolean {
