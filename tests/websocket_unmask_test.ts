@@ -29,10 +29,3 @@ Deno.test("unmask restores payloads at every buffer alignment, payload offset an
     }
   }
 });
-
-Deno.test("unmask leaves a payload masked with the all-zero key as it is", () => {
-  const bytes = Uint8Array.from({ length: 100 }, (_, j) => j);
-  const before = bytes.slice();
-  unmask(bytes, wordsOf(bytes), 7, 100, new Uint8Array(4), 0);
-  assert.deepEqual(bytes, before);
-});
