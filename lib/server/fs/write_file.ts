@@ -18,7 +18,7 @@ import {
 } from "../host/permissions.ts";
 import type { SandboxPlan } from "../sandbox/policy.ts";
 import { raceFreeWrites, writeFileAt, writeScope } from "./resolve.ts";
-import { lstatOrUndefined } from "./stat.ts";
+import { lstatOrUndefined } from "../host/stat.ts";
 
 /** Maximum number of symlinks followed when resolving a write target, as Linux. */
 const MAX_SYMLINK_HOPS = 40;

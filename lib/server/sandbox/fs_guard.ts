@@ -26,7 +26,7 @@
 
 import type { ResultOf } from "../../protocol/methods.ts";
 import type { PathAccess } from "../fs/access.ts";
-import { lstatOrNull } from "../fs/stat.ts";
+import { lstatOrNull } from "../host/stat.ts";
 import { serverEnv } from "../host/env.ts";
 import { osError } from "../host/os_errors.ts";
 import { pathFromUri, uriFromPath } from "../host/path_uri.ts";
