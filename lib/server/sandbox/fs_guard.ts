@@ -25,7 +25,7 @@
  */
 
 import type { ResultOf } from "../../protocol/methods.ts";
-import type { PathAccess } from "../fs/access.ts";
+import type { PathAccess } from "../host/path_access.ts";
 import { lstatOrNull } from "../host/stat.ts";
 import { serverEnv } from "../host/env.ts";
 import { osError } from "../host/os_errors.ts";
