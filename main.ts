@@ -144,7 +144,7 @@ function sandboxFromFlags(flags: ServerFlags): ServerSandbox {
 async function main(args: string[]): Promise<void> {
   if (args[0] === "run") {
     // Loaded on demand: the client is not part of the server's start-up path.
-    const { runCommand } = await import("./lib/client/run_command.ts");
+    const { runCommand } = await import("./lib/cli/run_command.ts");
     Deno.exit(await runCommand(args.slice(1)));
   }
   let flags: ServerFlags;

@@ -32,20 +32,22 @@
 
 export {
   type AttachProcessOptions,
-  type ByteInput,
   connect,
   type ConnectOptions,
   createClient,
   ExecClient,
   type NotificationListener,
   type NotificationName,
-  type RequestArgs,
-  type RequestMethods,
-  type RequestOptions,
-  type RequestParams,
-  type SessionRequestName,
-  type StartProcessParams,
 } from "./lib/client/client.ts";
+export type {
+  ByteInput,
+  RequestArgs,
+  RequestMethods,
+  RequestOptions,
+  RequestParams,
+  SessionRequestName,
+  StartProcessParams,
+} from "./lib/client/request_types.ts";
 export type {
   DialCredentials,
   ServerTarget,

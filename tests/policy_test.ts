@@ -1,7 +1,10 @@
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { RpcError } from "../lib/protocol/errors.ts";
 import { fsError } from "../lib/server/host/os_errors.ts";
-import { permissionDenied, permissionDeniedFromDeno } from "../lib/server/host/permissions.ts";
+import {
+  permissionDenied,
+  permissionDeniedFromDeno,
+} from "../lib/server/host/permission_errors.ts";
 
 const LIB = new URL("../lib/server/", import.meta.url).href;
 

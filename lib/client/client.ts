@@ -13,7 +13,6 @@
 
 import { errorKind } from "../protocol/errors.ts";
 import {
-  type ClientRequestName,
   type EnvironmentInfo,
   type MethodName,
   METHODS,
@@ -27,51 +26,18 @@ import { ClosedError, RemoteError } from "../rpc/connection.ts";
 import { endpointOf, type ServerTarget } from "./dial.ts";
 import { exec, type ExecOptions, type ExecResult } from "./exec.ts";
 import { RemoteFs } from "./fs.ts";
-import { type EnvironmentOptions, processEnvironment } from "./environment.ts";
-import { type RemotePath, toPathUri } from "./paths.ts";
+import { processEnvironment } from "./environment.ts";
+import { toPathUri } from "./paths.ts";
 import { type ProcessHandle, type ProcessHost, TrackedProcess } from "./process_handle.ts";
 import { SessionLink, type SessionLinkOptions } from "./session_link.ts";
+import type {
+  RequestArgs,
+  RequestMethods,
+  RequestOptions,
+  SessionRequestName,
+  StartProcessParams,
+} from "./request_types.ts";
 import { parseResult, toWire } from "./wire.ts";
-
-/** Client → server requests callable on a connected client (`initialize` is the client's own). */
-export type SessionRequestName = Exclude<ClientRequestName, "initialize">;
-
-/** Options for one request. */
-export interface RequestOptions {
-  /** Fails the call with `TimedOutError` after this many ms. */
-  timeoutMs?: number;
-  /**
-   * If the connection is lost before the answer, send the request again
-   * once the client has reconnected. Only for idempotent requests.
-   *
-   * @default {false}
-   */
-  retry?: boolean;
-}
-
-/** The arguments of a request: params may be left out for methods without params. */
-export type RequestArgs<M extends SessionRequestName> = null extends ParamsOf<M>
-  ? [params?: RequestParams<M> | null, options?: RequestOptions]
-  : [params: RequestParams<M>, options?: RequestOptions];
-
-/**
- * A byte member as a caller may give it: a `Uint8Array` (sent as base64) or
- * the base64 text itself. Byte members are those the method table decodes
- * as bytes and the `…Base64` strings.
- */
-export type ByteInput<K, T> = T extends Uint8Array ? Uint8Array | string
-  : K extends `${string}Base64` ? T extends string ? T | Uint8Array : T
-  : T;
-
-/** The params of a request as a caller gives them: byte members also take a `Uint8Array`. */
-export type RequestParams<M extends SessionRequestName> = ParamsOf<M> extends infer P
-  ? P extends object ? { [K in keyof P]: ByteInput<K, P[K]> } : P
-  : never;
-
-/** One typed function per client → server request, keyed by wire name. */
-export type RequestMethods = {
-  readonly [M in SessionRequestName]: (...args: RequestArgs<M>) => Promise<ResultOf<M>>;
-};
 
 /**
  * Server → client notifications: every notification of the method table
@@ -101,25 +67,6 @@ export interface ConnectOptions extends SessionLinkOptions {
    */
   maxBufferedBytes?: number;
 }
-
-/**
- * Params of {@linkcode ExecClient.startProcess}: the `process/start` params
- * with defaults for the required members.
- */
-export type StartProcessParams =
-  & Omit<ParamsOf<"process/start">, "processId" | "cwd" | "env" | "envPolicy" | "tty">
-  & EnvironmentOptions
-  & {
-    /** The session-scoped id; a random UUID by default. */
-    processId?: string;
-    /**
-     * Working directory: an absolute path or a `file:` URL; the server's cwd
-     * (or temp dir) by default.
-     */
-    cwd?: RemotePath;
-    /** Run on a pseudo-terminal; `false` by default. */
-    tty?: boolean;
-  };
 
 /** Options for {@linkcode ExecClient.attachProcess}. */
 export interface AttachProcessOptions {

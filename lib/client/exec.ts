@@ -6,7 +6,7 @@
  */
 
 import type { ProcessHandle } from "./process_handle.ts";
-import type { StartProcessParams } from "./client.ts";
+import type { StartProcessParams } from "./request_types.ts";
 import type { EnvironmentOptions } from "./environment.ts";
 import type { RemotePath } from "./paths.ts";
 

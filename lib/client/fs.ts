@@ -8,7 +8,7 @@
  * @module
  */
 
-import type { RequestArgs, RequestOptions, SessionRequestName } from "./client.ts";
+import type { RequestArgs, RequestOptions, SessionRequestName } from "./request_types.ts";
 import type { ResultOf } from "../protocol/methods.ts";
 import { errorKind } from "../protocol/errors.ts";
 import { RemoteError } from "../rpc/connection.ts";

@@ -33,7 +33,7 @@ import {
   raceFreeWrites,
   writeScope,
 } from "./resolve.ts";
-import { lstatOrUndefined } from "./stat.ts";
+import { lstatOrUndefined } from "../host/stat.ts";
 
 /**
  * `fs/copy`: copies a regular file, a symlink (as a link) or, with

@@ -10,7 +10,7 @@ import { joinPath } from "../host/path_uri.ts";
 import type { SandboxPlan } from "../sandbox/policy.ts";
 import { directoryAt } from "./inspect_at.ts";
 import { createDirectoryAt, raceFreeWrites, readsScoped, writeScope } from "./resolve.ts";
-import { linkTargetInScope } from "./stat.ts";
+import { linkTargetInScope } from "../host/stat.ts";
 
 /** One entry of `fs/readDirectory`. */
 type DirectoryEntry = ResultOf<"fs/readDirectory">["entries"][number];

@@ -19,7 +19,7 @@
 import type { ClientRequestName, ParamsOf, ResultOf } from "../../protocol/methods.ts";
 import { requireRead, requireReadOrMissing, requireWrite } from "../host/permissions.ts";
 import { checkFsAccess, fsSandboxChecks, restrictListing } from "../sandbox/fs_guard.ts";
-import { copiesTo, type PathAccess, reads, removes, writes } from "./access.ts";
+import { copiesTo, type PathAccess, reads, removes, writes } from "../host/path_access.ts";
 import type { SandboxPlan } from "../sandbox/policy.ts";
 import { copy } from "./copy.ts";
 import { createDirectory, readDirectory } from "./directory.ts";

@@ -33,7 +33,8 @@
 import { dirname, relative, resolve } from "../host/posix_path.ts";
 import { osError } from "../host/os_errors.ts";
 import { joinPath } from "../host/path_uri.ts";
-import { grantedEverywhere, permissionDenied } from "../host/permissions.ts";
+import { grantedEverywhere } from "../host/permissions.ts";
+import { permissionDenied } from "../host/permission_errors.ts";
 import {
   close,
   F,

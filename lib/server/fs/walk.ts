@@ -8,7 +8,7 @@ import { invalidRequest } from "../../protocol/errors.ts";
 import { fsError } from "../host/os_errors.ts";
 import type { ParamsOf, ResultOf } from "../../protocol/methods.ts";
 import { joinPath, pathFromUri, uriFromPath } from "../host/path_uri.ts";
-import { linkTargetInScope } from "./stat.ts";
+import { linkTargetInScope } from "../host/stat.ts";
 import { mayRead } from "../host/permissions.ts";
 import { close, F, isType, listDirectory, statx } from "../host/fs_syscalls.ts";
 import type { SandboxPlan } from "../sandbox/policy.ts";

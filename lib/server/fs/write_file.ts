@@ -9,16 +9,11 @@ import { decodeBase64 } from "../../protocol/base64.ts";
 import { invalidRequest } from "../../protocol/errors.ts";
 import type { ResultOf } from "../../protocol/methods.ts";
 import { fsError, osError, osErrorCode } from "../host/os_errors.ts";
-import {
-  mayRead,
-  mayWrite,
-  permissionDenied,
-  requireRead,
-  requireWrite,
-} from "../host/permissions.ts";
+import { permissionDenied } from "../host/permission_errors.ts";
+import { mayRead, mayWrite, requireRead, requireWrite } from "../host/permissions.ts";
 import type { SandboxPlan } from "../sandbox/policy.ts";
 import { raceFreeWrites, writeFileAt, writeScope } from "./resolve.ts";
-import { lstatOrUndefined } from "./stat.ts";
+import { lstatOrUndefined } from "../host/stat.ts";
 
 /** Maximum number of symlinks followed when resolving a write target, as Linux. */
 const MAX_SYMLINK_HOPS = 40;

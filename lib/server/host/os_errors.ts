@@ -8,7 +8,7 @@
  */
 
 import { ErrorCode, RpcError } from "../../protocol/errors.ts";
-import { permissionDeniedFromDeno } from "./permissions.ts";
+import { permissionDeniedFromDeno } from "./permission_errors.ts";
 
 /**
  * errno number and `strerror` text for the error codes Deno reports. The

@@ -6,7 +6,7 @@
  * @module
  */
 
-import { statOrNull } from "../fs/stat.ts";
+import { statOrNull } from "../host/stat.ts";
 import { serverEnv } from "../host/env.ts";
 import { grantedEverywhere } from "../host/permissions.ts";
 import { COMMON_FLAGS, SECCOMP_SHIM, SHIM_SHELL } from "./bubblewrap.ts";

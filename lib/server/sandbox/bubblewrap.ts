@@ -32,7 +32,7 @@
  * @module
  */
 
-import { statOrNull } from "../fs/stat.ts";
+import { statOrNull } from "../host/stat.ts";
 import { accessAt, type SandboxPlan } from "./policy.ts";
 import { PRIVATE_TMP_BYTES } from "./server_policy.ts";
 

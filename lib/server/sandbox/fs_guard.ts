@@ -25,8 +25,8 @@
  */
 
 import type { ResultOf } from "../../protocol/methods.ts";
-import type { PathAccess } from "../fs/access.ts";
-import { lstatOrNull } from "../fs/stat.ts";
+import type { PathAccess } from "../host/path_access.ts";
+import { lstatOrNull } from "../host/stat.ts";
 import { serverEnv } from "../host/env.ts";
 import { osError } from "../host/os_errors.ts";
 import { pathFromUri, uriFromPath } from "../host/path_uri.ts";

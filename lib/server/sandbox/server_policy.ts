@@ -26,7 +26,7 @@
  */
 
 import { ErrorCode, RpcError } from "../../protocol/errors.ts";
-import type { PermissionDeniedData } from "../host/permissions.ts";
+import type { PermissionDeniedData } from "../host/permission_errors.ts";
 import {
   canonicalPath,
   intersectPlans,

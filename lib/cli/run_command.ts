@@ -7,15 +7,15 @@
  */
 
 import { constants as osConstants } from "node:os";
-import { defineFlags, FlagError, parseFlags, renderFlagHelp } from "../cli/flags.ts";
+import { defineFlags, FlagError, parseFlags, renderFlagHelp } from "./flags.ts";
 import { errorKind } from "../protocol/errors.ts";
 import { ClosedError, RemoteError, TimedOutError } from "../rpc/connection.ts";
-import { connect, type ExecClient } from "./client.ts";
-import { ConnectError, SessionLostError } from "./errors.ts";
-import type { ProcessHandle } from "./process_handle.ts";
-import type { TokenSource } from "./dial.ts";
-import { tokenFromEnv, tokenFromFile } from "./token_source.ts";
-import { toPathUri } from "./paths.ts";
+import { connect, type ExecClient } from "../client/client.ts";
+import { ConnectError, SessionLostError } from "../client/errors.ts";
+import type { ProcessHandle } from "../client/process_handle.ts";
+import type { TokenSource } from "../client/dial.ts";
+import { tokenFromEnv, tokenFromFile } from "../client/token_source.ts";
+import { toPathUri } from "../client/paths.ts";
 
 /** Exit code for a bad command line. */
 export const RUN_USAGE_EXIT = 2;

@@ -1,12 +1,13 @@
 /**
  * Access rules: how an fs request touches one path. Each entry of the fs
  * operations table lists them for its method; the server's Deno permission
- * checks and the sandbox guard are both computed from that list.
+ * checks and the sandbox guard are both computed from that list (so it sits
+ * here, below both `fs/` and `sandbox/`).
  *
  * @module
  */
 
-import { pathFromUri } from "../host/path_uri.ts";
+import { pathFromUri } from "./path_uri.ts";
 
 /**
  * What a read looks at, which decides what a sandbox lets through:
@@ -89,7 +90,7 @@ export type PathAccess = ReadAccess | WriteAccess;
  *
  * @example A metadata read
  * ```ts
- * import { reads } from "./access.ts";
+ * import { reads } from "./path_access.ts";
  * console.log(reads("file:///tmp/a%20b", "metadata")); // { access: "read", path: "/tmp/a b", kind: "metadata" }
  * ```
  */
@@ -106,7 +107,7 @@ export function reads(uri: string, kind: ReadKind): ReadAccess {
  *
  * @example Creating a file
  * ```ts
- * import { writes } from "./access.ts";
+ * import { writes } from "./path_access.ts";
  * console.log(writes("file:///tmp/out.txt", "file").path); // "/tmp/out.txt"
  * ```
  */
