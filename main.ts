@@ -103,6 +103,11 @@ async function main(args: string[]): Promise<void> {
     const { runCommand } = await import("./lib/cli/run_command.ts");
     Deno.exit(await runCommand(args.slice(1)));
   }
+  if (args[0] === "mcp") {
+    // Loaded on demand, with the MCP SDK: neither is part of the server's start-up path.
+    const { mcpCommand } = await import("./lib/cli/mcp_command.ts");
+    Deno.exit(await mcpCommand(args.slice(1)));
+  }
   let flags: ServerFlags;
   try {
     flags = parseServerFlags(args);
