@@ -6,7 +6,7 @@
  * @module
  */
 
-import type { AuthResult } from "./auth.ts";
+import { type AuthResult, unauthorized } from "./auth.ts";
 import { log } from "../host/log.ts";
 import { isSandboxedPeer } from "../sandbox/peer.ts";
 import { HandshakeDeadlines } from "./handshake_deadlines.ts";
@@ -166,6 +166,8 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
         authorize: options.authorize,
         tls: options.tls !== undefined,
         allowedOrigins: options.allowedOrigins ?? [],
+        upgradeProblem,
+        unauthorized,
       }),
       maxMessageBytes: CONSOLE_MAX_MESSAGE_BYTES,
     };
