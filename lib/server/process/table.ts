@@ -21,9 +21,8 @@ import {
 } from "../../protocol/errors.ts";
 import type { ExtensionName, ParamsOf, ResultOf } from "../../protocol/methods.ts";
 import { OutputTail } from "../sandbox/denial.ts";
-import { ManagedProcess, type NotificationSink } from "./managed_process.ts";
+import { ManagedProcess, type NotificationSink, PROCESS_EVENTS } from "./managed_process.ts";
 import { loadChildProcess, startPipe } from "./pipe.ts";
-import { ProcessWatch } from "../observe/process_watch.ts";
 import { planStart } from "./start_plan.ts";
 
 let ttyBackend: Promise<typeof import("./tty.ts")> | undefined;
@@ -56,7 +55,7 @@ export interface ProcessTableOptions {
    */
   retentionMs?: number;
   /**
-   * The id of the session the table belongs to (for the audit events).
+   * The id of the session the table belongs to (named in the process events it publishes).
    *
    * @default {""}
    */
@@ -191,7 +190,7 @@ export class ProcessTable {
       plan.sandbox?.release();
       throw err;
     }
-    proc.watch = new ProcessWatch({
+    PROCESS_EVENTS.started.publish(proc, {
       session: this.#sessionId,
       processId: params.processId,
       argv: params.argv,
