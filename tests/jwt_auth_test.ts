@@ -25,6 +25,7 @@ import { LineSplitStream } from "./helpers/line_split_stream.ts";
 import { MAIN_TS, SERVER_PERMISSIONS, ServerProcess } from "./helpers/server_harness.ts";
 import { verifySignedBearer } from "../lib/server/listen/signed_bearer.ts";
 import { connect, tokenFromEnv, tokenFromFile } from "../mod.ts";
+import { jwtVerify } from "jose";
 
 const CODEX_BIN = Deno.env.get("CODEX_BIN");
 
@@ -136,6 +137,28 @@ Deno.test({
       assert.deepEqual(differ, []);
     });
   },
+});
+
+/** How many matrix tokens `jose`'s `jwtVerify` answers unlike the reference (README, Authentication). */
+const JOSE_DIFFERENCES = 52;
+
+Deno.test(`signed-bearer-token: jose's jwtVerify answers ${JOSE_DIFFERENCES} matrix tokens unlike the reference (why the verifier is written here)`, async () => {
+  const rows = await buildMatrix();
+  const key = new TextEncoder().encode(MATRIX_SECRET);
+  let differ = 0;
+  for (const row of rows) {
+    const token = /^Bearer (.*)$/.exec(row.headers.Authorization ?? "")?.[1];
+    const config = MATRIX_CONFIGS[row.config];
+    const accepted = token !== undefined && await jwtVerify(token, key, {
+      algorithms: ["HS256"],
+      issuer: config.issuer,
+      audience: config.audience,
+      clockTolerance: config.skewSeconds ?? 30,
+      requiredClaims: ["exp"],
+    }).then(() => true, () => false);
+    if (accepted !== row.accept) differ++;
+  }
+  assert.equal(`${differ} of ${rows.length}`, `${JOSE_DIFFERENCES} of ${rows.length}`);
 });
 
 Deno.test("signed-bearer-token: exp and nbf are honoured up to exactly the clock skew", async () => {

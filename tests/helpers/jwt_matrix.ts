@@ -275,6 +275,92 @@ export async function buildMatrix(now = Math.floor(Date.now() / 1000)): Promise<
   await add("typ null", true, claims(), { header: `{"alg":"HS256","typ":null}` });
   await add("kid as a number", false, claims(), { header: `{"alg":"HS256","kid":7}` });
   await add("empty jwk in the header", false, claims(), { header: `{"alg":"HS256","jwk":{}}` });
+  // A `jwk` header member is decoded as a JWK and never used as the key.
+  const forged = "a forged secret that only the token's maker holds";
+  const octKey = (secret: string) => `{"kty":"oct","k":"${b64url(encoder.encode(secret))}"}`;
+  await add("jwk naming another key, the token signed with it", false, claims(), {
+    header: `{"alg":"HS256","jwk":${octKey(forged)}}`,
+    secret: forged,
+  });
+  await add("jwk naming another key, alg HS256 in it, the token signed with it", false, claims(), {
+    header: `{"alg":"HS256","jwk":${octKey(forged).replace("}", `,"alg":"HS256"}`)}}`,
+    secret: forged,
+  });
+  const jwkRows: [string, boolean, string][] = [
+    ["jwk null", true, "null"],
+    ["jwk naming the shared secret", true, octKey(MATRIX_SECRET)],
+    ["jwk as a string", false, `"x"`],
+    ["jwk as an array", false, "[]"],
+    ["jwk: RSA key", true, `{"kty":"RSA","n":"AQAB","e":"AQAB"}`],
+    ["jwk: RSA key without e", false, `{"kty":"RSA","n":"AQAB"}`],
+    ["jwk: EC key on P-521", true, `{"kty":"EC","crv":"P-521","x":"AA","y":"AA"}`],
+    ["jwk: EC key on an unknown curve", false, `{"kty":"EC","crv":"P-999","x":"AA","y":"AA"}`],
+    ["jwk: OKP key on Ed25519", true, `{"kty":"OKP","crv":"Ed25519","x":"AA"}`],
+    [
+      "jwk: OKP key on X25519 (not a curve the reference knows)",
+      false,
+      `{"kty":"OKP","crv":"X25519","x":"AA"}`,
+    ],
+    ["jwk: kty in upper case", false, `{"kty":"OCT","k":"AA"}`],
+    ["jwk: no kty", false, `{"k":"AA"}`],
+    [
+      "jwk: k not base64 (the reference does not decode it)",
+      true,
+      `{"kty":"oct","k":"not base64 !!"}`,
+    ],
+    ["jwk: k a number", false, `{"kty":"oct","k":7}`],
+    ["jwk: k null", false, `{"kty":"oct","k":null}`],
+    [
+      "jwk: every common member",
+      true,
+      `{"kty":"oct","k":"AA","use":"sig","key_ops":["verify"],"alg":"HS256","kid":"k1","x5u":"u","x5c":["a"],"x5t":"t","x5t#S256":"s"}`,
+    ],
+    [
+      "jwk: common members null",
+      true,
+      `{"kty":"oct","k":"AA","use":null,"alg":null,"kid":null,"x5c":null}`,
+    ],
+    ["jwk: use and key_ops of any text", true, `{"kty":"oct","k":"AA","use":"x","key_ops":["y"]}`],
+    ["jwk: alg RSA-OAEP-256", true, `{"kty":"oct","k":"AA","alg":"RSA-OAEP-256"}`],
+    ["jwk: alg ES512 (not one the reference knows)", false, `{"kty":"oct","k":"AA","alg":"ES512"}`],
+    ["jwk: alg in lower case", false, `{"kty":"oct","k":"AA","alg":"hs256"}`],
+    ["jwk: key_ops as a string", false, `{"kty":"oct","k":"AA","key_ops":"verify"}`],
+    ["jwk: key_ops holding null", false, `{"kty":"oct","k":"AA","key_ops":[null]}`],
+    ["jwk: kid a number", false, `{"kty":"oct","k":"AA","kid":7}`],
+    ["jwk: x5c as a string", false, `{"kty":"oct","k":"AA","x5c":"a"}`],
+    ["jwk: k given twice", false, `{"kty":"oct","k":"AA","k":"AB"}`],
+    ["jwk: kid given twice, both null", false, `{"kty":"oct","k":"AA","kid":null,"kid":null}`],
+    ["jwk: kty given twice, once escaped", false, `{"kty":"oct","k":"AA","k\\u0074y":"oct"}`],
+    ["jwk: unknown member given twice", true, `{"kty":"oct","k":"AA","z":1,"z":2}`],
+    ["jwk: another key type's member given twice", true, `{"kty":"oct","k":"AA","n":"a","n":"b"}`],
+    ["jwk: another key type's member of the wrong type", true, `{"kty":"oct","k":"AA","x":7}`],
+    ["jwk: EC key with a y of the wrong type", false, `{"kty":"EC","crv":"P-256","x":"AA","y":7}`],
+    ["jwk: lone surrogate in an unknown member", false, `{"kty":"oct","k":"AA","z":["\\udc00"]}`],
+    ["jwk: lone surrogate in a member name", false, `{"kty":"oct","k":"AA","\\ud800":1}`],
+    ["jwk: a number beyond 64-bit floats", true, `{"kty":"oct","k":"AA","z":1e400}`],
+    [
+      "jwk: nested 126 deep",
+      true,
+      `{"kty":"oct","k":"AA","z":${"[".repeat(125)}${"]".repeat(125)}}`,
+    ],
+    [
+      "jwk: nested 127 deep",
+      false,
+      `{"kty":"oct","k":"AA","z":${"[".repeat(126)}${"]".repeat(126)}}`,
+    ],
+  ];
+  for (const [name, accept, jwk] of jwkRows) {
+    await add(name, accept, claims(), { header: `{"alg":"HS256","jwk":${jwk}}` });
+  }
+  await add("jwk given twice", false, claims(), {
+    header: `{"alg":"HS256","jwk":${octKey(MATRIX_SECRET)},"jwk":null}`,
+  });
+  await add("unknown header member nested 300 deep", true, claims(), {
+    header: `{"alg":"HS256","z":${"[".repeat(300)}${"]".repeat(300)}}`,
+  });
+  await add("lone surrogate in an unknown header member", true, claims(), {
+    header: `{"alg":"HS256","z":"\\ud800"}`,
+  });
   await add("x5c as an array of strings", true, claims(), {
     header: `{"alg":"HS256","x5c":["a"]}`,
   });

@@ -17,21 +17,22 @@
  *   strings) must equal or contain `--ws-audience`, each when configured.
  *   Whatever is configured, the members the reference reads must have the
  *   reference's types (e.g. a numeric `aud` is refused) and appear once.
+ * - A `jwk` header member is accepted when the reference accepts it (see
+ *   `jwt_header_jwk.ts`) and never used: the key is always the shared secret.
  *
  * The signature is verified with Web Crypto's HMAC (constant-time), not with
  * a JWT library: run over the token matrix (tests/helpers/jwt_matrix.ts),
- * `jose`'s `jwtVerify` answers 26 of its 102 tokens differently from the
- * reference (lenient base64, fractional and out-of-range times, duplicate
- * members, `crit` and `b64` enforcement, member types), and none of those can
- * be configured away.
- *
- * Known difference: a `jwk` member in the JWT header is refused (unless
- * `null`); the reference accepts one that is a well-formed JWK.
+ * `jose` 6.2.18's `jwtVerify` answers 52 of its 150 tokens differently from
+ * the reference (lenient base64, fractional and out-of-range times, duplicate
+ * members, `crit` and `b64` enforcement, member types, the `jwk` member's
+ * shape), and none of those can be configured away.
  *
  * @module
  */
 
 import { type AuthResult, presentedToken, readSecretFile, unauthorized } from "./auth.ts";
+import { type MemberSource, objectMembers } from "./json_source.ts";
+import { jwkAccepted } from "./jwt_header_jwk.ts";
 
 /** Clock skew applied when `--ws-max-clock-skew-seconds` is not given. */
 export const DEFAULT_MAX_CLOCK_SKEW_SECONDS = 30;
@@ -93,31 +94,6 @@ function base64url(segment: string): Uint8Array | undefined {
   }
 }
 
-/** Keys of the top-level members of a JSON object text `JSON.parse` has accepted, in order. */
-function topLevelKeys(json: string): string[] {
-  const keys: string[] = [];
-  let depth = 0;
-  let expectingKey = false;
-  for (let i = 0; i < json.length; i++) {
-    const c = json[i];
-    if (c === '"') {
-      let end = i + 1;
-      while (json[end] !== '"') end += json[end] === "\\" ? 2 : 1;
-      if (depth === 1 && expectingKey) keys.push(JSON.parse(json.slice(i, end + 1)));
-      expectingKey = false;
-      i = end;
-    } else if (c === "{" || c === "[") {
-      depth++;
-      if (depth === 1) expectingKey = c === "{";
-    } else if (c === "}" || c === "]") {
-      depth--;
-    } else if (c === "," && depth === 1) {
-      expectingKey = true;
-    }
-  }
-  return keys;
-}
-
 /**
  * Decodes a segment as a JSON object whose listed members appear at most
  * once; records the source text of top-level numbers (to tell `1` from
@@ -126,7 +102,9 @@ function topLevelKeys(json: string): string[] {
 function jsonObject(
   segment: string,
   typed: Set<string>,
-): { value: Record<string, unknown>; numbers: Map<string, string> } | undefined {
+):
+  | { value: Record<string, unknown>; numbers: Map<string, string>; members: MemberSource[] }
+  | undefined {
   const bytes = base64url(segment);
   if (bytes === undefined) return undefined;
   let text: string;
@@ -146,12 +124,17 @@ function jsonObject(
     return undefined;
   }
   if (value === null || typeof value !== "object" || Array.isArray(value)) return undefined;
+  const members = objectMembers(text);
   const seen = new Set<string>();
-  for (const key of topLevelKeys(text)) {
-    if (typed.has(key) && seen.has(key)) return undefined;
-    seen.add(key);
+  for (const { name } of members) {
+    if (typed.has(name) && seen.has(name)) return undefined;
+    seen.add(name);
   }
-  return { value: value as Record<string, unknown>, numbers: sources.get(value) ?? new Map() };
+  return {
+    value: value as Record<string, unknown>,
+    numbers: sources.get(value) ?? new Map(),
+    members,
+  };
 }
 
 /** A 64-bit integer written as one (`-0` is a float to the reference), or `undefined`. */
@@ -166,7 +149,9 @@ function isString(value: unknown): value is string {
   return typeof value === "string" && value.isWellFormed();
 }
 
-function headerOk(header: Record<string, unknown>): boolean {
+function headerOk(
+  { value: header, members }: { value: Record<string, unknown>; members: MemberSource[] },
+): boolean {
   if (header.alg !== "HS256") return false;
   for (const name of HEADER_STRINGS) {
     const member = header[name];
@@ -176,7 +161,8 @@ function headerOk(header: Record<string, unknown>): boolean {
   if (x5c !== undefined && x5c !== null && !(Array.isArray(x5c) && x5c.every(isString))) {
     return false;
   }
-  return header.jwk === undefined || header.jwk === null;
+  const jwk = members.find((member) => member.name === "jwk");
+  return jwk === undefined || jwkAccepted(jwk.value);
 }
 
 /**
@@ -212,7 +198,7 @@ async function checkSignedBearer(
   if (parts.length !== 3) return "invalid websocket jwt";
   const [headerPart, payloadPart, signaturePart] = parts as [string, string, string];
   const header = jsonObject(headerPart, HEADER_TYPED);
-  if (header === undefined || !headerOk(header.value)) return "invalid websocket jwt";
+  if (header === undefined || !headerOk(header)) return "invalid websocket jwt";
   const signature = base64url(signaturePart);
   if (signature === undefined) return "invalid websocket jwt";
   const key = await crypto.subtle.importKey(
