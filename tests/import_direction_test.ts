@@ -88,6 +88,17 @@ Deno.test("the import graph holds static, type-only and dynamic imports and re-e
   assert.ok(imports("mod.ts").includes("lib/client/client.ts"));
 });
 
+Deno.test("docs/contributing/architecture.md shows the floors as FLOORS has them", async () => {
+  const doc = await Deno.readTextFile(new URL("docs/contributing/architecture.md", ROOT));
+  const shown: Record<string, string[]> = {};
+  for (const [, folder, below] of doc.matchAll(/^\| `([^`]+)` +\| (.+?) +\|$/gm)) {
+    shown[folder!] = below === "nothing"
+      ? []
+      : [...below!.matchAll(/`([^`]+)`/g)].map((m) => m[1]!);
+  }
+  assert.deepEqual(shown, FLOORS);
+});
+
 Deno.test("climbs() reports an import into a folder that is not below, a sibling, and a folder without a floor", () => {
   const floors: Floors = { base: [], left: ["base"], right: ["base"], top: ["left", "right"] };
   const graph = new Map([
