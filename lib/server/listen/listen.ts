@@ -6,7 +6,7 @@
  * @module
  */
 
-import type { AuthResult } from "./auth.ts";
+import { type AuthResult, unauthorized } from "./auth.ts";
 import { log } from "../host/log.ts";
 import { isSandboxedPeer } from "../sandbox/peer.ts";
 import { HandshakeDeadlines } from "./handshake_deadlines.ts";
@@ -20,6 +20,8 @@ import { upgradeProblem, websocketConnTransport, writeUpgrade } from "./websocke
 import { originGate } from "./origin.ts";
 import { DEFAULT_MAX_MESSAGE_BYTES } from "../../rpc/transport.ts";
 import { serveConnection } from "../session/serve_connection.ts";
+import { watchProcesses } from "../observe/process_watch.ts";
+import { observeRequests } from "../observe/requests.ts";
 import { SessionRegistry } from "../session/registry.ts";
 import type { ListenOptions, RunningServer } from "./stdio_listen.ts";
 import { DEFAULT_MAX_CONNECTIONS } from "./connection_limit.ts";
@@ -137,6 +139,8 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
   } catch (err) {
     return Promise.reject(err);
   }
+  watchProcesses();
+  observeRequests();
   const sessions = new SessionRegistry(options);
   const crossOrigin = originGate(options.allowedOrigins);
   const maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
@@ -166,6 +170,8 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
         authorize: options.authorize,
         tls: options.tls !== undefined,
         allowedOrigins: options.allowedOrigins ?? [],
+        upgradeProblem,
+        unauthorized,
       }),
       maxMessageBytes: CONSOLE_MAX_MESSAGE_BYTES,
     };

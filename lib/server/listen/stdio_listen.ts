@@ -9,6 +9,8 @@
 import { type ByteSink, type ByteSource, stdioTransport } from "../../rpc/stdio_transport.ts";
 import { DEFAULT_MAX_MESSAGE_BYTES } from "../../rpc/transport.ts";
 import { serveConnection } from "../session/serve_connection.ts";
+import { watchProcesses } from "../observe/process_watch.ts";
+import { observeRequests } from "../observe/requests.ts";
 import { SessionRegistry, type SessionRegistryOptions } from "../session/registry.ts";
 
 /** Options shared by both listeners. */
@@ -53,6 +55,8 @@ export function serveStdio(
   input: ByteSource = Deno.stdin,
   output: ByteSink = Deno.stdout,
 ): RunningServer {
+  watchProcesses();
+  observeRequests();
   const sessions = new SessionRegistry(options);
   const transport = stdioTransport(input, output, { maxLineBytes: options.maxMessageBytes });
   const served = serveConnection(transport, {

@@ -25,6 +25,7 @@ import type { Transport } from "../../rpc/transport.ts";
 import type { ManagedProcess } from "../process/managed_process.ts";
 import type { Session, SessionRegistry } from "../session/registry.ts";
 import { audit, onAudit } from "./audit.ts";
+import { watchOf } from "./process_watch.ts";
 
 /** Most processes one console feed watches at once (older watches end first). */
 export const MAX_WATCHES_PER_FEED = 16;
@@ -46,7 +47,7 @@ export interface ConsoleFeed {
 }
 
 function describe(proc: ManagedProcess) {
-  const watch = proc.watch;
+  const watch = watchOf(proc);
   return {
     processId: proc.id,
     argv: watch?.description.argv ?? [],

@@ -19,23 +19,27 @@
  * @module
  */
 
-import type { AuthResult } from "../listen/auth.ts";
-import { unauthorized } from "../listen/auth.ts";
-import { upgradeProblem } from "../listen/websocket_conn.ts";
 import type { Transport } from "../../rpc/transport.ts";
 import type { SessionRegistry } from "../session/registry.ts";
 import { ConsoleLogins, consoleSameOrigin } from "./console_access.ts";
 import { type ConsoleFeed, serveConsoleFeed } from "./console_feed.ts";
 import { APP_CSS, APP_JS, consoleHtml, LOGIN_HTML } from "./console_page.ts";
 import { audit } from "./audit.ts";
-import { authorizeRequest } from "./routes.ts";
+import { type Authorize, authorizeRequest } from "./routes.ts";
 
-/** What the console routes need from their server. */
+/**
+ * What the console routes need from their server. The WebSocket-specific parts (the upgrade
+ * check, the refusal) are the listener's own, handed in by it.
+ */
 export interface ConsoleRoutesOptions {
   /** The server's sessions. */
   sessions: SessionRegistry;
   /** The WebSocket's authentication, when it is on. */
-  authorize?: (request: Request) => Promise<AuthResult>;
+  authorize?: Authorize;
+  /** Why a request cannot be upgraded to a WebSocket, or `undefined` when it can. */
+  upgradeProblem: (headers: Headers) => string | undefined;
+  /** The listener's refusal of an unauthenticated request (HTTP 401 with the reason). */
+  unauthorized: (reason: string) => Response;
   /** Whether the server speaks TLS. */
   tls: boolean;
   /** Origins admitted besides the server's own (`--allow-origin`). */
@@ -124,14 +128,14 @@ export function consoleRoutes(
       return { response: respond(null, html, { headers: { "set-cookie": logins.end(request) } }) };
     }
     if (path === "/console/feed" && request.method === "GET") {
-      const problem = upgradeProblem(request.headers);
+      const problem = options.upgradeProblem(request.headers);
       if (problem) {
         return { response: respond(problem, "text/plain; charset=utf-8", { status: 400 }) };
       }
       if (!loggedIn) {
         const reason = "log in to the console first";
         audit("auth.refused", { remoteAddress, path, reason });
-        return { response: unauthorized(reason) };
+        return { response: options.unauthorized(reason) };
       }
       return {
         upgrade: true,

@@ -1,33 +1,21 @@
 /**
  * What the operator sees of one process: what was started (session, argv,
- * cwd, tty, sandbox), when, and how much output it made. Created once the
- * child was spawned (auditing `process.start`); told of each output chunk
- * (counted into `exec_server_output_bytes_total`) and of the exit
- * (auditing `process.exit`).
+ * cwd, tty, sandbox), when, and how much output it made. Made from the
+ * events processes publish ({@linkcode watchProcesses}): once the child was
+ * spawned (auditing `process.start`); told of each output chunk (counted
+ * into `exec_server_output_bytes_total`) and of the exit (auditing
+ * `process.exit`).
  *
  * @module
  */
 
+import {
+  type ManagedProcess,
+  PROCESS_EVENTS,
+  type ProcessDescription,
+} from "../process/managed_process.ts";
 import { audit } from "./audit.ts";
 import { OUTPUT_BYTES } from "./server_metrics.ts";
-
-/** What was started. */
-export interface ProcessDescription {
-  /** The owning session's id. */
-  readonly session: string;
-  /** The client's process id. */
-  readonly processId: string;
-  /** The command line the client asked for (before any sandbox wrapping). */
-  readonly argv: readonly string[];
-  /** The working directory, as a native path. */
-  readonly cwd: string;
-  /** Whether it runs on a pseudo-terminal. */
-  readonly tty: boolean;
-  /** The sandbox it runs in (`none`, or the platform's sandbox type). */
-  readonly sandboxType: string;
-  /** The names of the environment variables the client set (never their values). */
-  readonly envNames: readonly string[];
-}
 
 /** The operator's record of a started process. */
 export class ProcessWatch {
@@ -98,4 +86,35 @@ export class ProcessWatch {
       outputBytes: this.#outputBytes,
     });
   }
+}
+
+/** The record of each process that started since {@linkcode watchProcesses}. */
+const WATCHES = new WeakMap<ManagedProcess, ProcessWatch>();
+let watching = false;
+
+/**
+ * Subscribes to the events processes publish, once per server process (the
+ * audit log and the metrics are the process's own): each started process
+ * gets a {@linkcode ProcessWatch}, told of its output and its exit. The
+ * listeners call it before they serve; calling it again does nothing.
+ */
+export function watchProcesses(): void {
+  if (watching) return;
+  watching = true;
+  PROCESS_EVENTS.started.subscribe((process, description) => {
+    WATCHES.set(process, new ProcessWatch(description));
+  });
+  PROCESS_EVENTS.output.subscribe((process, bytes) => WATCHES.get(process)?.output(bytes));
+  PROCESS_EVENTS.exited.subscribe((process, exitCode, signal) =>
+    WATCHES.get(process)?.exited(exitCode, signal)
+  );
+}
+
+/**
+ * The operator's record of a process, once it started.
+ *
+ * @param process A process of a session's table.
+ */
+export function watchOf(process: ManagedProcess): ProcessWatch | undefined {
+  return WATCHES.get(process);
 }

@@ -15,19 +15,10 @@ import {
   type ResultOf,
 } from "../../protocol/methods.ts";
 import { pathFromUri } from "../host/path_uri.ts";
+import { type AnsweredRequest, REQUEST_ANSWERED } from "../session/request_events.ts";
 import { audit } from "./audit.ts";
 import type { Labels } from "./metrics.ts";
 import { REQUEST_DURATION, REQUEST_ERRORS, REQUESTS } from "./server_metrics.ts";
-
-/** A request as {@linkcode observeRequest} sees it. */
-export interface ObservedRequest {
-  /** The wire method. */
-  method: string;
-  /** The request's params as received (only read once the request succeeded or was refused). */
-  params: unknown;
-  /** The session of the connection at the time of the answer, if any. */
-  session(): string | undefined;
-}
 
 /** A `file:` URI as a path for the log (the URI itself when it names no local path). */
 function pathOf(uri: string): string {
@@ -153,63 +144,42 @@ function methodLabels(method: string): Labels {
   return labels;
 }
 
-/** Counts, times and audits a request that was answered (`result`) or refused (`error`). */
-function record(
-  request: ObservedRequest,
-  label: Labels,
-  started: number,
-  outcome: { result: unknown } | { error: unknown },
-): void {
-  if ("error" in outcome) REQUEST_ERRORS.inc(1, label);
-  auditRequest(request.method, request.params, request.session(), outcome);
-  REQUESTS.inc(1, label);
-  REQUEST_DURATION.observe((performance.now() - started) / 1000, label);
-}
-
 /**
- * Runs a request's handler and records it: counts and times it by method
- * (methods outside the method table count as `unknown`, so the label stays
- * bounded) and audits it. A synchronous handler's result is recorded and
- * returned at once (no promise is made for it); an asynchronous one's when
- * it settles.
+ * Counts, times and audits an answered request: by method (methods outside
+ * the method table count as `unknown`, so the label stays bounded).
  *
  * @example
  * ```ts
- * import { observeRequest } from "./requests.ts";
- * const result = await observeRequest(
- *   { method: "environment/status", params: {}, session: () => undefined },
- *   () => ({ status: "ready" }),
- * );
- * console.log(result); // { status: "ready" }
+ * import { recordRequest } from "./requests.ts";
+ * import { metricsText } from "./server_metrics.ts";
+ * recordRequest({
+ *   method: "environment/status", params: {}, session: undefined,
+ *   started: performance.now(), outcome: { result: { status: "ready" } },
+ * });
+ * const state = { processesRunning: () => 0, connections: () => 0, sessions: () => 0 };
+ * console.log(metricsText(state).includes('method="environment/status"')); // true
  * ```
  *
- * @param request The request.
- * @param handle Answers it.
- * @returns The handler's result (a promise when the handler returned one).
- * @throws What the handler throws.
+ * @param request The request and its answer.
  */
-export function observeRequest<T>(request: ObservedRequest, handle: () => T): T {
+export function recordRequest(request: AnsweredRequest): void {
   const label = methodLabels(request.method);
-  const started = performance.now();
-  let result: T;
-  try {
-    result = handle();
-  } catch (error) {
-    record(request, label, started, { error });
-    throw error;
-  }
-  if (!(result instanceof Promise)) {
-    record(request, label, started, { result });
-    return result;
-  }
-  return result.then(
-    (value) => {
-      record(request, label, started, { result: value });
-      return value;
-    },
-    (error) => {
-      record(request, label, started, { error });
-      throw error;
-    },
-  ) as T;
+  if ("error" in request.outcome) REQUEST_ERRORS.inc(1, label);
+  auditRequest(request.method, request.params, request.session, request.outcome);
+  REQUESTS.inc(1, label);
+  REQUEST_DURATION.observe((performance.now() - request.started) / 1000, label);
+}
+
+let observing = false;
+
+/**
+ * Subscribes {@linkcode recordRequest} to the requests connections answer,
+ * once per server process (the audit log and the metrics are the process's
+ * own). The listeners call it before they serve; calling it again does
+ * nothing.
+ */
+export function observeRequests(): void {
+  if (observing) return;
+  observing = true;
+  REQUEST_ANSWERED.subscribe(recordRequest);
 }

@@ -7,16 +7,24 @@
  * @module
  */
 
-import type { AuthResult } from "../listen/auth.ts";
 import { audit } from "./audit.ts";
 import { metricsText, type ServerState } from "./server_metrics.ts";
+
+/**
+ * What the operator's routes read of the listener's authentication (its `AuthResult` is one):
+ * accepted, with when the credential expires, or refused with the response to send.
+ */
+export type AuthOutcome = { ok: true; expiresAt?: number } | { ok: false; response: Response };
+
+/** The listener's authentication of a request, handed to the routes by the listener. */
+export type Authorize<R extends AuthOutcome = AuthOutcome> = (request: Request) => Promise<R>;
 
 /** What the routes need from their server. */
 export interface OperatorRoutesOptions {
   /** The server's live state, for the gauges. */
   state: ServerState;
   /** The WebSocket's authentication, when it is on. */
-  authorize?: (request: Request) => Promise<AuthResult>;
+  authorize?: Authorize;
 }
 
 /** Answers an operator route, or `undefined` for a request that is not one. */
@@ -32,13 +40,13 @@ export type OperatorRoutes = (
  * @param authorize The server's authentication (`undefined`: it is off).
  * @param request The request.
  * @param remoteAddress The peer, for the audit event.
- * @returns The authentication's result.
+ * @returns The authentication's result (with authentication off, accepted and never expiring).
  */
-export async function authorizeRequest(
-  authorize: ((request: Request) => Promise<AuthResult>) | undefined,
+export async function authorizeRequest<R extends AuthOutcome>(
+  authorize: Authorize<R> | undefined,
   request: Request,
   remoteAddress: string,
-): Promise<AuthResult> {
+): Promise<R | { ok: true; expiresAt?: undefined }> {
   if (!authorize) return { ok: true };
   const result = await authorize(request);
   if (!result.ok) {

@@ -9,7 +9,7 @@
 
 import type { ExtensionName, ResultOf } from "../../protocol/methods.ts";
 import type { OutboundText } from "../../rpc/transport.ts";
-import type { ProcessWatch } from "../observe/process_watch.ts";
+import { Hook } from "../host/hook.ts";
 import { looksSandboxDenied, type OutputTail } from "../sandbox/denial.ts";
 import type { Backend, BackendEvents } from "./backend.ts";
 import { OutputRing, type OutputStream } from "./output_ring.ts";
@@ -26,6 +26,36 @@ export type NotificationSink = (text: OutboundText) => Promise<void> | void;
 
 /** The life of a process. */
 export type ProcessState = "running" | "exited" | "closed";
+
+/** What was started, as {@linkcode PROCESS_EVENTS}' `started` tells it. */
+export interface ProcessDescription {
+  /** The owning session's id. */
+  readonly session: string;
+  /** The client's process id. */
+  readonly processId: string;
+  /** The command line the client asked for (before any sandbox wrapping). */
+  readonly argv: readonly string[];
+  /** The working directory, as a native path. */
+  readonly cwd: string;
+  /** Whether it runs on a pseudo-terminal. */
+  readonly tty: boolean;
+  /** The sandbox it runs in (`none`, or the platform's sandbox type). */
+  readonly sandboxType: string;
+  /** The names of the environment variables the client set (never their values). */
+  readonly envNames: readonly string[];
+}
+
+/**
+ * What the processes of every session publish, for whoever watches them (the
+ * operator's view, `observe/process_watch.ts`, subscribes; nothing here knows
+ * it): `started` once the child was spawned, `output` with the size of each
+ * chunk, `exited` once its exit status is reported.
+ */
+export const PROCESS_EVENTS = {
+  started: new Hook<[process: ManagedProcess, description: ProcessDescription]>(),
+  output: new Hook<[process: ManagedProcess, bytes: number]>(),
+  exited: new Hook<[process: ManagedProcess, exitCode: number, signal: string | null]>(),
+} as const;
 
 /** What a {@linkcode ManagedProcess} is given at its start. */
 export interface ManagedProcessOptions {
@@ -69,8 +99,6 @@ export class ManagedProcess implements BackendEvents {
   backend!: Backend;
   /** What its orphans are recognised by (`host/spawn_mark.ts`); set with {@linkcode backend}. */
   spawnMark: bigint | undefined;
-  /** The operator's record (audit events, metrics, console); set right after the spawn. */
-  watch: ProcessWatch | undefined;
   removalTimer: ReturnType<typeof setTimeout> | undefined;
   killTimer: { timer: ReturnType<typeof setTimeout>; deadline: number } | undefined;
   #waiters = new Set<() => void>();
@@ -133,7 +161,7 @@ export class ManagedProcess implements BackendEvents {
    */
   output(stream: OutputStream, bytes: Uint8Array): Promise<void> | void {
     this.#options.tail?.push(bytes);
-    this.watch?.output(bytes.length);
+    PROCESS_EVENTS.output.publish(this, bytes.length);
     const sink = this.#options.sink();
     // Encoded before the ring takes the bytes (it frees them once they are evicted).
     const chunk = sink === undefined ? "" : bytes.toBase64();
@@ -185,7 +213,7 @@ export class ManagedProcess implements BackendEvents {
     this.exitCode = code;
     this.exitSignal = signal;
     this.#state = "exited";
-    this.watch?.exited(code, signal);
+    PROCESS_EVENTS.exited.publish(this, code, signal);
     clearTimeout(this.killTimer?.timer);
     const seq = this.ring.takeSeq();
     const extra = this.#options.extensions().has("processSignals")

@@ -10,7 +10,7 @@
 
 import { becomeSubreaper, killTree, reapSoon, trackLeader } from "../host/proc.ts";
 import { spawnMarked } from "../host/spawn_mark.ts";
-import { scanSoon, watchLeader } from "../host/watchdog.ts";
+import { scanSoon, startWatchdog, watchLeader } from "../host/watchdog.ts";
 import {
   ErrorCode,
   internalError,
@@ -21,9 +21,8 @@ import {
 } from "../../protocol/errors.ts";
 import type { ExtensionName, ParamsOf, ResultOf } from "../../protocol/methods.ts";
 import { OutputTail } from "../sandbox/denial.ts";
-import { ManagedProcess, type NotificationSink } from "./managed_process.ts";
+import { ManagedProcess, type NotificationSink, PROCESS_EVENTS } from "./managed_process.ts";
 import { loadChildProcess, startPipe } from "./pipe.ts";
-import { ProcessWatch } from "../observe/process_watch.ts";
 import { planStart } from "./start_plan.ts";
 
 let ttyBackend: Promise<typeof import("./tty.ts")> | undefined;
@@ -56,7 +55,7 @@ export interface ProcessTableOptions {
    */
   retentionMs?: number;
   /**
-   * The id of the session the table belongs to (for the audit events).
+   * The id of the session the table belongs to (named in the process events it publishes).
    *
    * @default {""}
    */
@@ -165,6 +164,8 @@ export class ProcessTable {
         proc.removalTimer = timer;
       },
     });
+    // Ends the tree if the server is SIGKILLed: running before the first process does.
+    startWatchdog();
     try {
       const { value: started, mark } = spawnMarked(() =>
         tty
@@ -185,13 +186,12 @@ export class ProcessTable {
       // A failed pipe spawn learns its errno asynchronously and rejects.
       proc.backend = started instanceof Promise ? await started : started;
       untrack = trackLeader(proc.backend.pid);
-      // Ends the tree if the server is SIGKILLed.
       watchLeader(proc.backend.pid);
     } catch (err) {
       plan.sandbox?.release();
       throw err;
     }
-    proc.watch = new ProcessWatch({
+    PROCESS_EVENTS.started.publish(proc, {
       session: this.#sessionId,
       processId: params.processId,
       argv: params.argv,

@@ -16,7 +16,7 @@ import { environmentInfo } from "./environment.ts";
 import { type HandlerContext, HANDLERS } from "./handlers.ts";
 import { ConnectionState } from "./connection_state.ts";
 import { keepLastClosed } from "./last_closed.ts";
-import { observeRequest } from "../observe/requests.ts";
+import { answerRequest } from "./request_events.ts";
 import type { Session, SessionRegistry } from "./registry.ts";
 
 /** Options for {@linkcode serveConnection}. */
@@ -141,10 +141,7 @@ export function serveConnection(
     maxHeldUnits: options.maxHeldUnits,
     handlers: {
       request: (method, params) =>
-        observeRequest(
-          { method, params, session: () => session?.id },
-          () => handleRequest(method, params),
-        ),
+        answerRequest(method, params, () => session?.id, () => handleRequest(method, params)),
       notification(method) {
         if (method === "initialized" && session) initializedNotified = true;
         else fatal();
