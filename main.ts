@@ -19,13 +19,8 @@ import { log, setLogFormat, setLogLevel } from "./lib/server/host/log.ts";
 import { scopeRaceWarning } from "./lib/server/host/permissions.ts";
 import { type RunningServer, serveStdio } from "./lib/server/listen/stdio_listen.ts";
 import { serveWebSocket } from "./lib/server/listen/listen.ts";
-import { sandboxAvailable } from "./lib/server/sandbox/availability.ts";
-import {
-  confines,
-  type ServerSandbox,
-  serverSandbox,
-  setServerSandbox,
-} from "./lib/server/sandbox/server_policy.ts";
+import { setServerSandbox } from "./lib/server/sandbox/server_policy.ts";
+import { sandboxFromFlags } from "./lib/cli/sandbox_flags.ts";
 
 /** Exit code for bad command lines. */
 const USAGE_EXIT = 2;
@@ -102,50 +97,16 @@ async function authFromFlags(
   }
 }
 
-/**
- * The server's own sandbox from its flags. A confining mode that cannot be
- * enforced here (no bubblewrap, no user namespaces) stops the server: it
- * never runs processes unconfined when told to confine them.
- */
-function sandboxFromFlags(flags: ServerFlags): ServerSandbox {
-  let sandbox: ServerSandbox;
-  try {
-    sandbox = serverSandbox({
-      mode: flags.sandbox,
-      writableRoots: flags["writable-root"],
-      denyRead: flags["deny-read"],
-      networkAccess: flags["network-access"],
-      secretFiles: secretFiles(flags),
-    });
-  } catch (err) {
-    fail((err as Error).message);
-  }
-  for (const root of sandbox.writableRoots) {
-    let directory = false;
-    try {
-      directory = Deno.statSync(root).isDirectory;
-    } catch {
-      // Reported below.
-    }
-    if (!directory) fail(`--writable-root ${root} is not an existing directory`);
-  }
-  if (confines(sandbox)) {
-    const availability = sandboxAvailable();
-    if (!availability.ok) {
-      fail(
-        `--sandbox ${sandbox.mode} cannot be enforced here, so the server does not start: ${availability.reason}`,
-        1,
-      );
-    }
-  }
-  return sandbox;
-}
-
 async function main(args: string[]): Promise<void> {
   if (args[0] === "run") {
     // Loaded on demand: the client is not part of the server's start-up path.
     const { runCommand } = await import("./lib/cli/run_command.ts");
     Deno.exit(await runCommand(args.slice(1)));
+  }
+  if (args[0] === "mcp") {
+    // Loaded on demand, with the MCP SDK: neither is part of the server's start-up path.
+    const { mcpCommand } = await import("./lib/cli/mcp_command.ts");
+    Deno.exit(await mcpCommand(args.slice(1)));
   }
   let flags: ServerFlags;
   try {
@@ -167,7 +128,7 @@ async function main(args: string[]): Promise<void> {
   setLogFormat(flags["log-format"]);
   const raceWarning = scopeRaceWarning();
   if (raceWarning) log("warn", raceWarning);
-  setServerSandbox(sandboxFromFlags(flags));
+  setServerSandbox(sandboxFromFlags(flags, secretFiles(flags), fail));
   setProcessNamespaces(flags["process-namespace"]);
   const authorize = await authFromFlags(flags);
   if (

@@ -52,6 +52,7 @@ export type {
   DialCredentials,
   ServerTarget,
   StdioCommand,
+  StreamTarget,
   TokenSource,
 } from "./lib/client/dial.ts";
 export type { SessionLinkOptions } from "./lib/client/session_link.ts";

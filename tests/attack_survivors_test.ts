@@ -177,10 +177,7 @@ for (
         const client = await server.connect();
         await handshake(client);
         await startEscaping(client, t, false);
-        // The residual window: an orphan younger than one scan is not yet known to the watchdog.
-        await delay(WATCHDOG_SCAN_MS + 500);
-        // Looked up after the wait: the watchdog starts on an event-loop turn after the first
-        // spawn, which a loaded machine can delay past the start's answer.
+        // The watchdog starts before the first spawn.
         watchdogs = watchdogsOf(server.pid);
         server.kill(signal);
         await server.child.status;
@@ -306,4 +303,140 @@ Deno.test("a killed watchdog is replaced at the next spawn: server SIGKILL still
     killAll(survivors(later));
     killAll(watchdogs.filter((pid) => !ended(pid)));
   }
+});
+
+Deno.test("a killed watchdog is replaced at the next scan, without a spawn: server SIGKILL still leaves no descendant", async () => {
+  const t = tag();
+  let watchdogs: number[] = [];
+  try {
+    await using server = await ServerProcess.start({ listen: "ws" });
+    const client = await server.connect();
+    await handshake(client);
+    await startDaemon(client, t, false);
+    // Once its daemon was told, the server has nothing more to write to the watchdog.
+    await delay(WATCHDOG_SCAN_MS + 300);
+    const [first] = watchdogsOf(server.pid);
+    assert.ok(first !== undefined, "no watchdog");
+    Deno.kill(first, "SIGKILL");
+    assert.ok(
+      await eventually(
+        () => watchdogsOf(server.pid).some((pid) => pid !== first),
+        3 * WATCHDOG_SCAN_MS,
+      ),
+      "the watchdog was not replaced",
+    );
+    watchdogs = watchdogsOf(server.pid);
+    server.kill("SIGKILL");
+    await server.child.status;
+    await client.close();
+    assert.deepEqual(await leftAfter(t), [], "the tree survived server SIGKILL");
+    assert.ok(await eventually(() => watchdogs.every(ended), 5_000), "the new watchdog survived");
+  } finally {
+    killAll(survivors(t));
+    killAll(watchdogs.filter((pid) => !ended(pid)));
+  }
+});
+
+/**
+ * Every shape of descendant at once, each a `sleep <t>.N`: a `&` job, a double fork, a `setsid`
+ * job, a `setsid` daemon of a double fork, a `nohup` job, one under a shell that ignores TERM and
+ * HUP, and the leader's own.
+ */
+function allShapesScript(t: string): string {
+  return [
+    `sleep ${t}.1 &`,
+    `(sleep ${t}.2 &) ;`,
+    `setsid sleep ${t}.3 &`,
+    `(setsid sleep ${t}.4 &) ;`,
+    `nohup sleep ${t}.5 >/dev/null 2>&1 &`,
+    `sh -c 'trap "" TERM HUP; setsid sleep ${t}.6' &`,
+    "echo started;",
+    `sleep ${t}.7`,
+  ].join(" ");
+}
+
+/** How many sleeps {@linkcode allShapesScript} runs. */
+const ALL_SHAPES = 7;
+
+/** Processes whose command line carries one of the tags: the sleeps and the shells around them. */
+function tagged(...tags: string[]): number[] {
+  return allProcesses().filter((p) => !ended(p.pid)).filter((p) => {
+    try {
+      const args = Deno.readTextFileSync(`/proc/${p.pid}/cmdline`);
+      return tags.some((t) => args.includes(`${t}.`));
+    } catch {
+      return false;
+    }
+  }).map((p) => p.pid);
+}
+
+/**
+ * One server SIGKILL: an old tree of every shape (older than the watchdog's scan), then a young
+ * one (its orphans a few ms old), then the kill. With `first`, the young tree is the server's
+ * first process, and the kill follows its `process/start` answer at once (`"at answer"`) or
+ * the start of its sleeps (`"when running"`). Returns the survivors (killed by pid before
+ * returning) and the server's watchdogs left running.
+ */
+async function sigkillRun(
+  tty: boolean,
+  first?: "at answer" | "when running",
+): Promise<{ survivors: number; watchdogs: number }> {
+  const [old, young] = [tag(), tag()];
+  let watchdogs: number[] = [];
+  try {
+    await using server = await ServerProcess.start({ listen: "ws" });
+    const client = await server.connect();
+    await handshake(client);
+    if (first === "when running") {
+      await startSleeps(client, young, tty, ["young", allShapesScript(young), ALL_SHAPES]);
+    } else if (first === "at answer") {
+      const response = await client.request(nextId++, "process/start", {
+        processId: `first-${young}`,
+        argv: ["/bin/sh", "-c", allShapesScript(young)],
+        cwd: "file:///tmp",
+        env: { PATH: "/usr/bin:/bin" },
+        tty,
+      });
+      assert.ok(response.result, JSON.stringify(response));
+    } else {
+      await startSleeps(client, old, tty, ["old", allShapesScript(old), ALL_SHAPES]);
+      await delay(WATCHDOG_SCAN_MS + 300);
+      await startSleeps(client, young, tty, ["young", allShapesScript(young), ALL_SHAPES]);
+    }
+    watchdogs = watchdogsOf(server.pid);
+    server.kill("SIGKILL");
+    await server.child.status;
+    await client.close();
+    await eventually(() => tagged(old, young).length === 0, 5_000);
+    return {
+      survivors: tagged(old, young).length,
+      watchdogs: (await eventually(() => watchdogs.every(ended), 5_000)) ? 0 : watchdogs.length,
+    };
+  } finally {
+    killAll(tagged(old, young));
+    killAll(watchdogs.filter((pid) => !ended(pid)));
+  }
+}
+
+/** How many times the server is SIGKILLed, for each kind of tree. */
+const SIGKILL_RUNS = 20;
+
+Deno.test(`server SIGKILL, ${SIGKILL_RUNS} times, leaves no descendant of any shape, young or old, with and without tty children, nor when it follows the first process/start`, async () => {
+  const results: string[] = [];
+  for (let run = 0; run < SIGKILL_RUNS; run++) {
+    const [pipe, terminal, first] = await Promise.all([
+      sigkillRun(false),
+      sigkillRun(true),
+      sigkillRun(run % 2 === 1, run % 4 < 2 ? "at answer" : "when running"),
+    ]);
+    results.push(
+      `pipe ${pipe.survivors}/${pipe.watchdogs}, tty ${terminal.survivors}/${terminal.watchdogs}, first ${first.survivors}/${first.watchdogs}`,
+    );
+  }
+  console.log(`survivors/watchdogs left per run:\n${results.join("\n")}`);
+  assert.deepEqual(
+    results.filter((r) => !/^pipe 0\/0, tty 0\/0, first 0\/0$/.test(r)),
+    [],
+    "runs with survivors",
+  );
 });

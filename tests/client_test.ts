@@ -11,7 +11,7 @@ import { ConnectError, SessionLostError } from "../lib/client/errors.ts";
 import { capabilityTokenAuth, tokenFileDigest } from "../lib/server/listen/auth.ts";
 import type { ProcessEvent } from "../lib/client/process_handle.ts";
 import { METHODS } from "../lib/protocol/methods.ts";
-import { serveWebSocket } from "../lib/server/listen/listen.ts";
+import { serveStdio, serveWebSocket } from "../lib/server/listen/listen.ts";
 import { selfSignedCertificate } from "./helpers/tls.ts";
 import { AtCapacityError, ClosedError, RemoteError, TimedOutError } from "../lib/rpc/connection.ts";
 
@@ -57,6 +57,26 @@ Deno.test("client connect over stdio spawns the server and talks over its pipes"
   const proc = await client.startProcess({ argv: ["/bin/echo", "over stdio"] });
   assert.deepEqual(await collectText(proc), "over stdio\n");
   assert.deepEqual(await proc.exited, 0);
+});
+
+Deno.test("client connect over a pair of streams talks to a server in the same process, once", async () => {
+  const toServer = new TransformStream<Uint8Array, Uint8Array>();
+  const fromServer = new TransformStream<Uint8Array, Uint8Array>();
+  const server = serveStdio({}, toServer.readable, fromServer.writable);
+  const streams = { readable: fromServer.readable, writable: toServer.writable, label: "here" };
+  const client = await connect(streams);
+  const proc = await client.startProcess({
+    argv: ["/bin/sh", "-c", "echo over streams; sleep 30"],
+  });
+  assert.deepEqual(await proc.text()[Symbol.asyncIterator]().next(), {
+    done: false,
+    value: "over streams\n",
+  });
+  await client.close();
+  // The server saw its input end: the session ended and killed its process.
+  await server.finished;
+  assert.equal(server.sessions.list().length, 0);
+  await assertRejects(() => connect(streams), ConnectError, "already carried a connection");
 });
 
 Deno.test("client methods cover every client request of the method table", () => {

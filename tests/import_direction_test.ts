@@ -36,7 +36,10 @@ const ROOT = new URL("../", import.meta.url);
  *   events it publishes (`host/hook.ts`), never imported by it;
  *   `server/listen` (stdio and WebSocket listeners, authentication) on
  *   `observe`, handing the console what it needs of the listener;
- * - `cli` (flag tables, `exec-server run`) on `server/listen` and `client`;
+ * - `mcp` (the MCP tool server of `exec-server mcp`: its tools use the
+ *   server only through `client`; its in-process server is a `server/listen`
+ *   listener) on `server/listen` and `client`;
+ * - `cli` (flag tables, `exec-server run`, `exec-server mcp`) on `mcp`;
  *   `main.ts` on `cli`.
  *
  * A folder that is not listed has no floor: any import from or into it fails
@@ -55,7 +58,8 @@ export const FLOORS: Floors = {
   "server/session": ["server/fs", "server/process", "server/http"],
   "server/observe": ["server/session"],
   "server/listen": ["server/observe"],
-  "cli": ["server/listen", "client"],
+  "mcp": ["server/listen", "client"],
+  "cli": ["mcp"],
   "main.ts": ["cli"],
 };
 

@@ -9,6 +9,8 @@
 
 import assert from "node:assert/strict";
 import { queueLine, WATCHDOG_SCRIPT } from "../lib/server/host/watchdog.ts";
+import { isMarkOf, markInstance, spawnMarked } from "../lib/server/host/spawn_mark.ts";
+import { processLimit } from "../lib/server/host/libc.ts";
 import { eventually } from "./helpers/server_harness.ts";
 import { descendants, procStat } from "./helpers/reliability_proc.ts";
 
@@ -26,10 +28,13 @@ function alive(pid: number): boolean {
   return state !== undefined && state !== "Z" && state !== "X";
 }
 
-/** Runs the watchdog program, writes `input` to it and closes its stdin; resolves when it exited. */
-async function runWatchdog(input: string): Promise<Deno.CommandStatus> {
+/**
+ * Runs the watchdog program (looking for the marks of `instance`, if given), writes `input` to
+ * it and closes its stdin; resolves when it exited.
+ */
+async function runWatchdog(input: string, instance?: bigint): Promise<Deno.CommandStatus> {
   const watchdog = new Deno.Command("/bin/sh", {
-    args: ["-c", WATCHDOG_SCRIPT],
+    args: ["-c", WATCHDOG_SCRIPT, "watchdog", `${instance ?? ""}`],
     stdin: "piped",
     stdout: "null",
     stderr: "null",
@@ -99,6 +104,95 @@ Deno.test("the watchdog ignores malformed lines", async () => {
     assert.equal(status.code, 0);
     assert.ok(alive(tree.pid), "a malformed line killed a process");
   });
+});
+
+/**
+ * Spawns `sh -c script` with its soft `RLIMIT_RTTIME` set to `limit` (this process's own limit
+ * lowered around the spawn, as the server does).
+ */
+function spawnWithLimit(limit: bigint, script: string): Deno.ChildProcess {
+  const own = new BigUint64Array(2);
+  assert.equal(processLimit(15, null, own), 0);
+  assert.equal(processLimit(15, new BigUint64Array([limit, own[1]!]), null), 0);
+  try {
+    return new Deno.Command("/bin/sh", { args: ["-c", script], stdin: "null", stdout: "null" })
+      .spawn();
+  } finally {
+    processLimit(15, own, null);
+  }
+}
+
+/** Processes whose command line carries `needle`. */
+function carrying(needle: string): number[] {
+  const out: number[] = [];
+  for (const entry of Deno.readDirSync("/proc")) {
+    if (!/^\d+$/.test(entry.name) || !alive(Number(entry.name))) continue;
+    try {
+      if (Deno.readTextFileSync(`/proc/${entry.name}/cmdline`).includes(needle)) {
+        out.push(Number(entry.name));
+      }
+    } catch {
+      // Gone.
+    }
+  }
+  return out;
+}
+
+const MARKS_SKIP = markInstance() === undefined
+  ? " (skipped: this process cannot set marks: no FFI, or its soft RLIMIT_RTTIME is not unlimited)"
+  : "";
+
+Deno.test({
+  name:
+    `the watchdog ends every process carrying its server's mark, re-parented or not, and none carrying another server's mark or none${MARKS_SKIP}`,
+  ignore: MARKS_SKIP !== "",
+  async fn() {
+    const instance = markInstance()!;
+    // Sleeps of `31<n>.<tag>` and `32<n>.<tag>` seconds: tree n.
+    const tag = `${Deno.pid % 1000}${Date.now() % 1000}`;
+    // A double fork: its `setsid` sleep is re-parented (to init, or a subreaper above) at once.
+    const script = (n: number) => `(setsid sleep 31${n}.${tag} &) ; exec sleep 32${n}.${tag}`;
+    const trees: Deno.ChildProcess[] = [];
+    try {
+      const own = spawnMarked(() =>
+        new Deno.Command("/bin/sh", { args: ["-c", script(1)], stdin: "null", stdout: "null" })
+          .spawn()
+      );
+      assert.ok(own.mark !== undefined && isMarkOf(own.mark, instance));
+      trees.push(own.value);
+      const otherMark = (1n << 62n) - ((instance % (1n << 28n)) + 1n << 32n) - 1n;
+      assert.ok(!isMarkOf(otherMark, instance));
+      trees.push(spawnWithLimit(otherMark, script(2)));
+      trees.push(new Deno.Command("/bin/sh", { args: ["-c", script(3)], stdout: "null" }).spawn());
+      assert.ok(
+        await eventually(() => [1, 2, 3].every((n) => carrying(`${n}.${tag}`).length === 2)),
+      );
+      const status = await runWatchdog("", instance);
+      assert.equal(status.code, 0);
+      assert.ok(
+        await eventually(() => carrying(`1.${tag}`).length === 0),
+        "a marked process lives on",
+      );
+      assert.equal(carrying(`2.${tag}`).length, 2, "another server's marked process was killed");
+      assert.equal(carrying(`3.${tag}`).length, 2, "an unmarked process was killed");
+    } finally {
+      for (const pid of carrying(tag)) {
+        try {
+          Deno.kill(pid, "SIGKILL");
+        } catch {
+          // Already gone.
+        }
+      }
+      for (const tree of trees) {
+        try {
+          tree.kill("SIGKILL");
+        } catch {
+          // Already gone.
+        }
+        await tree.status;
+      }
+    }
+  },
 });
 
 /** A pipe to a watchdog that does not read: it takes nothing; counts the writes offered. */

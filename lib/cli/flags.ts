@@ -115,6 +115,32 @@ export function defineFlags<const T extends FlagTable>(table: T): T {
   return table;
 }
 
+/**
+ * Takes some flags of another command's table, declarations and all, so that
+ * a command sharing them has no second list: `exec-server mcp` takes the
+ * server's sandbox flags this way.
+ *
+ * @example
+ * ```ts
+ * import { defineFlags, pickFlags } from "./flags.ts";
+ * const server = defineFlags({
+ *   port: { kind: "integer", value: "N", default: 80, help: "the port" },
+ *   verbose: { kind: "boolean", help: "say more" },
+ * });
+ * console.log(Object.keys(pickFlags(server, ["verbose"]))); // ["verbose"]
+ * ```
+ *
+ * @param table The table to take from.
+ * @param names The flags to take, in the order they are listed.
+ * @returns A table of those flags.
+ */
+export function pickFlags<T extends FlagTable, const K extends keyof T & string>(
+  table: T,
+  names: readonly K[],
+): Pick<T, K> {
+  return Object.fromEntries(names.map((name) => [name, table[name]])) as Pick<T, K>;
+}
+
 /** Whether arguments that are not flags are accepted. */
 export interface ParseOptions {
   /**

@@ -13,8 +13,7 @@ import { ClosedError, RemoteError, TimedOutError } from "../rpc/connection.ts";
 import { connect, type ExecClient } from "../client/client.ts";
 import { ConnectError, SessionLostError } from "../client/errors.ts";
 import type { ProcessHandle } from "../client/process_handle.ts";
-import type { TokenSource } from "../client/dial.ts";
-import { tokenFromEnv, tokenFromFile } from "../client/token_source.ts";
+import { CONNECT_FLAGS, type RemoteServer, remoteServerFromFlags } from "./connect_flags.ts";
 import { toPathUri } from "../client/paths.ts";
 
 /** Exit code for a bad command line. */
@@ -24,8 +23,6 @@ export const RUN_FAILURE_EXIT = 255;
 
 const SIGPIPE_EXIT = 141;
 
-/** Default of `--reconnect-timeout`: seconds a lost connection is retried before `run` gives up. */
-const DEFAULT_RECONNECT_TIMEOUT_S = 10;
 /** Exit code when the program was found but could not be executed (as a shell reports it). */
 export const RUN_NOT_EXECUTABLE_EXIT = 126;
 /** Exit code when the program (or the working directory) was not found (as a shell reports it). */
@@ -33,28 +30,7 @@ export const RUN_NOT_FOUND_EXIT = 127;
 
 /** The flags of `exec-server run`: its parser and its help's option list come from here. */
 const RUN_FLAGS = defineFlags({
-  url: {
-    kind: "string",
-    value: "URL",
-    help: "the server, ws://HOST:PORT or wss://HOST:PORT\n(default: $EXEC_SERVER_URL)",
-  },
-  "token-file": {
-    kind: "string",
-    value: "FILE",
-    help: 'send the file\'s content (trimmed) as "Authorization: Bearer <token>",\n' +
-      "read again before every reconnect (a capability token or a JWT)\n" +
-      "(default: $EXEC_SERVER_TOKEN_FILE)",
-  },
-  "token-env": {
-    kind: "string",
-    value: "NAME",
-    help: "send the value of environment variable NAME instead (trimmed)",
-  },
-  cacert: {
-    kind: "string",
-    value: "FILE",
-    help: "trust the CA certificate(s) in FILE (PEM) for a wss:// server",
-  },
+  ...CONNECT_FLAGS,
   stdin: {
     kind: "boolean",
     short: "i",
@@ -80,13 +56,6 @@ const RUN_FLAGS = defineFlags({
     value: "DIR",
     help: "remote working directory (absolute path or file: URI;\n" +
       "default: the server's working directory)",
-  },
-  "reconnect-timeout": {
-    kind: "integer",
-    value: "SECONDS",
-    default: DEFAULT_RECONNECT_TIMEOUT_S,
-    max: 3600,
-    help: "how long a lost connection is retried before giving up",
   },
   help: { kind: "boolean", short: "h", help: "print this help" },
 });
@@ -118,15 +87,11 @@ ${RUN_USAGE_EXIT} for a bad command line, ${RUN_FAILURE_EXIT} when the command c
 (unreachable server, refused token, lost connection or session).
 `;
 
-interface RunFlags {
-  url: string;
-  token?: TokenSource;
-  caCerts?: string[];
+interface RunFlags extends RemoteServer {
   tty: boolean;
   cwd?: string;
   env: Record<string, string>;
   stdin: boolean;
-  reconnectTimeoutMs: number;
   argv: string[];
 }
 
@@ -214,11 +179,14 @@ async function parseRunArgs(args: string[]): Promise<RunFlags | undefined> {
   }
   const values = parsed.flags;
   if (values.help) return undefined;
-  const url = values.url ?? Deno.env.get("EXEC_SERVER_URL");
-  if (!url) throw new UsageError("--url (or EXEC_SERVER_URL) is required");
-  if (!/^wss?:\/\//i.test(url)) {
-    throw new UsageError(`--url must be a ws:// or wss:// URL, got "${url}"`);
+  let remote;
+  try {
+    remote = await remoteServerFromFlags(values);
+  } catch (err) {
+    if (err instanceof FlagError) throw new UsageError(err.message);
+    throw err;
   }
+  if (remote === undefined) throw new UsageError("--url (or EXEC_SERVER_URL) is required");
   if (parsed.rest.length === 0) throw new UsageError("no command given after --");
   const env: Record<string, string> = {};
   for (const pair of values.env) {
@@ -230,26 +198,6 @@ async function parseRunArgs(args: string[]): Promise<RunFlags | undefined> {
     }
     const local = Deno.env.get(pair);
     if (local !== undefined) env[pair] = local;
-  }
-  if (values["token-file"] !== undefined && values["token-env"] !== undefined) {
-    throw new UsageError("--token-file and --token-env cannot be used together");
-  }
-  let token: TokenSource | undefined;
-  try {
-    const tokenFile = values["token-file"] ??
-      (values["token-env"] === undefined ? Deno.env.get("EXEC_SERVER_TOKEN_FILE") : undefined);
-    if (tokenFile) token = await tokenFromFile(tokenFile);
-    if (values["token-env"] !== undefined) token = tokenFromEnv(values["token-env"]);
-  } catch (err) {
-    throw new UsageError((err as Error).message);
-  }
-  let caCerts: string[] | undefined;
-  if (values.cacert !== undefined) {
-    try {
-      caCerts = [await Deno.readTextFile(values.cacert)];
-    } catch (err) {
-      throw new UsageError(`cannot read --cacert "${values.cacert}": ${(err as Error).message}`);
-    }
   }
   let cwd: string | undefined;
   if (values.workdir !== undefined) {
@@ -269,17 +217,7 @@ async function parseRunArgs(args: string[]): Promise<RunFlags | undefined> {
     tty = false;
   }
   if (tty && env.TERM === undefined) env.TERM = Deno.env.get("TERM") || "xterm";
-  return {
-    url,
-    token,
-    caCerts,
-    tty,
-    cwd,
-    env,
-    stdin: values.stdin,
-    reconnectTimeoutMs: values["reconnect-timeout"] * 1000,
-    argv: parsed.rest,
-  };
+  return { ...remote, tty, cwd, env, stdin: values.stdin, argv: parsed.rest };
 }
 
 async function runRemote(client: ExecClient, flags: RunFlags): Promise<number> {

@@ -283,6 +283,7 @@ export function serverHelp(): string {
 Usage:
   exec-server [--listen ws://IP:PORT | stdio] [options]
   exec-server run --url ws://HOST:PORT [run options] -- CMD ARGS...   (see exec-server run --help)
+  exec-server mcp [--url ws://HOST:PORT | server options]   (see exec-server mcp --help)
 
 Options:
 ${renderFlagHelp(SERVER_FLAGS)}

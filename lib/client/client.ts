@@ -91,8 +91,9 @@ const CLIENT_CLOSED = "Client is closed";
 /**
  * Opens a client and waits until it has connected and initialized.
  *
- * `target` is a `ws://`/`wss://` URL, or a {@linkcode StdioCommand} to spawn
- * a server and talk to it over its pipes.
+ * `target` is a `ws://`/`wss://` URL, a {@linkcode StdioCommand} to spawn
+ * a server and talk to it over its pipes, or a `StreamTarget`: the
+ * two ends of a pair of byte streams to a server in the same process.
  *
  * @example Connect over stdio to a server it spawns
  * ```ts
@@ -120,6 +121,19 @@ const CLIENT_CLOSED = "Client is closed";
  * } finally {
  *   await server.shutdown();
  * }
+ * ```
+ *
+ * @example Connect to a server in the same process, over a pair of streams
+ * ```ts
+ * import { connect } from "@exec-server/exec-server";
+ * import { serveStdio } from "@exec-server/exec-server/server";
+ * const toServer = new TransformStream<Uint8Array, Uint8Array>();
+ * const fromServer = new TransformStream<Uint8Array, Uint8Array>();
+ * const server = serveStdio({}, toServer.readable, fromServer.writable);
+ * const client = await connect({ readable: fromServer.readable, writable: toServer.writable });
+ * console.log(await client.methods["environment/status"]()); // { status: "ready" }
+ * await client.close(); // The server sees its input end: the session and its processes end.
+ * await server.finished;
  * ```
  *
  * @param target The server URL or command.

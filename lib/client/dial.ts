@@ -1,6 +1,7 @@
 /**
  * Dialling: opens one transport to an exec-server, over WebSocket (`ws://`,
- * `wss://`) or over the stdio pipes of a server it spawns. Knows nothing of
+ * `wss://`), over the stdio pipes of a server it spawns, or over a pair of
+ * byte streams it is given (a server in the same process). Knows nothing of
  * sessions; {@linkcode SessionLink} decides when to dial again.
  *
  * @module
@@ -31,14 +32,33 @@ export interface StdioCommand {
 }
 
 /**
+ * A server reached over a pair of byte streams that carry newline-delimited
+ * JSON, as over stdio: e.g. `serveStdio` of a server in the same process,
+ * given the other ends. The streams carry one connection: when it ends, the
+ * client does not reconnect.
+ */
+export interface StreamTarget {
+  /** Bytes from the server (its output). */
+  readable: ReadableStream<Uint8Array>;
+  /** Bytes to the server (its input); closed when the client closes. */
+  writable: WritableStream<Uint8Array>;
+  /**
+   * The name of the server in errors and logs.
+   *
+   * @default {"in-process server"}
+   */
+  label?: string;
+}
+
+/**
  * Where the bearer token comes from: called before every WebSocket dial (the
  * first connect and each reconnect), so a token file that was rotated, or a
  * token that must be fresh, is read again each time. `undefined` sends none.
  */
 export type TokenSource = () => string | undefined | Promise<string | undefined>;
 
-/** How to reach a server: a `ws://`/`wss://` URL, or a command to spawn. */
-export type ServerTarget = string | URL | StdioCommand;
+/** How to reach a server: a `ws://`/`wss://` URL, a command to spawn, or a pair of streams. */
+export type ServerTarget = string | URL | StdioCommand | StreamTarget;
 
 /** How a WebSocket dial proves who it is and whom it trusts. */
 export interface DialCredentials {
@@ -70,7 +90,8 @@ export interface Dialed {
 /** A checked target: a WebSocket URL, or a command with its display label. */
 export type Endpoint =
   | { kind: "websocket"; url: string; label: string }
-  | { kind: "stdio"; command: StdioCommand; label: string };
+  | { kind: "stdio"; command: StdioCommand; label: string }
+  | { kind: "streams"; streams: StreamTarget; label: string };
 
 /**
  * Checks a target: a URL must be `ws:` or `wss:`.
@@ -93,6 +114,9 @@ export function endpointOf(target: ServerTarget): Endpoint {
     }
     return { kind: "websocket", url: url.href, label: url.href };
   }
+  if ("readable" in target) {
+    return { kind: "streams", streams: target, label: target.label ?? "in-process server" };
+  }
   return {
     kind: "stdio",
     command: target,
@@ -109,6 +133,7 @@ export function endpointOf(target: ServerTarget): Endpoint {
  */
 export async function dial(endpoint: Endpoint, options: DialOptions): Promise<Dialed> {
   if (endpoint.kind === "stdio") return dialStdio(endpoint.command, endpoint.label);
+  if (endpoint.kind === "streams") return dialStreams(endpoint.streams, endpoint.label);
   const token = typeof options.token === "function" ? await options.token() : options.token;
   return dialWebSocket(endpoint.url, token, options);
 }
@@ -169,6 +194,22 @@ async function dialWebSocket(
     clearTimeout(timer);
   }
   return { transport: websocketTransport(socket, { label: `exec-server ${url}` }), dispose };
+}
+
+function dialStreams(streams: StreamTarget, label: string): Dialed {
+  if (streams.readable.locked || streams.writable.locked) {
+    throw new ConnectError(label, "its streams already carried a connection");
+  }
+  const transport = stdioTransport(streams.readable, streams.writable, {
+    label: `exec-server ${label}`,
+  });
+  return {
+    transport,
+    dispose: () => {
+      transport.close();
+      return Promise.resolve();
+    },
+  };
 }
 
 function dialStdio(target: StdioCommand, label: string): Dialed {

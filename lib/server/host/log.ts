@@ -4,6 +4,10 @@
  * (`2026-01-01T00:00:00.000Z INFO process.start processId="p1" ...`, the
  * default) or as one JSON object per line (`--log-format json`:
  * `{"ts":"...","level":"info","event":"process.start","processId":"p1",...}`).
+ * In both, a value that is not a plain word is a JSON string with every
+ * control character (C0, DEL, C1), the line and paragraph separators and the
+ * bidirectional formatting characters escaped: a value can neither break a
+ * line nor change how a terminal shows it.
  *
  * @module
  */
@@ -68,10 +72,26 @@ export function logEnabled(level: LogLevel): boolean {
   return RANK[level] <= threshold;
 }
 
+/**
+ * What `JSON.stringify` leaves raw but a log line must not hold: DEL and the C1 controls (a
+ * terminal reads ESC `[` as `\x9b`), the line and paragraph separators (a line break to many
+ * readers), and the bidirectional formatting characters (they reorder what a terminal shows).
+ * C0 controls `JSON.stringify` escapes itself.
+ */
+const UNSAFE = /[\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+
+/** JSON text with {@linkcode UNSAFE} characters escaped (they only occur in its strings). */
+function safeJson(value: unknown): string {
+  return (JSON.stringify(value) ?? "null").replace(
+    UNSAFE,
+    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`,
+  );
+}
+
 /** A text field value: bare when it is a plain word, JSON otherwise. */
 function textValue(value: unknown): string {
   if (typeof value === "string" && /^[\w.:/@+-]+$/.test(value)) return value;
-  return JSON.stringify(value) ?? "null";
+  return safeJson(value);
 }
 
 /**
@@ -106,11 +126,11 @@ export function formatEvent(
     for (const [key, value] of Object.entries(fields)) {
       if (!Object.hasOwn(line, key)) line[key] = value;
     }
-    return JSON.stringify(line);
+    return safeJson(line);
   }
   const parts = Object.entries(fields)
     .filter(([, value]) => value !== undefined)
-    .map(([key, value]) => `${key}=${textValue(value)}`);
+    .map(([key, value]) => `${/^[\w.-]+$/.test(key) ? key : safeJson(key)}=${textValue(value)}`);
   return [ts.toISOString(), level.toUpperCase(), event, ...parts].join(" ");
 }
 

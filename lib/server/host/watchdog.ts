@@ -3,28 +3,43 @@
  * is SIGKILLed (a SIGKILLed subreaper cannot end anything, and its orphans
  * go to `init`).
  *
- * Right after the first spawn the server starts one small `/bin/sh` in its own
- * session (so signals to the server's process group or terminal do not reach
- * it), ignoring INT, TERM, HUP and the terminal stop signals, with empty
- * environment, `/` as working directory, `/dev/null` as output, and a pipe
- * from the server as its only input. The server writes `pid starttime` (the
- * starttime is field 22 of `/proc/<pid>/stat`, so a recycled pid never
- * matches) for every process leader it spawns and for every orphan the
- * subreaper adopted; orphans are looked for {@linkcode WATCHDOG_SOON_MS} ms
- * after a leader ends or is terminated (calls merged), and once every
- * {@linkcode WATCHDOG_SCAN_MS} ms while the server has a leader or an orphan.
+ * Before the server's first spawn (so that no process of the server exists
+ * without one) it starts one small `/bin/sh` in its own session (so signals
+ * to the server's process group or terminal do not reach it), ignoring INT,
+ * TERM, HUP and the terminal stop signals, with empty environment, `/` as
+ * working directory, `/dev/null` as output, and a pipe from the server as
+ * its only input; its one argument is the server's mark instance
+ * (`spawn_mark.ts`). The server writes `pid starttime` (the starttime is
+ * field 22 of `/proc/<pid>/stat`, so a recycled pid never matches) for every
+ * process leader it spawns and for every orphan the subreaper adopted;
+ * orphans are looked for {@linkcode WATCHDOG_SOON_MS} ms after a leader ends
+ * or is terminated (calls merged), and once every {@linkcode WATCHDOG_SCAN_MS}
+ * ms while the server has a leader or an orphan, when a dead watchdog is also
+ * replaced.
  *
- * When its input ends without a `bye` line the server died: the watchdog
- * SIGSTOPs every recorded process whose starttime still matches, then their
- * descendants (from `/proc/<pid>/task/<tid>/children`) until no new one
- * appears, SIGKILLs all of them and exits. A clean shutdown writes `bye`
- * first, and the watchdog just exits. It never signals a process it was not
- * told about (other than a descendant of one), nor one whose starttime
- * differs; its list is pruned of ended processes as it grows, so it stays
- * proportional to the live ones.
+ * When its input ends without a `bye` line the server died. The watchdog
+ * then stops (SIGSTOP: a stopped process cannot fork) every recorded process
+ * whose starttime still matches, and every process on the host whose soft
+ * `RLIMIT_RTTIME` is a mark of the server's instance: all its descendants,
+ * wherever the kernel re-parented them, whatever session or environment they
+ * made themselves. Then, in rounds until one finds nothing new, the children
+ * of every stopped process and marked processes forked meanwhile; each is
+ * identified, once stopped, by its pid and starttime (a child also by its
+ * parent, a marked process by its mark read again). Finally every stopped
+ * process whose starttime still matches is SIGKILLed, and it exits. A clean
+ * shutdown writes `bye` first, and the watchdog just exits. It never signals
+ * a process it was not told about other than a marked one or a descendant of
+ * one; a pid reused between its check and its SIGSTOP is continued again,
+ * never killed. Its list is pruned of ended processes as it grows, so it
+ * stays proportional to the live ones; the scan for marks reads
+ * `/proc/<pid>/limits` of every process, once per round, only after the
+ * server died.
  *
- * The residual: an orphan created less than one scan period before the
- * server's SIGKILL is not yet recorded and survives.
+ * What still survives a server SIGKILL: a process that set its own soft
+ * `RLIMIT_RTTIME` (dropping its mark) and was then re-parented to the
+ * server less than one scan before the kill, and everything once the
+ * watchdog itself was killed (one of the server's processes can do it) until
+ * the next scan replaces it. `--process-namespace` has neither gap.
  *
  * @module
  */
@@ -43,6 +58,8 @@ import {
 } from "./libc.ts";
 import { leaderPids, orphans, statOf, trackHelper } from "./proc.ts";
 import { deadline } from "./deadline.ts";
+import { grantedEverywhere } from "./permissions.ts";
+import { markInstance } from "./spawn_mark.ts";
 
 /** The watchdog's `argv[0]`: how `ps` (and the tests) tell it from the server's processes. */
 export const WATCHDOG_ARG0 = "exec-server-watchdog";
@@ -59,17 +76,37 @@ export const MAX_PENDING_CHARS = 1 << 20;
 const EPIPE = 32;
 
 /**
- * The watchdog's program (`sh -c`), reading `pid starttime` lines on its
- * stdin. `alive PID START` tells whether the process still has that
- * starttime (reads with builtins only); the list is `pid:start` words,
- * pruned of ended processes once it doubled.
+ * The watchdog's program (`sh -c`, with the mark instance as `$1`, empty without marks),
+ * reading `pid starttime` lines on its stdin. `stat_of PID` sets `parent` and `began` (its starttime) from
+ * `/proc/PID/stat`, `alive PID START` tells whether the process still has that starttime, and
+ * `marked PID` whether its soft `RLIMIT_RTTIME` is one of the server's marks (all with builtins
+ * only). Both lists are `pid:start` words; the recorded one is pruned of ended processes once
+ * it doubled.
  */
 export const WATCHDOG_SCRIPT = `trap '' INT TERM HUP QUIT TSTP TTIN TTOU
-alive() {
-  w=$2
+instance=$1
+stat_of() {
   { read -r s < "/proc/$1/stat"; } 2>/dev/null || return 1
   set -- \${s##*) }
-  [ "\${20}" = "$w" ]
+  parent=$2
+  began=\${20}
+}
+alive() {
+  stat_of "$1" && [ "$began" = "$2" ]
+}
+marked() {
+  [ -n "$instance" ] || return 1
+  while read -r a b c soft rest; do
+    [ "$a $b $c" = "Max realtime timeout" ] || continue
+    case $soft in *[!0-9]*) return 1 ;; [1-4]??????????????????) ;; *) return 1 ;; esac
+    [ $(((4611686018427387904 - soft) >> 32)) = "$instance" ]
+    return
+  done 2>/dev/null < "/proc/$1/limits"
+  return 1
+}
+held() {
+  case " $stopped " in *" $1:"*) return 0 ;; esac
+  return 1
 }
 list=
 n=0
@@ -92,29 +129,51 @@ done
 stopped=
 for e in $list; do
   p=\${e%:*}
+  held "$p" && continue
   alive "$p" "\${e#*:}" || continue
   kill -STOP "$p" 2>/dev/null
-  if alive "$p" "\${e#*:}"; then stopped="$stopped $p"; else kill -CONT "$p" 2>/dev/null; fi
+  if alive "$p" "\${e#*:}"; then stopped="$stopped $e"; else kill -CONT "$p" 2>/dev/null; fi
 done
 round=0
 grown=1
 while [ -n "$grown" ] && [ "$round" -lt 100 ]; do
   grown=
   round=$((round + 1))
-  for p in $stopped; do
+  if [ -n "$instance" ]; then
+    for d in /proc/[0-9]*; do
+      p=\${d#/proc/}
+      held "$p" && continue
+      marked "$p" || continue
+      kill -STOP "$p" 2>/dev/null
+      if marked "$p" && stat_of "$p"; then
+        stopped="$stopped $p:$began"
+        grown=1
+      else
+        kill -CONT "$p" 2>/dev/null
+      fi
+    done
+  fi
+  for e in $stopped; do
+    p=\${e%:*}
     for t in /proc/$p/task/*/children; do
       kids=
       { read -r kids < "$t"; } 2>/dev/null
       for c in $kids; do
-        case " $stopped " in *" $c "*) continue ;; esac
+        held "$c" && continue
         kill -STOP "$c" 2>/dev/null
-        stopped="$stopped $c"
-        grown=1
+        if stat_of "$c" && [ "$parent" = "$p" ]; then
+          stopped="$stopped $c:$began"
+          grown=1
+        else
+          kill -CONT "$c" 2>/dev/null
+        fi
       done
     done
   done
 done
-[ -n "$stopped" ] && kill -KILL $stopped 2>/dev/null
+for e in $stopped; do
+  alive "\${e%:*}" "\${e#*:}" && kill -KILL "\${e%:*}" 2>/dev/null
+done
 exit 0
 `;
 
@@ -138,7 +197,8 @@ let kick: (() => void) | undefined;
 const encoder = new TextEncoder();
 
 function start(): Watchdog | undefined {
-  if (!libcAvailable()) return undefined;
+  // The FFI grant is checked first: opening libc without it could prompt.
+  if (!grantedEverywhere("ffi") || !libcAvailable()) return undefined;
   const fds = new Int32Array(2);
   if (pipeFds(fds, C.O_CLOEXEC) !== 0) return undefined;
   const [readEnd, writeEnd] = [fds[0]!, fds[1]!];
@@ -148,9 +208,11 @@ function start(): Watchdog | undefined {
     const devNull = openDevNull(C.O_RDWR);
     if (devNull < 0) throw new Error("/dev/null cannot be opened");
     try {
-      const pid = spawnInNewSession("/bin/sh", [WATCHDOG_ARG0, "-c", WATCHDOG_SCRIPT], [], "/", [
+      const argv = [WATCHDOG_ARG0, "-c", WATCHDOG_SCRIPT, WATCHDOG_ARG0, `${markInstance() ?? ""}`];
+      const pid = spawnInNewSession("/bin/sh", argv, [], "/", [
         { dup: readEnd },
         { dup: devNull },
+        // The child's descriptor 1, /dev/null by then.
         { dup: 1 },
       ]);
       return { pid, fd: writeEnd, untrack: trackHelper(pid) };
@@ -227,9 +289,35 @@ function send(line: string): void {
 }
 
 /**
- * Starts the watchdog on the next turn of the event loop (binding libc and
- * spawning take milliseconds that the first `process/start` answer should
- * not wait for), then tells it every leader and orphan alive.
+ * Starts a watchdog and tells it every leader and orphan alive. Without a leader there is no
+ * orphan either: `/proc` is not read (its bindings, `fs_syscalls.ts`, take 2-3 ms, which the
+ * first `process/start` answer should not wait for).
+ */
+function replace(): void {
+  dog = start();
+  if (dog === undefined || leaderPids().length === 0) return;
+  for (const pid of leaderPids()) {
+    const stat = statOf(pid);
+    if (stat !== undefined) send(`${pid} ${stat.starttime}\n`);
+  }
+  scanOrphans();
+}
+
+/**
+ * Starts the watchdog unless it runs (nothing happens without FFI): call it before a spawn, so
+ * that no process of the server exists without one. The first call, with the first
+ * `process/start`, spawns it: 0.2-0.5 ms of that answer (posix_spawn of `/bin/sh`, on the
+ * project's 2-core VM).
+ */
+export function startWatchdog(): void {
+  kick?.();
+  kick = undefined;
+  if (dog === undefined) replace();
+}
+
+/**
+ * Starts a watchdog on the next turn of the event loop, in place of one found dead (not from
+ * within the write that found it).
  */
 function startSoon(): void {
   if (kick !== undefined) return;
@@ -237,14 +325,7 @@ function startSoon(): void {
   // first `setTimeout` of a process compiles Deno's Node timer functions.
   kick = deadline(0, () => {
     kick = undefined;
-    if (dog !== undefined) return;
-    dog = start();
-    if (dog === undefined) return;
-    for (const pid of leaderPids()) {
-      const stat = statOf(pid);
-      if (stat !== undefined) send(`${pid} ${stat.starttime}\n`);
-    }
-    scanOrphans();
+    if (dog === undefined) replace();
   });
 }
 
@@ -266,21 +347,32 @@ export function scanSoon(): void {
   if (dog !== undefined) schedule(WATCHDOG_SOON_MS);
 }
 
+/** Leaders spawned during this turn of the event loop, told to the watchdog on the next. */
+let untold: number[] = [];
+
 /**
- * Records a process leader the server just spawned (the first call starts
- * the watchdog, which is then told of it; nothing happens without FFI).
+ * Records a process leader the server just spawned. It is told to the watchdog on the next turn
+ * of the event loop (reading its starttime binds the `/proc` calls, 2-3 ms, on the first spawn:
+ * not part of the `process/start` answer); meanwhile its mark identifies it. Without a watchdog
+ * one is started then, and told of every leader. Nothing happens without FFI.
  *
  * @param pid The leader's pid.
  */
 export function watchLeader(pid: number): void {
-  if (dog === undefined) {
-    startSoon();
-    return;
-  }
-  const stat = statOf(pid);
-  if (stat === undefined) return;
-  send(`${pid} ${stat.starttime}\n`);
-  schedule();
+  untold.push(pid);
+  if (untold.length > 1) return;
+  deadline(0, () => {
+    const pids = untold;
+    untold = [];
+    // Closed meanwhile: nothing to tell.
+    if (pids.length === 0) return;
+    if (dog === undefined) return startSoon();
+    for (const leader of pids) {
+      const stat = statOf(leader);
+      if (stat !== undefined) send(`${leader} ${stat.starttime}\n`);
+    }
+    schedule();
+  });
 }
 
 /**
@@ -289,6 +381,12 @@ export function watchLeader(pid: number): void {
  */
 function scanOrphans(): void {
   if (dog === undefined) return;
+  // Killed (one of the server's processes can do it): replaced, and its successor told everything.
+  if (waitChild(dog.pid, new Int32Array(1), C.WNOHANG) === dog.pid) {
+    forget(dog);
+    startSoon();
+    return;
+  }
   const seen = new Set<string>();
   for (const { pid, stat } of orphans()) {
     if (stat.state === "Z") continue;
@@ -306,6 +404,7 @@ function scanOrphans(): void {
 export function closeWatchdog(): void {
   kick?.();
   kick = undefined;
+  untold = [];
   if (dog === undefined) return;
   clearTimeout(timer);
   timer = undefined;

@@ -10,7 +10,7 @@
 
 import { becomeSubreaper, killTree, reapSoon, trackLeader } from "../host/proc.ts";
 import { spawnMarked } from "../host/spawn_mark.ts";
-import { scanSoon, watchLeader } from "../host/watchdog.ts";
+import { scanSoon, startWatchdog, watchLeader } from "../host/watchdog.ts";
 import {
   ErrorCode,
   internalError,
@@ -164,6 +164,8 @@ export class ProcessTable {
         proc.removalTimer = timer;
       },
     });
+    // Ends the tree if the server is SIGKILLed: running before the first process does.
+    startWatchdog();
     try {
       const { value: started, mark } = spawnMarked(() =>
         tty
@@ -184,7 +186,6 @@ export class ProcessTable {
       // A failed pipe spawn learns its errno asynchronously and rejects.
       proc.backend = started instanceof Promise ? await started : started;
       untrack = trackLeader(proc.backend.pid);
-      // Ends the tree if the server is SIGKILLed.
       watchLeader(proc.backend.pid);
     } catch (err) {
       plan.sandbox?.release();
