@@ -6,7 +6,7 @@
  * @module
  */
 
-import { type AuthResult, unauthorized } from "./auth.ts";
+import type { AuthResult } from "./auth.ts";
 import { log } from "../host/log.ts";
 import { isSandboxedPeer } from "../sandbox/peer.ts";
 import { HandshakeDeadlines } from "./handshake_deadlines.ts";
@@ -157,12 +157,14 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
   const feeds = new Set<ConsoleFeed>();
   /**
    * The web console's routes and the largest message of its feed, loaded with the first request
-   * that is not a plain upgrade (the protocol's connections never need them).
+   * that is not a plain upgrade (the protocol's connections never need them, nor the refusal
+   * the console is handed).
    */
   async function loadConsole() {
-    const [{ consoleRoutes }, { CONSOLE_MAX_MESSAGE_BYTES }] = await Promise.all([
+    const [{ consoleRoutes }, { CONSOLE_MAX_MESSAGE_BYTES }, { unauthorized }] = await Promise.all([
       import("../observe/console_routes.ts"),
       import("../observe/console_feed.ts"),
+      import("./auth.ts"),
     ]);
     return {
       answer: consoleRoutes({
