@@ -29,6 +29,14 @@ Deno.test("fencedBlocks() reads marked, not-run and unmarked blocks with their l
   ]);
 });
 
+Deno.test("fencedBlocks() takes the marker across the blank line deno fmt puts before a fence", () => {
+  const doc = "<!-- doc-test: spaced -->\n\n```sh\necho spaced\n```\n\ntext\n\n```sh\nls\n```\n";
+  assert.deepStrictEqual(fencedBlocks("d.md", doc).map((b) => b.marker), [
+    { id: "spaced" },
+    undefined,
+  ]);
+});
+
 Deno.test("fencedBlocks() refuses a malformed marker instead of ignoring it", () => {
   assert.throws(() => fencedBlocks("d.md", "<!-- doc-test: Not An Id -->\n```sh\nx\n```\n"));
 });

@@ -2,7 +2,8 @@
  * The shell blocks of README.md and docs/ that tests run.
  *
  * A fenced shell block (`sh`, `bash`, `shell`, `console`) is preceded, on the
- * line just before its fence, by one marker comment:
+ * line just before its fence (blank lines between them, which `deno fmt`
+ * inserts, do not count), by one marker comment:
  *
  * - `<!-- doc-test: ID -->`: a test runs it; {@linkcode docBlock} returns its
  *   text by ID, wherever the block stands, so a block can move between
@@ -48,6 +49,16 @@ function parseMarker(line: string | undefined): FencedBlock["marker"] {
 }
 
 /**
+ * The index of the last line before line `i` that is not blank (`deno fmt`
+ * puts a blank line between a marker comment and its fence).
+ */
+function lineBefore(lines: readonly string[], i: number): number {
+  let j = i - 1;
+  while (j >= 0 && lines[j]!.trim() === "") j--;
+  return j;
+}
+
+/**
  * Every fenced block of one Markdown text.
  *
  * @example A marked block
@@ -79,7 +90,7 @@ export function fencedBlocks(file: string, markdown: string): FencedBlock[] {
       line: i + 1,
       language,
       text: body.length === 0 ? "" : body.join("\n") + "\n",
-      marker: parseMarker(lines[i - 1]),
+      marker: parseMarker(lines[lineBefore(lines, i)]),
     });
     i = j;
   }
