@@ -7,7 +7,6 @@
  * @module
  */
 
-import process from "node:process";
 import { createClient } from "../client/client.ts";
 import { log, setLogFormat, setLogLevel } from "../server/host/log.ts";
 import { scopeRaceWarning } from "../server/host/permissions.ts";
@@ -15,7 +14,8 @@ import { setProcessNamespaces } from "../server/sandbox/pid_namespace.ts";
 import { setServerSandbox } from "../server/sandbox/server_policy.ts";
 import { startInProcessServer } from "../mcp/in_process.ts";
 import { McpToolServer } from "../mcp/mcp_server.ts";
-import { MCP_SDK_VERSION, StdioServerTransport } from "../mcp/sdk.ts";
+import { MCP_SDK_VERSION } from "../mcp/sdk.ts";
+import { McpStdioTransport } from "../mcp/stdio_transport.ts";
 import { CONNECT_FLAGS, remoteServerFromFlags } from "./connect_flags.ts";
 import { defineFlags, FlagError, parseFlags, pickFlags, renderFlagHelp } from "./flags.ts";
 import { sandboxFromFlags } from "./sandbox_flags.ts";
@@ -23,8 +23,6 @@ import { SERVER_FLAGS } from "./server_flags.ts";
 
 /** Exit code for a bad command line. */
 export const MCP_USAGE_EXIT = 2;
-/** Largest MCP message read from stdin (the SDK's stdio transport ends the connection beyond it): 32 MiB. */
-export const MCP_MAX_MESSAGE_BYTES = 32 * 1024 * 1024;
 /** Default `--concurrent-requests` of the in-process server: 8 (a waiting read does not hold up other calls). */
 export const MCP_CONCURRENT_REQUESTS = 8;
 
@@ -155,16 +153,10 @@ async function serve(args: string[]): Promise<number> {
   }
   const mcp = new McpToolServer({ openClient });
   const stop = () => void mcp.close();
-  process.stdin.on("end", stop);
-  process.stdin.on("close", stop);
-  process.stdout.on("error", stop); // The MCP client went away.
   Deno.addSignalListener("SIGINT", stop);
   Deno.addSignalListener("SIGTERM", stop);
-  await mcp.connect(
-    new StdioServerTransport(process.stdin, process.stdout, {
-      maxBufferSize: MCP_MAX_MESSAGE_BYTES,
-    }),
-  );
+  // Ends when the MCP client closes stdin (the transport tells the server, which closes).
+  await mcp.connect(new McpStdioTransport());
   await mcp.closed;
   await stopServer();
   return 0;

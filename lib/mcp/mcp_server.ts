@@ -152,7 +152,7 @@ export class McpToolServer {
   }
 
   /**
-   * Serves MCP on a transport (the SDK's stdio transport, or an in-memory one).
+   * Serves MCP on a transport (`McpStdioTransport`, or the SDK's in-memory one).
    *
    * @param transport The MCP transport.
    */

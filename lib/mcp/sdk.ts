@@ -8,7 +8,6 @@
  */
 
 export { Server } from "npm:@modelcontextprotocol/sdk@1.32.2/server/index.js";
-export { StdioServerTransport } from "npm:@modelcontextprotocol/sdk@1.32.2/server/stdio.js";
 export type { Transport } from "npm:@modelcontextprotocol/sdk@1.32.2/shared/transport.js";
 export type { RequestHandlerExtra } from "npm:@modelcontextprotocol/sdk@1.32.2/shared/protocol.js";
 export {
@@ -16,6 +15,8 @@ export {
   CallToolRequestSchema,
   type CallToolResult,
   ErrorCode,
+  type JSONRPCMessage,
+  JSONRPCMessageSchema,
   ListToolsRequestSchema,
   McpError,
   type ServerNotification,
