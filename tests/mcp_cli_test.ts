@@ -21,6 +21,7 @@ import { capabilityTokenAuth, tokenFileDigest } from "../lib/server/listen/auth.
 import { serveWebSocket } from "../lib/server/listen/listen.ts";
 import { sandboxAvailable } from "../lib/server/sandbox/availability.ts";
 import { MCP_SDK_VERSION } from "../lib/mcp/sdk.ts";
+import { MCP_MAX_MESSAGE_BYTES } from "../lib/mcp/stdio_transport.ts";
 
 const availability = sandboxAvailable();
 const SKIP_REASON = availability.ok ? "" : ` (skipped: ${availability.reason})`;
@@ -273,4 +274,62 @@ Deno.test("every specifier of the MCP SDK in the repository names the pinned ver
     }
   }
   assert.deepEqual([...pinned], [MCP_SDK_VERSION]);
+});
+
+Deno.test("exec-server mcp reads a message up to its bound and answers a longer one, or a line that is not JSON-RPC, with -32700", async () => {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["run", ...SERVER_PERMISSIONS, MAIN_TS, "mcp"],
+    env: defaultServerEnv(),
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "null",
+  }).spawn();
+  const encoder = new TextEncoder();
+  const writer = child.stdin.getWriter();
+  const send = (text: string) => writer.write(encoder.encode(text + "\n"));
+  /** A tools/call of exactly `bytes` bytes (its stdin padded), or one byte more. */
+  const sized = (id: number, bytes: number) => {
+    const head =
+      `{"jsonrpc":"2.0","id":${id},"method":"tools/call","params":{"name":"run_command","arguments":{"command":"true","stdin":"`;
+    const tail = `"}}}`;
+    return head + "x".repeat(bytes - head.length - tail.length) + tail;
+  };
+  const lines = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  let buffered = "";
+  const next = async (): Promise<Json> => {
+    while (!buffered.includes("\n")) buffered += (await lines.read()).value ?? "";
+    const at = buffered.indexOf("\n");
+    const line = buffered.slice(0, at);
+    buffered = buffered.slice(at + 1);
+    return JSON.parse(line);
+  };
+  await send(JSON.stringify({
+    jsonrpc: "2.0",
+    id: 1,
+    method: "initialize",
+    params: {
+      protocolVersion: "2025-06-18",
+      capabilities: {},
+      clientInfo: { name: "raw", version: "0" },
+    },
+  }));
+  assert.equal((await next()).id, 1);
+  await send(JSON.stringify({ jsonrpc: "2.0", method: "notifications/initialized" }));
+  await send(sized(2, MCP_MAX_MESSAGE_BYTES));
+  const atBound = await next();
+  assert.equal(atBound.id, 2);
+  assert.equal(
+    (((atBound.result as Json).structuredContent as Json).error as Json).kind,
+    "tooLarge",
+  );
+  await send(sized(3, MCP_MAX_MESSAGE_BYTES + 1));
+  const over = await next();
+  assert.deepEqual([over.id, (over.error as Json).code], [null, -32700]);
+  await send("not json");
+  assert.equal(((await next()).error as Json).code, -32700);
+  await send(JSON.stringify({ jsonrpc: "2.0", id: 4, method: "tools/list" }));
+  assert.equal((await next()).id, 4, "the connection goes on");
+  await writer.close();
+  assert.equal((await child.status).code, 0);
+  await lines.cancel();
 });

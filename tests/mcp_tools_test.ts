@@ -8,6 +8,8 @@ import assert from "node:assert/strict";
 import { mcpSession, type ToolResult } from "./helpers/mcp_session.ts";
 import {
   DEFAULT_COMMAND_TIMEOUT_MS,
+  DEFAULT_READ_BYTES,
+  MAX_COMMAND_TIMEOUT_MS,
   MAX_INPUT_BYTES,
   MAX_READ_BYTES,
   MAX_RUNNING_COMMANDS,
@@ -19,12 +21,17 @@ import {
   MAX_KEPT_OUTPUTS,
 } from "../lib/mcp/output_capture.ts";
 import {
+  DEFAULT_READ_FILE_BYTES,
   MAX_EDITS,
   MAX_LIST_ENTRIES,
   MAX_READ_FILE_BYTES,
   MAX_WRITE_FILE_BYTES,
 } from "../lib/mcp/file_tools.ts";
-import { MAX_HTTP_RESPONSE_BYTES } from "../lib/mcp/http_tool.ts";
+import {
+  MAX_HTTP_BODY_BYTES,
+  MAX_HTTP_RESPONSE_BYTES,
+  MAX_HTTP_TIMEOUT_MS,
+} from "../lib/mcp/http_tool.ts";
 import { TOOLS } from "../lib/mcp/tools.ts";
 import { setLogLevel, setLogSink } from "../lib/server/host/log.ts";
 
@@ -630,5 +637,43 @@ Deno.test("mcp a session's audit events carry the MCP client's name and the exec
   const session = /session=(\S+)/.exec(named)![1]!;
   assert.ok(
     lines.some((line) => line.includes("process.start") && line.includes(`session=${session}`)),
+  );
+});
+
+Deno.test("mcp timeouts, defaults and request bodies are bounded as documented", async () => {
+  await using session = await mcpSession();
+  ok(await session.call("run_command", { command: "true", timeoutMs: MAX_COMMAND_TIMEOUT_MS }));
+  failed(
+    await session.call("run_command", { command: "true", timeoutMs: MAX_COMMAND_TIMEOUT_MS + 1 }),
+    "invalidArguments",
+  );
+  await withDir(async (dir) => {
+    await Deno.writeFile(`${dir}/f`, new Uint8Array(DEFAULT_READ_FILE_BYTES + 1).fill(98));
+    const read = ok(await session.call("read_file", { path: `${dir}/f` }));
+    assert.deepEqual([read.bytesRead, read.nextOffset], [
+      DEFAULT_READ_FILE_BYTES,
+      DEFAULT_READ_FILE_BYTES,
+    ]);
+  });
+  const long = ok(
+    await session.call("run_command", { command: `head -c ${DEFAULT_READ_BYTES + 1} /dev/zero` }),
+  );
+  const page = ok(await session.call("read_output", { outputId: long.outputId }));
+  assert.deepEqual([page.bytesRead, page.eof], [DEFAULT_READ_BYTES, false]);
+  await using http = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    async (request) => new Response(String((await request.arrayBuffer()).byteLength)),
+  );
+  const url = `http://127.0.0.1:${http.addr.port}/`;
+  const body = "x".repeat(MAX_HTTP_BODY_BYTES);
+  assert.equal(
+    ok(await session.call("http_request", { method: "POST", url, body })).body,
+    String(MAX_HTTP_BODY_BYTES),
+  );
+  failed(await session.call("http_request", { method: "POST", url, body: body + "x" }), "tooLarge");
+  ok(await session.call("http_request", { method: "GET", url, timeoutMs: MAX_HTTP_TIMEOUT_MS }));
+  failed(
+    await session.call("http_request", { method: "GET", url, timeoutMs: MAX_HTTP_TIMEOUT_MS + 1 }),
+    "invalidArguments",
   );
 });

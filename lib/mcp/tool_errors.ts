@@ -20,8 +20,7 @@ export const MCP_ERROR_KINDS = {
   timedOut:
     "run_command: the command ran past timeoutMs and was killed; the output so far is kept.",
   unknownOutput: "read_output: no kept output has this outputId (never, or evicted by newer ones).",
-  outputDropped:
-    "read_output: the range lies in the middle of a stream that was not kept (beyond the kept bound).",
+  outputDropped: "read_output: the range lies in the middle of a stream that was not kept.",
   tooManyCommands: "run_command: as many commands as the bound allows are already running.",
   editFailed:
     "edit_file: an oldText occurs not exactly once (or more than once without replaceAll).",
