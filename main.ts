@@ -97,6 +97,26 @@ async function authFromFlags(
   }
 }
 
+/**
+ * The web console's own credential from `--console-token-file` (read once, like
+ * `--ws-token-file`), or `undefined`; `--console-can-terminate` needs it.
+ */
+async function consoleAuthFromFlags(
+  flags: ServerFlags,
+): Promise<((request: Request) => Promise<AuthResult>) | undefined> {
+  const path = flags["console-token-file"];
+  if (path === undefined) {
+    if (flags["console-can-terminate"]) fail("--console-can-terminate needs --console-token-file");
+    return undefined;
+  }
+  try {
+    const { capabilityTokenAuth, tokenFileDigest } = await import("./lib/server/listen/auth.ts");
+    return capabilityTokenAuth(await tokenFileDigest(path));
+  } catch (err) {
+    fail((err as Error).message);
+  }
+}
+
 async function main(args: string[]): Promise<void> {
   if (args[0] === "run") {
     // Loaded on demand: the client is not part of the server's start-up path.
@@ -131,6 +151,7 @@ async function main(args: string[]): Promise<void> {
   setServerSandbox(sandboxFromFlags(flags, secretFiles(flags), fail));
   setProcessNamespaces(flags["process-namespace"]);
   const authorize = await authFromFlags(flags);
+  const consoleAuthorize = await consoleAuthFromFlags(flags);
   if (
     listen.kind === "ws" && !isLoopback(listen.host) && !authorize && !flags["insecure-no-auth"]
   ) {
@@ -168,6 +189,8 @@ async function main(args: string[]): Promise<void> {
         hostname: listen.host,
         port: listen.port,
         authorize,
+        consoleAuthorize,
+        consoleCanTerminate: flags["console-can-terminate"],
         tls,
         allowedOrigins: flags["allow-origin"],
         maxConnections: flags["max-connections"],

@@ -9,7 +9,11 @@
  */
 
 import assert from "node:assert/strict";
-import { MAX_CONSOLE_LOGINS } from "../lib/server/observe/console_access.ts";
+import {
+  CONSOLE_KEY_META,
+  CONSOLE_SUBPROTOCOL,
+  MAX_CONSOLE_LOGINS,
+} from "../lib/server/observe/console_access.ts";
 import {
   CONSOLE_MAX_MESSAGE_BYTES,
   MAX_LISTED_PROCESSES,
@@ -18,7 +22,7 @@ import {
 } from "../lib/server/observe/console_feed.ts";
 import { signedBearerAuth } from "../lib/server/listen/signed_bearer.ts";
 import { MATRIX_SECRET, mint } from "./helpers/jwt_matrix.ts";
-import { tokenAuth } from "./helpers/observe.ts";
+import { nextFeedMessage, tokenAuth } from "./helpers/observe.ts";
 import { InProcessServer } from "./helpers/in_process_server.ts";
 import { RawWebSocket } from "./helpers/reliability_server.ts";
 import { call, sh, startProcess } from "./helpers/rpc.ts";
@@ -37,27 +41,29 @@ function portOf(server: InProcessServer): number {
   return Number(new URL(server.url).port);
 }
 
-/** Logs in with `POST /console/login` and returns the answer's status and `Set-Cookie`. */
+/**
+ * Logs in with `POST /console/login` and returns the answer's status, `Set-Cookie` and the
+ * feed's upgrade headers for that login (its cookie and key).
+ */
 async function login(
   server: InProcessServer,
   token: string,
-): Promise<{ status: number; cookie: string | null }> {
+): Promise<{ status: number; cookie: string | null; feed: Record<string, string> }> {
   const answer = await fetch(`http://127.0.0.1:${portOf(server)}/console/login`, {
     method: "POST",
     headers: { authorization: `Bearer ${token}` },
   });
-  await answer.body?.cancel();
-  return { status: answer.status, cookie: answer.headers.get("set-cookie") };
-}
-
-/** Reads feed messages until one satisfies `match`. */
-async function nextMessage(feed: RawWebSocket, match: (m: Json) => boolean): Promise<Json> {
-  while (true) {
-    const text = await feed.readMessage();
-    if (text === null) throw new Error("the feed closed");
-    const message = JSON.parse(text);
-    if (match(message)) return message;
-  }
+  const key = new RegExp(`<meta name="${CONSOLE_KEY_META}" content="([0-9a-f]+)">`)
+    .exec(await answer.text())?.[1];
+  const cookie = answer.headers.get("set-cookie");
+  return {
+    status: answer.status,
+    cookie,
+    feed: {
+      Cookie: cookie?.split(";")[0] ?? "",
+      "Sec-WebSocket-Protocol": `${CONSOLE_SUBPROTOCOL}, ${CONSOLE_SUBPROTOCOL}.key.${key}`,
+    },
+  };
 }
 
 Deno.test("console login: a refused token gets 401; an accepted one an HttpOnly SameSite=Strict cookie without the token", async () => {
@@ -67,7 +73,7 @@ Deno.test("console login: a refused token gets 401; an accepted one an HttpOnly 
   assert.equal(status, 200);
   assert.match(
     cookie ?? "",
-    /^exec_server_console=[0-9a-f]{64}; Path=\/; Max-Age=28800; HttpOnly; SameSite=Strict$/,
+    /^exec_server_console_\d+=[0-9a-f]{64}; Path=\/; Max-Age=28800; HttpOnly; SameSite=Strict$/,
   );
   assert.ok(!cookie!.includes(TOKEN));
 });
@@ -75,23 +81,23 @@ Deno.test("console login: a refused token gets 401; an accepted one an HttpOnly 
 Deno.test("console feed: refused without a login (401), from another origin (403) and for a DNS name that could be rebound (403)", async () => {
   await using server = await authServer();
   const port = portOf(server);
-  const cookie = (await login(server, TOKEN)).cookie!.split(";")[0]!;
+  const feed = (await login(server, TOKEN)).feed;
   const answer = async (headers: Record<string, string>) => {
     await using raw = await RawWebSocket.connect(port, { path: "/console/feed", headers });
     return raw.answer.status;
   };
   assert.equal(await answer({}), 401);
-  assert.equal(await answer({ Cookie: "exec_server_console=forged" }), 401);
-  assert.equal(await answer({ Cookie: cookie, Origin: "https://evil.example" }), 403);
+  assert.equal(await answer({ ...feed, Cookie: `exec_server_console_${port}=forged` }), 401);
+  assert.equal(await answer({ ...feed, Origin: "https://evil.example" }), 403);
   assert.equal(
     await answer({
-      Cookie: cookie,
+      ...feed,
       Host: `evil.example:${port}`,
       Origin: `http://evil.example:${port}`,
     }),
     403,
   );
-  assert.equal(await answer({ Cookie: cookie, Origin: `http://127.0.0.1:${port}` }), 101);
+  assert.equal(await answer({ ...feed, Origin: `http://127.0.0.1:${port}` }), 101);
   // The protocol's own endpoint keeps refusing every Origin, its own included.
   await using own = await RawWebSocket.connect(port, {
     headers: { Origin: `http://127.0.0.1:${port}` },
@@ -101,13 +107,19 @@ Deno.test("console feed: refused without a login (401), from another origin (403
 
 Deno.test("console login: only the newest logins are kept", async () => {
   await using server = await authServer();
-  const first = (await login(server, TOKEN)).cookie!.split(";")[0]!;
-  for (let i = 0; i < MAX_CONSOLE_LOGINS; i++) await login(server, TOKEN);
-  await using raw = await RawWebSocket.connect(portOf(server), {
-    path: "/console/feed",
-    headers: { Cookie: first },
-  });
-  assert.equal(raw.answer.status, 401);
+  const first = (await login(server, TOKEN)).feed;
+  const open = async (headers: Record<string, string>) => {
+    await using raw = await RawWebSocket.connect(portOf(server), {
+      path: "/console/feed",
+      headers,
+    });
+    return raw.answer.status;
+  };
+  assert.equal(await open(first), 101);
+  for (let i = 0; i < MAX_CONSOLE_LOGINS - 1; i++) await login(server, TOKEN);
+  assert.equal(await open(first), 101, "a login among the newest was dropped");
+  await login(server, TOKEN);
+  assert.equal(await open(first), 401);
 });
 
 Deno.test("console feed: lists processes and lets two observers follow one from its retained output while the owner reads it all", async () => {
@@ -127,7 +139,7 @@ Deno.test("console feed: lists processes and lets two observers follow one from 
     headers: origin,
   });
   await using second = await RawWebSocket.connect(portOf(server), { path: "/console/feed" });
-  const listed = await nextMessage(first, (m) => m.type === "sessions");
+  const listed = await nextFeedMessage(first, (m) => m.type === "sessions");
   const [session] = listed.sessions as Json[];
   assert.equal(session?.id, sessionId);
   const [job] = session?.processes as Json[];
@@ -138,13 +150,13 @@ Deno.test("console feed: lists processes and lets two observers follow one from 
   const text = (m: Json) => new TextDecoder().decode(Uint8Array.fromBase64(String(m.data)));
   for (const feed of [first, second]) {
     await feed.sendText(JSON.stringify({ type: "watch", session: sessionId, processId: "job" }));
-    assert.equal(text(await nextMessage(feed, (m) => m.type === "output")), "early");
+    assert.equal(text(await nextFeedMessage(feed, (m) => m.type === "output")), "early");
   }
   await call(client, "process/write", { processId: "job", writeId: "w1", chunk: "eA==" });
   await call(client, "process/write", { processId: "job", writeId: "w2", chunk: "Cg==" });
   for (const feed of [first, second]) {
-    assert.equal(text(await nextMessage(feed, (m) => m.type === "output")), "late");
-    await nextMessage(feed, (m) => m.type === "ended");
+    assert.equal(text(await nextFeedMessage(feed, (m) => m.type === "output")), "late");
+    await nextFeedMessage(feed, (m) => m.type === "ended");
   }
   const read = await call(client, "process/read", { processId: "job", afterSeq: 0 });
   assert.equal(
@@ -209,13 +221,13 @@ Deno.test("console feed: watching a 17th process ends the oldest of the 16 watch
   for (const id of ids) {
     await feed.sendText(JSON.stringify({ type: "watch", session: sessionId, processId: id }));
   }
-  const unwatched = await nextMessage(feed, (m) => m.type === "unwatched");
+  const unwatched = await nextFeedMessage(feed, (m) => m.type === "unwatched");
   assert.deepEqual([unwatched.session, unwatched.processId], [sessionId, "w0"]);
   for (const id of ids) await call(client, "process/terminate", { processId: id });
   // Every other watch follows its process to the end; the ended one does not.
   const ended = new Set<unknown>();
   while (ended.size < MAX_WATCHES_PER_FEED) {
-    ended.add((await nextMessage(feed, (m) => m.type === "ended")).processId);
+    ended.add((await nextFeedMessage(feed, (m) => m.type === "ended")).processId);
   }
   assert.deepEqual([...ended].sort(), ids.slice(1).sort());
 });
@@ -235,7 +247,7 @@ Deno.test("console feed: a message of 4 KiB is read, a longer one is dropped", a
   const until = async (wanted: string[]) => {
     const seen: string[] = [];
     while (!wanted.every((event) => seen.includes(event))) {
-      const m = await nextMessage(feed, (m) => m.type === "output" || m.type === "ended");
+      const m = await nextFeedMessage(feed, (m) => m.type === "output" || m.type === "ended");
       seen.push(`${m.type} ${m.processId}`);
     }
     return seen;

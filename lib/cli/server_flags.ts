@@ -146,6 +146,17 @@ export const SERVER_FLAGS = defineFlags({
     parse: parseClockSkew,
     help: "signed-bearer-token: leeway for exp and nbf (default 30)",
   },
+  "console-token-file": {
+    kind: "string",
+    value: "FILE",
+    help: "a token for the web console only (file content, trimmed): its logins\n" +
+      "watch processes; it opens no protocol connection",
+    secretFile: true,
+  },
+  "console-can-terminate": {
+    kind: "boolean",
+    help: "let --console-token-file logins terminate processes too",
+  },
   "insecure-no-auth": {
     kind: "boolean",
     help: "allow a non-loopback --listen address without --ws-auth",

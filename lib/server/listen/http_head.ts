@@ -125,6 +125,48 @@ export async function readRequestHead(conn: Deno.Conn): Promise<RequestHead | He
   }
 }
 
+/** Largest request body read, in bytes: the web console's login form is the only one served. */
+export const MAX_BODY_BYTES = 64 * 1024;
+
+/** Why a request's body could not be read. */
+export type BodyFailure = "closed" | "too-large" | "length-required" | "malformed";
+
+/**
+ * Reads the body a head announces with `Content-Length`, at most {@linkcode MAX_BODY_BYTES}:
+ * the bytes read with the head first, then the connection. A `Transfer-Encoding` is refused
+ * (`length-required`: browsers send a length for a form). The caller bounds the time.
+ *
+ * @param conn The connection.
+ * @param head Its request head.
+ * @returns The body (`undefined` when the head announces none), or why it cannot be read.
+ */
+export async function readRequestBody(
+  conn: Deno.Conn,
+  head: RequestHead,
+): Promise<Uint8Array | undefined | BodyFailure> {
+  if (head.headers.has("transfer-encoding")) return "length-required";
+  const declared = head.headers.get("content-length");
+  if (declared === undefined) return undefined;
+  if (!/^\d{1,16}$/.test(declared)) return "malformed";
+  const length = Number(declared);
+  if (length > MAX_BODY_BYTES) return "too-large";
+  if (length === 0) return undefined;
+  const body = new Uint8Array(length);
+  let filled = Math.min(length, head.rest.length);
+  body.set(head.rest.subarray(0, filled));
+  while (filled < length) {
+    let n: number | null;
+    try {
+      n = await conn.read(body.subarray(filled));
+    } catch {
+      return "closed";
+    }
+    if (n === null) return "closed";
+    filled += n;
+  }
+  return body;
+}
+
 const REASONS: Record<number, string> = {
   101: "Switching Protocols",
   200: "OK",
@@ -133,6 +175,8 @@ const REASONS: Record<number, string> = {
   403: "Forbidden",
   404: "Not Found",
   408: "Request Timeout",
+  411: "Length Required",
+  413: "Content Too Large",
   426: "Upgrade Required",
   431: "Request Header Fields Too Large",
   500: "Internal Server Error",

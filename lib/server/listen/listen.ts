@@ -15,7 +15,13 @@ import { authorizeRequest, operatorRoutes } from "../observe/routes.ts";
 import type { ConsoleFeed } from "../observe/console_feed.ts";
 import type { ConsoleAnswer } from "../observe/console_routes.ts";
 import { osErrorCode } from "../host/os_errors.ts";
-import { readRequestHead, type RequestHead, writeResponse } from "./http_head.ts";
+import {
+  MAX_BODY_BYTES,
+  readRequestBody,
+  readRequestHead,
+  type RequestHead,
+  writeResponse,
+} from "./http_head.ts";
 import { upgradeProblem, websocketConnTransport, writeUpgrade } from "./websocket_conn.ts";
 import { originGate } from "./origin.ts";
 import { DEFAULT_MAX_MESSAGE_BYTES } from "../../rpc/transport.ts";
@@ -55,6 +61,14 @@ export interface WebSocketListenOptions extends ListenOptions {
    * refuse it (e.g. 401). Runs before the upgrade.
    */
   authorize?: (request: Request) => Promise<AuthResult>;
+  /**
+   * The web console's own credential (`--console-token-file`), checked like `authorize` at a
+   * console login only: its logins watch, and terminate only with
+   * {@linkcode WebSocketListenOptions.consoleCanTerminate}. It opens no protocol connection.
+   */
+  consoleAuthorize?: (request: Request) => Promise<AuthResult>;
+  /** Whether the logins of `consoleAuthorize`'s credential may terminate processes. */
+  consoleCanTerminate?: boolean;
   /** TLS certificate and key (PEM) to serve `wss://`. */
   tls?: { cert: string; key: string };
   /**
@@ -96,17 +110,29 @@ function textResponse(status: number, text: string): Response {
 }
 
 /** The fetch API's view of a request head; `undefined` when it refuses the head. */
-function requestOf(head: RequestHead): Request | undefined {
+function requestOf(head: RequestHead, body?: Uint8Array): Request | undefined {
   try {
     // Origin-form targets ("/path") are the path of this server, whatever they look like.
     const url = head.target.startsWith("/")
       ? new URL(`http://exec-server${head.target}`)
       : new URL(head.target);
-    return new Request(url, { method: head.method, headers: [...head.headers] });
+    const bodyAllowed = head.method !== "GET" && head.method !== "HEAD";
+    return new Request(url, {
+      method: head.method,
+      headers: [...head.headers],
+      body: bodyAllowed ? body as Uint8Array<ArrayBuffer> | undefined : undefined,
+    });
   } catch {
     return undefined;
   }
 }
+
+/** The answers to a body that cannot be read (a closed connection gets none). */
+const BODY_REFUSALS = {
+  "too-large": { status: 413, text: `request bodies are at most ${MAX_BODY_BYTES} bytes` },
+  "length-required": { status: 411, text: "a request body needs a Content-Length" },
+  malformed: { status: 400, text: "malformed Content-Length" },
+} as const;
 
 function describeError(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
@@ -170,6 +196,9 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
       answer: consoleRoutes({
         sessions,
         authorize: options.authorize,
+        consoleAuthorize: options.consoleAuthorize,
+        consoleCanTerminate: options.consoleCanTerminate,
+        port: addr.port,
         tls: options.tls !== undefined,
         allowedOrigins: options.allowedOrigins ?? [],
         upgradeProblem,
@@ -208,11 +237,11 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
    * fetch module: several ms of CPU on the first connection); every other request is routed
    * as the `Request` of its head.
    */
-  async function route(head: RequestHead, peer: string): Promise<Route> {
+  async function route(head: RequestHead, peer: string, body?: Uint8Array): Promise<Route> {
     // The console answers `/` only without an upgrade header, the operator routes never.
     const plainUpgrade = head.method === "GET" && head.target === "/" &&
       head.headers.has("upgrade") && options.authorize === undefined;
-    const request = plainUpgrade ? undefined : requestOf(head);
+    const request = plainUpgrade ? undefined : requestOf(head, body);
     if (!plainUpgrade && request === undefined) {
       return { response: textResponse(400, "malformed request") };
     }
@@ -268,7 +297,16 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
         await writeResponse(conn, textResponse(400, "malformed request"));
         return;
       }
-      const decision = await route(head, peer);
+      const body = await readRequestBody(conn, head);
+      if (body === "closed" || !pending.has(conn)) return;
+      if (typeof body === "string") {
+        await writeResponse(
+          conn,
+          textResponse(BODY_REFUSALS[body].status, BODY_REFUSALS[body].text),
+        );
+        return;
+      }
+      const decision = await route(head, peer, body);
       if (!pending.has(conn)) return;
       if ("response" in decision) {
         await writeResponse(conn, decision.response);

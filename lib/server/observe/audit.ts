@@ -60,6 +60,8 @@ export interface AuditFields {
   };
   /** The web console's terminate control killed a process. */
   "console.terminate": { remoteAddress: string; session: string; processId: string };
+  /** The web console's terminate control was refused to a watch-only login. */
+  "console.refused": { remoteAddress: string; session: string; processId: string; reason: string };
 }
 
 /** An audit event's name. */
@@ -83,6 +85,7 @@ export const AUDIT_LEVELS: { readonly [E in AuditEventName]: LogLevel } = {
   "http.request": "info",
   "permission.denied": "warn",
   "console.terminate": "warn",
+  "console.refused": "warn",
 };
 
 const listeners = new Set<(event: AuditEvent) => void>();

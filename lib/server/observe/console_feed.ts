@@ -11,6 +11,10 @@
  *   all its output was sent;
  * - `{"type":"unwatched","session","processId"}`: a watch ended because a
  *   newer one went over {@linkcode MAX_WATCHES_PER_FEED}.
+ * - `{"type":"access","terminate":true|false}`, first: whether this login
+ *   may terminate processes;
+ * - `{"type":"refused","session","processId","reason"}`: a `terminate` this
+ *   login may not send (audited as `console.refused`).
  *
  * The console sends `{"type":"watch"|"unwatch"|"terminate","session","processId"}`.
  * Watching reads the process's output ring without moving the owner's
@@ -126,18 +130,23 @@ async function follow(
   }
 }
 
+/** Why a watch-only login's `terminate` is refused. */
+export const WATCH_ONLY_REASON = "this console login may watch, not terminate";
+
 /**
  * Serves one console feed on an upgraded WebSocket.
  *
  * @param transport The console's WebSocket.
  * @param sessions The server's sessions.
  * @param remoteAddress The console's address (for `console.terminate`).
+ * @param canTerminate Whether the feed's login may terminate processes.
  * @returns The running feed.
  */
 export function serveConsoleFeed(
   transport: Transport,
   sessions: SessionRegistry,
   remoteAddress: string,
+  canTerminate: boolean,
 ): ConsoleFeed {
   const watches = new Map<string, AbortController>();
   // One list at a time: while the console reads slowly, newer lists replace the waiting one.
@@ -168,6 +177,7 @@ export function serveConsoleFeed(
   };
   const stopAudit = onAudit(queueList);
   const ticker = setInterval(queueList, LIST_INTERVAL_MS);
+  transport.send(JSON.stringify({ type: "access", terminate: canTerminate })).catch(() => {});
   sendList();
 
   function unwatch(key: string): void {
@@ -191,6 +201,11 @@ export function serveConsoleFeed(
       const stop = new AbortController();
       watches.set(key, stop);
       follow(transport, found.session, found.proc, stop.signal).catch(() => transport.close());
+    } else if (message.type === "terminate" && !canTerminate) {
+      const ids = { session: found.session.id, processId: found.proc.id };
+      audit("console.refused", { remoteAddress, ...ids, reason: WATCH_ONLY_REASON });
+      transport.send(JSON.stringify({ type: "refused", ...ids, reason: WATCH_ONLY_REASON }))
+        .catch(() => {});
     } else if (message.type === "terminate") {
       audit("console.terminate", {
         remoteAddress,

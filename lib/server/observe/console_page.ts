@@ -7,14 +7,24 @@
  * @module
  */
 
-/** The page's shell: `body` is the login form or the console. */
-function page(title: string, body: string, scripts: readonly string[]): string {
+import { CONSOLE_KEY_META, CONSOLE_LOGIN_META, CONSOLE_SUBPROTOCOL } from "./console_access.ts";
+
+/** The page's shell: `body` is the login form or the console; `meta` are `name: content` pairs. */
+function page(
+  title: string,
+  body: string,
+  scripts: readonly string[],
+  meta: Readonly<Record<string, string>> = {},
+): string {
   return `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>${title}</title>
+${
+    Object.entries(meta).map(([name, content]) => `<meta name="${name}" content="${content}">\n`)
+      .join("")
+  }<title>${title}</title>
 <link rel="stylesheet" href="/console/xterm.css">
 <link rel="stylesheet" href="/console/app.css">
 </head>
@@ -26,34 +36,54 @@ ${scripts.map((src) => `<script src="${src}"></script>`).join("\n")}
 `;
 }
 
-/** The login form: its password field takes the token. */
-export const LOGIN_HTML: string = page(
-  "exec-server console: log in",
-  `<main class="login">
+/** What {@linkcode loginHtml} says under the form after a refused token. */
+export const LOGIN_REFUSED = "The token was refused.";
+
+/**
+ * The login form: its password field takes the token, and the form posts it to
+ * `/console/login` (the token is in the request's body, never in a URL, whether the page's
+ * script has run or not).
+ *
+ * @param refused Whether the last token was refused (said under the form).
+ * @returns The page.
+ */
+export function loginHtml(refused = false): string {
+  return page(
+    "exec-server console: log in",
+    `<main class="login">
 <h1>exec-server</h1>
-<form id="login">
+<form id="login" method="post" action="/console/login">
 <label for="token">Token</label>
 <input id="token" name="token" type="password" autocomplete="current-password" required autofocus>
 <button type="submit">Log in</button>
-<p id="login-error" role="alert"></p>
+<p id="login-error" role="alert">${refused ? LOGIN_REFUSED : ""}</p>
 </form>
 </main>`,
-  ["/console/app.js"],
-);
+    ["/console/app.js"],
+  );
+}
+
+/** How the console page was reached. */
+export interface ConsolePageOptions {
+  /** Whether authentication is on: the page shows a log-out button and its feed needs a key. */
+  login: boolean;
+  /** The login's key, in the page that answers the login only (`console_access.ts`). */
+  key?: string;
+}
 
 /**
  * The console: the live process list and the output of the watched process.
  *
- * @param loggedIn Whether the visitor logged in (authentication is on): shows a log-out button.
+ * @param options Whether a login is needed, and the key of the login that just happened.
  * @returns The page.
  */
-export function consoleHtml(loggedIn: boolean): string {
+export function consoleHtml(options: ConsolePageOptions): string {
   return page(
     "exec-server console",
     `<header>
 <h1>exec-server</h1>
 <span id="status" role="status">connecting…</span>
-${loggedIn ? '<button id="logout" type="button">Log out</button>' : ""}
+${options.login ? '<button id="logout" type="button">Log out</button>' : ""}
 </header>
 <main id="console">
 <section aria-labelledby="processes-title">
@@ -71,6 +101,10 @@ ${loggedIn ? '<button id="logout" type="button">Log out</button>' : ""}
 </section>
 </main>`,
     ["/console/xterm.js", "/console/app.js"],
+    {
+      [CONSOLE_LOGIN_META]: options.login ? "required" : "none",
+      ...(options.key === undefined ? {} : { [CONSOLE_KEY_META]: options.key }),
+    },
   );
 }
 
@@ -96,27 +130,27 @@ button { cursor: pointer; }
 /** The console's script. */
 export const APP_JS = `"use strict";
 (() => {
-  const loginForm = document.getElementById("login");
-  if (loginForm) {
-    loginForm.addEventListener("submit", async (event) => {
-      event.preventDefault();
-      const field = document.getElementById("token");
-      const answer = await fetch("/console/login", {
-        method: "POST",
-        headers: { authorization: "Bearer " + field.value.trim() },
-        credentials: "same-origin",
-      });
-      field.value = "";
-      if (answer.ok) location.reload();
-      else document.getElementById("login-error").textContent = "The token was refused.";
-    });
-    return;
+  // The login form posts itself: nothing to do before its answer.
+  if (document.getElementById("login")) return;
+  const needsKey = document.querySelector('meta[name="${CONSOLE_LOGIN_META}"]')?.content === "required";
+  // The page that answered a login carries its key: kept for this tab only, the URL made "/".
+  const keyMeta = document.querySelector('meta[name="${CONSOLE_KEY_META}"]');
+  if (keyMeta) {
+    sessionStorage.setItem("${CONSOLE_KEY_META}", keyMeta.content);
+    keyMeta.remove();
+    history.replaceState(null, "", "/");
   }
+  const key = sessionStorage.getItem("${CONSOLE_KEY_META}");
+  const toLogin = () => {
+    sessionStorage.removeItem("${CONSOLE_KEY_META}");
+    location.replace("/console/login");
+  };
+  if (needsKey && !key) return toLogin();
   const logout = document.getElementById("logout");
   if (logout) {
     logout.addEventListener("click", async () => {
       await fetch("/console/logout", { method: "POST", credentials: "same-origin" });
-      location.reload();
+      toLogin();
     });
   }
   const status = document.getElementById("status");
@@ -127,6 +161,7 @@ export const APP_JS = `"use strict";
   const pipeOutput = document.getElementById("pipe-output");
   const ttyOutput = document.getElementById("tty-output");
   let socket;
+  let canTerminate = false;
   let watched; // { session, processId, tty, terminal, decoders }
   const send = (message) => socket && socket.readyState === 1 && socket.send(JSON.stringify(message));
   const keyOf = (session, processId) => JSON.stringify([session, processId]);
@@ -196,7 +231,7 @@ export const APP_JS = `"use strict";
         view.setAttribute("aria-label", "Watch " + proc.processId);
         view.addEventListener("click", () => watch(session.id, proc));
         actions.append(view);
-        if (proc.state === "running") {
+        if (proc.state === "running" && canTerminate) {
           const stop = document.createElement("button");
           stop.type = "button";
           stop.className = "terminate";
@@ -211,23 +246,35 @@ export const APP_JS = `"use strict";
   }
 
   function connect() {
-    socket = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/console/feed");
+    let opened = false;
+    socket = new WebSocket(
+      (location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/console/feed",
+      key ? ["${CONSOLE_SUBPROTOCOL}", "${CONSOLE_SUBPROTOCOL}.key." + key] : [],
+    );
     socket.addEventListener("open", () => {
+      opened = true;
       status.textContent = "live";
       if (watched) send({ type: "watch", session: watched.session, processId: watched.processId });
     });
     socket.addEventListener("message", (event) => {
       const message = JSON.parse(event.data);
-      if (message.type === "sessions") {
+      if (message.type === "access") {
+        canTerminate = message.terminate === true;
+        render();
+      } else if (message.type === "sessions") {
         sessions = message.sessions;
         render();
       } else if (message.type === "output") {
         onOutput(message);
       } else if (message.type === "ended" && watched && message.processId === watched.processId) {
         outputTitle.textContent += " (ended)";
+      } else if (message.type === "refused") {
+        status.textContent = "live; " + message.reason;
       }
     });
     socket.addEventListener("close", () => {
+      // Refused before it opened: the login ended (expired, logged out, server restarted).
+      if (!opened && needsKey) return toLogin();
       status.textContent = "disconnected; retrying…";
       if (watched) { pipeOutput.textContent = ""; if (watched.terminal) watched.terminal.reset(); }
       setTimeout(connect, 2000);

@@ -2,7 +2,7 @@
  * The operator's HTTP routes beside the protocol's WebSocket: `GET /healthz`
  * (liveness, never authenticated), `GET /readyz` (the reference's
  * readiness probe) and `GET /metrics` (Prometheus text, behind the same
- * authentication as the WebSocket when it is on).
+ * authentication as the WebSocket when it is on, never cached: {@linkcode PRIVATE_HEADERS}).
  *
  * @module
  */
@@ -60,6 +60,35 @@ export async function authorizeRequest<R extends AuthOutcome>(
 }
 
 /**
+ * A copy of `response` with `headers` set on it (the listener's refusals are its own responses).
+ *
+ * @example
+ * ```ts
+ * import { withHeaders } from "./routes.ts";
+ * const refused = new Response("no", { status: 401 });
+ * const marked = await withHeaders(refused, { "cache-control": "no-store" });
+ * console.log(marked.status, marked.headers.get("cache-control"), await marked.text()); // 401 "no-store" "no"
+ * ```
+ *
+ * @param response The response.
+ * @param headers The headers to set.
+ */
+export async function withHeaders(
+  response: Response,
+  headers: Readonly<Record<string, string>>,
+): Promise<Response> {
+  const merged = new Headers(response.headers);
+  for (const [name, value] of Object.entries(headers)) merged.set(name, value);
+  return new Response(await response.arrayBuffer(), { status: response.status, headers: merged });
+}
+
+/** Headers of `/metrics` answers, refusals included: never cached, never sniffed as another type. */
+export const PRIVATE_HEADERS: Readonly<Record<string, string>> = {
+  "cache-control": "no-store",
+  "x-content-type-options": "nosniff",
+};
+
+/**
  * Builds the operator routes of a server.
  *
  * @example Liveness
@@ -85,9 +114,9 @@ export function operatorRoutes(options: OperatorRoutesOptions): OperatorRoutes {
     if (path === "/readyz") return new Response(null);
     if (path !== "/metrics") return undefined;
     const auth = await authorizeRequest(options.authorize, request, remoteAddress);
-    if (!auth.ok) return auth.response;
+    if (!auth.ok) return await withHeaders(auth.response, PRIVATE_HEADERS);
     return new Response(metricsText(options.state), {
-      headers: { "content-type": "text/plain; version=0.0.4; charset=utf-8" },
+      headers: { "content-type": "text/plain; version=0.0.4; charset=utf-8", ...PRIVATE_HEADERS },
     });
   };
 }
