@@ -63,6 +63,18 @@ async function spawnMcp(args: string[], env: Record<string, string> = {}) {
   };
 }
 
+/** An MCP initialize request, for the tests that speak the wire themselves. */
+const INITIALIZE = {
+  jsonrpc: "2.0",
+  id: 1,
+  method: "initialize",
+  params: {
+    protocolVersion: "2025-06-18",
+    capabilities: {},
+    clientInfo: { name: "raw", version: "0" },
+  },
+};
+
 function structured(result: ToolResult): Json {
   assert.ok(result.structuredContent, JSON.stringify(result));
   return result.structuredContent;
@@ -217,16 +229,7 @@ Deno.test("exec-server mcp exits 0 when the MCP client closes stdin, killing the
       stderr: "piped",
     }).spawn();
     const lines = [
-      {
-        jsonrpc: "2.0",
-        id: 1,
-        method: "initialize",
-        params: {
-          protocolVersion: "2025-06-18",
-          capabilities: {},
-          clientInfo: { name: "raw", version: "0" },
-        },
-      },
+      INITIALIZE,
       { jsonrpc: "2.0", method: "notifications/initialized" },
       {
         jsonrpc: "2.0",
@@ -303,16 +306,7 @@ Deno.test("exec-server mcp reads a message up to its bound and answers a longer 
     buffered = buffered.slice(at + 1);
     return JSON.parse(line);
   };
-  await send(JSON.stringify({
-    jsonrpc: "2.0",
-    id: 1,
-    method: "initialize",
-    params: {
-      protocolVersion: "2025-06-18",
-      capabilities: {},
-      clientInfo: { name: "raw", version: "0" },
-    },
-  }));
+  await send(JSON.stringify(INITIALIZE));
   assert.equal((await next()).id, 1);
   await send(JSON.stringify({ jsonrpc: "2.0", method: "notifications/initialized" }));
   await send(sized(2, MCP_MAX_MESSAGE_BYTES));

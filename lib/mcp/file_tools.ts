@@ -11,6 +11,7 @@
 import type { ExecClient } from "../client/client.ts";
 import type { JsonSchema } from "../protocol/schema.ts";
 import {
+  callMethod,
   checkSize,
   contentBytes,
   type ContentEncoding,
@@ -34,7 +35,6 @@ export const MAX_EDITS = 100;
 export const MAX_LIST_ENTRIES = 1000;
 
 type Request = ExecClient["request"];
-type Params<M extends Parameters<Request>[0]> = Parameters<ExecClient["methods"][M]>[0];
 
 const annotationsRead = { readOnlyHint: true, idempotentHint: true, openWorldHint: false };
 
@@ -136,11 +136,6 @@ const WRITE_FILE_ARGUMENTS = deriveArguments<"fs/writeFile", WriteFileArgs>("fs/
     as: "content",
     schema: { type: "string" },
     description: `The file's new content (at most ${MAX_WRITE_FILE_BYTES} bytes).`,
-    to: (value, args) => {
-      const bytes = contentBytes(value as string, args.encoding ?? "text", "content");
-      checkSize(bytes.length, MAX_WRITE_FILE_BYTES, "content");
-      return bytes.toBase64();
-    },
   },
   sandbox: "omit",
 });
@@ -157,10 +152,10 @@ const writeFile: ToolDefinition = {
   annotations: { destructiveHint: true, idempotentHint: true, openWorldHint: false },
   async run(raw, context) {
     const args = raw as unknown as WriteFileArgs;
-    const params = WRITE_FILE_ARGUMENTS.params(args, context) as Params<"fs/writeFile">;
-    await context.client.request("fs/writeFile", params);
-    const bytes = Uint8Array.fromBase64(params.dataBase64 as string).length;
-    return { structured: { path: args.path, bytesWritten: bytes } };
+    const bytes = contentBytes(args.content, args.encoding ?? "text", "content");
+    checkSize(bytes.length, MAX_WRITE_FILE_BYTES, "content");
+    await callMethod(context, WRITE_FILE_ARGUMENTS, args, { dataBase64: bytes.toBase64() });
+    return { structured: { path: args.path, bytesWritten: bytes.length } };
   },
 };
 
@@ -296,8 +291,7 @@ const listDirectory: ToolDefinition = {
   annotations: annotationsRead,
   async run(raw, context) {
     const args = raw as unknown as PathArgs;
-    const params = LIST_ARGUMENTS.params(args, context) as Params<"fs/readDirectory">;
-    const { entries } = await context.client.request("fs/readDirectory", params);
+    const { entries } = await callMethod(context, LIST_ARGUMENTS, args);
     const sorted = entries.map((entry) => ({
       name: entry.fileName,
       type: entry.isDirectory ? "directory" : entry.isFile ? "file" : "other",
@@ -327,8 +321,7 @@ const getFileInfo: ToolDefinition = {
   annotations: annotationsRead,
   async run(raw, context) {
     const args = raw as unknown as PathArgs;
-    const params = INFO_ARGUMENTS.params(args, context) as Params<"fs/getMetadata">;
-    const info = await context.client.request("fs/getMetadata", params);
+    const info = await callMethod(context, INFO_ARGUMENTS, args);
     const type = info.isDirectory ? "directory" : info.isFile ? "file" : "other";
     return { structured: { path: args.path, type, ...info } };
   },
@@ -352,8 +345,7 @@ const createDirectory: ToolDefinition = {
   annotations: { destructiveHint: false, idempotentHint: true, openWorldHint: false },
   async run(raw, context) {
     const args = raw as unknown as CreateDirectoryArgs;
-    const params = CREATE_ARGUMENTS.params(args, context) as Params<"fs/createDirectory">;
-    await context.client.request("fs/createDirectory", params);
+    await callMethod(context, CREATE_ARGUMENTS, args);
     return { structured: { path: args.path, created: true } };
   },
 };
@@ -381,9 +373,7 @@ const removePath: ToolDefinition = {
   annotations: { destructiveHint: true, idempotentHint: true, openWorldHint: false },
   async run(raw, context) {
     const args = raw as unknown as RemoveArgs;
-    const params = REMOVE_ARGUMENTS.params(args, context) as Params<"fs/remove">;
-    await context.client.request("fs/remove", {
-      ...params,
+    await callMethod(context, REMOVE_ARGUMENTS, args, {
       recursive: args.recursive ?? false,
       force: args.force ?? false,
     });

@@ -8,9 +8,9 @@
  * @module
  */
 
-import type { ExecClient } from "../client/client.ts";
 import type { JsonSchema } from "../protocol/schema.ts";
 import {
+  callMethod,
   checkSize,
   contentBytes,
   type ContentEncoding,
@@ -91,15 +91,10 @@ const httpRequest: ToolDefinition = {
   annotations: { openWorldHint: true },
   async run(raw, context) {
     const args = raw as unknown as HttpArgs;
-    const params = HTTP_ARGUMENTS.params(args, context);
-    const response = await context.client.request(
-      "http/request",
-      {
-        ...params,
-        timeoutMs: args.timeoutMs ?? DEFAULT_HTTP_TIMEOUT_MS,
-        requestId: crypto.randomUUID(),
-      } as Parameters<ExecClient["methods"]["http/request"]>[0],
-    );
+    const response = await callMethod(context, HTTP_ARGUMENTS, args, {
+      timeoutMs: args.timeoutMs ?? DEFAULT_HTTP_TIMEOUT_MS,
+      requestId: crypto.randomUUID(),
+    });
     const body = Uint8Array.fromBase64(response.bodyBase64);
     let kept = body.subarray(0, MAX_HTTP_RESPONSE_BYTES);
     const wanted = args.responseEncoding ?? "text";

@@ -10,6 +10,7 @@
  */
 
 import { processEnvironment } from "../client/environment.ts";
+import { concatBytes } from "../rpc/bytes.ts";
 import { PROCESS_SIGNALS } from "../protocol/methods.ts";
 import type { JsonSchema } from "../protocol/schema.ts";
 import {
@@ -19,6 +20,7 @@ import {
   StreamCapture,
 } from "./output_capture.ts";
 import {
+  callMethod,
   checkSize,
   contentBytes,
   type ContentEncoding,
@@ -403,22 +405,18 @@ const startProcess: ToolDefinition = {
     const argv = commandArgv(args);
     const { client } = context;
     await client.ready();
-    const params = START_PROCESS_ARGUMENTS.params(args, context);
     const tty = args.tty ?? false;
     const processId = crypto.randomUUID();
     const info = client.environmentInfo;
-    const started = await client.request(
-      "process/start",
-      {
-        ...params,
-        processId,
-        argv,
-        cwd: (params.cwd as string | undefined) ?? info.cwd ?? info.tempDir,
-        ...processEnvironment({ env: args.env }),
-        tty,
-        pipeStdin: tty ? undefined : args.pipeStdin ?? true,
-      } as Parameters<typeof client.methods["process/start"]>[0],
-    );
+    const cwd = args.cwd === undefined ? info.cwd ?? info.tempDir : context.resolvePath(args.cwd);
+    const started = await callMethod(context, START_PROCESS_ARGUMENTS, args, {
+      processId,
+      argv,
+      cwd,
+      ...processEnvironment({ env: args.env }),
+      tty,
+      pipeStdin: tty ? undefined : args.pipeStdin ?? true,
+    });
     context.connection.startedProcesses.add(processId);
     return { structured: { processId, sandboxType: started.sandboxType } };
   },
@@ -465,14 +463,9 @@ const readProcessOutput: ToolDefinition = {
   annotations: { readOnlyHint: true, openWorldHint: false },
   async run(raw, context) {
     const args = raw as unknown as ReadProcessArgs;
-    const params = READ_PROCESS_ARGUMENTS.params(args, context);
-    const read = await context.client.request(
-      "process/read",
-      {
-        ...params,
-        maxBytes: args.maxBytes ?? DEFAULT_READ_BYTES,
-      } as Parameters<typeof context.client.methods["process/read"]>[0],
-    );
+    const read = await callMethod(context, READ_PROCESS_ARGUMENTS, args, {
+      maxBytes: args.maxBytes ?? DEFAULT_READ_BYTES,
+    });
     // Consecutive chunks of one stream are decoded together (a character split across them stays whole).
     const groups: { stream: string; bytes: Uint8Array[] }[] = [];
     for (const chunk of read.chunks) {
@@ -483,7 +476,7 @@ const readProcessOutput: ToolDefinition = {
     }
     const output = groups.map(({ stream, bytes }) => ({
       stream,
-      text: new TextDecoder().decode(concat(bytes)),
+      text: new TextDecoder().decode(concatBytes(bytes)),
     }));
     const status = read.exited
       ? `exited (${read.signal ? `killed by ${read.signal}` : `exit code ${read.exitCode}`})`
@@ -508,17 +501,6 @@ const readProcessOutput: ToolDefinition = {
   },
 };
 
-function concat(parts: Uint8Array[]): Uint8Array {
-  if (parts.length === 1) return parts[0]!;
-  const out = new Uint8Array(parts.reduce((n, part) => n + part.length, 0));
-  let at = 0;
-  for (const part of parts) {
-    out.set(part, at);
-    at += part.length;
-  }
-  return out;
-}
-
 interface WriteStdinArgs {
   processId: string;
   input?: string;
@@ -533,7 +515,6 @@ const WRITE_STDIN_ARGUMENTS = deriveArguments<"process/write", WriteStdinArgs>("
     optional: true,
     schema: { type: "string" },
     description: `The bytes to write (at most ${MAX_INPUT_BYTES}; none with closeStdin alone).`,
-    to: (value, args) => contentBytes(value as string, args.encoding ?? "text", "input").toBase64(),
   },
   writeId: "omit",
   closeStdin: { description: "Close stdin after the input (end of input)." },
@@ -554,17 +535,14 @@ const writeProcessStdin: ToolDefinition = {
     if (args.input === undefined && !args.closeStdin) {
       throw new ToolError("invalidArguments", "give input, closeStdin or both");
     }
-    const params = WRITE_STDIN_ARGUMENTS.params(args, context);
-    const chunk = (params.chunk as string | undefined) ?? "";
-    checkSize(Uint8Array.fromBase64(chunk).length, MAX_INPUT_BYTES, "input");
-    const written = await context.client.request(
-      "process/write",
-      {
-        ...params,
-        chunk,
-        writeId: crypto.randomUUID(),
-      } as Parameters<typeof context.client.methods["process/write"]>[0],
-    );
+    const bytes = args.input === undefined
+      ? new Uint8Array(0)
+      : contentBytes(args.input, args.encoding ?? "text", "input");
+    checkSize(bytes.length, MAX_INPUT_BYTES, "input");
+    const written = await callMethod(context, WRITE_STDIN_ARGUMENTS, args, {
+      chunk: bytes.toBase64(),
+      writeId: crypto.randomUUID(),
+    });
     if (written.status !== "accepted") {
       throw new ToolError("processNotAccepted", `the server answered ${written.status}`, {
         status: written.status,
@@ -595,12 +573,9 @@ const signalProcess: ToolDefinition = {
   inputSchema: inputSchema({ derived: SIGNAL_ARGUMENTS }),
   annotations: { destructiveHint: true, openWorldHint: false },
   async run(raw, context) {
-    const params = SIGNAL_ARGUMENTS.params(raw as unknown as SignalArgs, context);
-    await context.client.request(
-      "process/signal",
-      params as Parameters<typeof context.client.methods["process/signal"]>[0],
-    );
-    return { structured: { sent: params.signal } };
+    const args = raw as unknown as SignalArgs;
+    await callMethod(context, SIGNAL_ARGUMENTS, args);
+    return { structured: { sent: args.signal } };
   },
 };
 
@@ -633,11 +608,7 @@ const terminateProcess: ToolDefinition = {
   annotations: { destructiveHint: true, idempotentHint: true, openWorldHint: false },
   async run(raw, context) {
     const args = raw as unknown as TerminateArgs;
-    const params = TERMINATE_ARGUMENTS.params(args, context);
-    const { running } = await context.client.request(
-      "process/terminate",
-      params as Parameters<typeof context.client.methods["process/terminate"]>[0],
-    );
+    const { running } = await callMethod(context, TERMINATE_ARGUMENTS, args);
     context.connection.startedProcesses.delete(args.processId);
     return { structured: { running } };
   },

@@ -8,9 +8,12 @@
  */
 
 import type { ExecClient } from "../client/client.ts";
+import type { SessionRequestName } from "../client/request_types.ts";
+import type { ResultOf } from "../protocol/methods.ts";
 import type { JsonSchema } from "../protocol/schema.ts";
 import type { OutputStore } from "./output_capture.ts";
 import { ToolError } from "./tool_errors.ts";
+import type { DerivedArguments } from "./tool_schema.ts";
 
 /** MCP's tool annotations (hints for the client). */
 export interface ToolAnnotations {
@@ -183,4 +186,25 @@ export function checkSize(size: number, limit: number, what: string): void {
   if (size > limit) {
     throw new ToolError("tooLarge", `${what} is ${size} bytes, over the limit of ${limit} bytes`);
   }
+}
+
+/**
+ * Calls a tool's method with the params its arguments give, and the members
+ * the tool fills in itself (ids, defaults); the server checks them as it
+ * checks every request.
+ *
+ * @param context The call's context.
+ * @param derived The tool's arguments from the method table.
+ * @param args The arguments.
+ * @param filled The members the tool sets, over those of the arguments.
+ */
+export function callMethod<M extends SessionRequestName, A>(
+  context: ToolContext,
+  derived: DerivedArguments<A, M>,
+  args: A,
+  filled: Record<string, unknown> = {},
+): Promise<ResultOf<M>> {
+  const params = { ...derived.params(args, context), ...filled };
+  const request = context.client.request as (method: M, params: unknown) => Promise<ResultOf<M>>;
+  return request.call(context.client, derived.method, params);
 }

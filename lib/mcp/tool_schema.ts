@@ -46,9 +46,9 @@ export interface ArgumentContext {
 }
 
 /** The members of a tool's input schema that come from its method. */
-export interface DerivedArguments<A> {
+export interface DerivedArguments<A, M extends ClientRequestName = ClientRequestName> {
   /** The method. */
-  readonly method: ClientRequestName;
+  readonly method: M;
   /** The arguments' JSON Schemas, by argument name. */
   readonly properties: Readonly<Record<string, JsonSchema>>;
   /** The required arguments. */
@@ -115,7 +115,7 @@ function withoutNull(schema: JsonSchema): JsonSchema {
 export function deriveArguments<M extends ClientRequestName, A = Record<string, unknown>>(
   method: M,
   plan: MemberPlan<M, A>,
-): DerivedArguments<A> {
+): DerivedArguments<A, M> {
   const params = plain(METHODS[method].params.jsonSchema());
   const members = (params.properties ?? {}) as Record<string, JsonSchema>;
   const memberRequired = new Set((params.required ?? []) as string[]);
