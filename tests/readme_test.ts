@@ -22,47 +22,20 @@
 
 import assert from "node:assert/strict";
 import { docBlock } from "./helpers/doc_blocks.ts";
-import { CODEX_CONFIG_TOML, findCodexBin, REPO_ROOT } from "./interop/harness.ts";
+import {
+  execServerOnPath,
+  freePort,
+  fromServedTree,
+  RECIPE_PORT,
+  serveTree,
+  startRecipeServer,
+} from "./helpers/doc_recipes.ts";
+import { CODEX_CONFIG_TOML, findCodexBin } from "./interop/harness.ts";
 import { startMockModel } from "./interop/mock_model.ts";
 import { startOutboundGuard } from "./interop/outbound_guard.ts";
 
 const README = await Deno.readTextFile(new URL("../README.md", import.meta.url));
 const BENCHMARKS = await Deno.readTextFile(new URL("../docs/benchmarks.md", import.meta.url));
-const QUICKSTART_PORT = "8765";
-
-/** A TCP port on 127.0.0.1 that was free a moment ago. */
-function freePort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const { port } = listener.addr;
-  listener.close();
-  return port;
-}
-
-/** A directory holding `exec-server`: this checkout's main.ts with every permission, as the binary. */
-async function execServerOnPath(dir: string): Promise<string> {
-  const bin = `${dir}/bin`;
-  await Deno.mkdir(bin, { recursive: true });
-  const script =
-    `#!/bin/sh\nexec '${Deno.execPath()}' run --allow-all '${REPO_ROOT}/main.ts' "$@"\n`;
-  await Deno.writeTextFile(`${bin}/exec-server`, script, { mode: 0o755 });
-  return bin;
-}
-
-/** Reads `stream` until its first line; the rest keeps draining in the background. */
-async function firstLine(stream: ReadableStream<Uint8Array>): Promise<string> {
-  const reader = stream.pipeThrough(new TextDecoderStream()).getReader();
-  let text = "";
-  while (!text.includes("\n")) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    text += value;
-  }
-  (async () => {
-    while (!(await reader.read()).done) { /* drain */ }
-  })().catch(() => {});
-  return text.split("\n")[0]!.trim();
-}
-
 const codexBin = findCodexBin();
 
 Deno.test({
@@ -77,19 +50,16 @@ Deno.test({
     const base = `${home}/.cache/exec-server-interop`; // Codex must not run from /tmp.
     await Deno.mkdir(base, { recursive: true });
     const work = await Deno.makeTempDir({ dir: base, prefix: "readme-" });
-    const port = String(freePort());
+    const port = freePort();
     const secret = `only-on-the-server-${crypto.randomUUID()}`;
     const bin = await execServerOnPath(work);
-    const server = new Deno.Command("/bin/sh", {
-      args: ["-c", docBlock("quickstart-server").replaceAll(QUICKSTART_PORT, port)],
-      env: { PATH: `${bin}:${Deno.env.get("PATH")}`, QUICKSTART_SECRET: secret },
-      stdin: "null",
-      stdout: "piped",
-      stderr: "null",
-    }).spawn();
     const guard = startOutboundGuard();
     try {
-      assert.equal(await firstLine(server.stdout), `ws://127.0.0.1:${port}`);
+      await using server = await startRecipeServer(docBlock("quickstart-server"), port, {
+        cwd: work,
+        env: { PATH: `${bin}:${Deno.env.get("PATH")}`, QUICKSTART_SECRET: secret },
+      });
+      assert.equal(server.url, `ws://127.0.0.1:${port}`);
 
       const workspace = `${work}/project`;
       const codexHome = `${work}/codex-home`;
@@ -115,7 +85,7 @@ Deno.test({
       await Deno.mkdir(codexDir);
       await Deno.symlink(codexBin!, `${codexDir}/codex`);
       const codex = await new Deno.Command("/bin/bash", {
-        args: ["-e", "-c", docBlock("quickstart-codex").replaceAll(QUICKSTART_PORT, port)],
+        args: ["-e", "-c", docBlock("quickstart-codex").replaceAll(RECIPE_PORT, String(port))],
         cwd: workspace,
         clearEnv: true,
         env: {
@@ -138,8 +108,6 @@ Deno.test({
       assert.match(output, new RegExp(`SERVER_SAYS=${secret}`), "the command ran on the server");
       assert.deepEqual(guard.attempts, [], "no traffic left 127.0.0.1");
     } finally {
-      server.kill("SIGTERM");
-      await server.status;
       await guard.close();
       await Deno.remove(work, { recursive: true });
     }
@@ -148,26 +116,10 @@ Deno.test({
 
 Deno.test("README install: deno install by URL gives an exec-server command", async () => {
   const root = await Deno.makeTempDir({ prefix: "readme-install-" });
-  const controller = new AbortController();
-  const files = Deno.serve(
-    { hostname: "127.0.0.1", port: 0, signal: controller.signal, onListen() {} },
-    async (request) => {
-      const path = decodeURIComponent(new URL(request.url).pathname);
-      try {
-        return new Response(await Deno.readFile(`${REPO_ROOT}${path}`));
-      } catch {
-        return new Response("not found", { status: 404 });
-      }
-    },
-  );
   try {
-    const host = `127.0.0.1:${files.addr.port}`;
-    const block = docBlock("install-by-url")
-      .replace("https://raw.githubusercontent.com/<repo>/<tag>/", `http://${host}/`)
-      .replace("deno install ", `deno install --allow-import=${host} `);
-    assert.ok(block.includes(`http://${host}/main.ts`), block);
+    await using tree = serveTree();
     const installed = await new Deno.Command("/bin/sh", {
-      args: ["-e", "-c", block],
+      args: ["-e", "-c", fromServedTree(docBlock("install-by-url"), tree)],
       cwd: root,
       env: {
         DENO_INSTALL_ROOT: root,
@@ -180,8 +132,6 @@ Deno.test("README install: deno install by URL gives an exec-server command", as
     assert.equal(installed.code, 0, new TextDecoder().decode(installed.stderr));
     assert.match(stdout, /^exec-server \d+\.\d+\.\d+$/m);
   } finally {
-    controller.abort();
-    await files.finished;
     await Deno.remove(root, { recursive: true });
   }
 });
