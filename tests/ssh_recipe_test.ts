@@ -222,9 +222,17 @@ async function startSshd(dir: string): Promise<Sshd> {
   };
 }
 
-/** The guide's `environments.toml` with its destination replaced by `destination`. */
+/**
+ * The README's `environments.toml` (the guide's, word for word) with its destination replaced by
+ * `destination`.
+ */
 function sshEnvironmentsToml(destination: string[]): string {
-  const toml = docBlock("ssh-environments");
+  const toml = docBlock("readme-ssh");
+  assert.equal(
+    toml,
+    docBlock("ssh-environments"),
+    "the README shows the guide's environments.toml",
+  );
   const quoted = JSON.stringify(GUIDE_DESTINATION);
   assert.ok(toml.includes(quoted), `the guide's environments.toml names ${GUIDE_DESTINATION}`);
   return toml.replace(quoted, destination.map((arg) => JSON.stringify(arg)).join(", "));
