@@ -130,8 +130,9 @@ async function startSshd(dir: string): Promise<Sshd> {
     ].join("\n"),
   );
 
-  // The "remote host": the machine's own file system, but an empty /usr/local (where the guide's
-  // install block puts exec-server) and /run (sshd's /run/sshd), so nothing of either is touched.
+  // The "remote host": the machine's own file system, read-only, but an empty /usr/local (where
+  // the guide's install block puts exec-server), /run (sshd's /run/sshd) and /tmp, so nothing of
+  // them is touched.
   const denoDir = Deno.env.get("DENO_DIR") ?? `${Deno.env.get("HOME")}/.cache/deno`;
   await Deno.mkdir(denoDir, { recursive: true });
   const remoteSetUp = [
@@ -143,18 +144,8 @@ async function startSshd(dir: string): Promise<Sshd> {
   const child = new Deno.Command("/usr/bin/bwrap", {
     args: [
       ...["--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev", "--bind", "/proc", "/proc"],
-      ...[
-        "--tmpfs",
-        "/usr/local",
-        "--tmpfs",
-        "/run",
-        "--bind",
-        dir,
-        dir,
-        "--bind",
-        denoDir,
-        denoDir,
-      ],
+      ...["--tmpfs", "/usr/local", "--tmpfs", "/run", "--tmpfs", "/tmp"],
+      ...["--bind", dir, dir, "--bind", denoDir, denoDir],
       ...["--setenv", "DENO_DIR", denoDir, "--chdir", REPO_ROOT, "--die-with-parent"],
       ...["--", "/bin/bash", "-c", remoteSetUp],
     ],
@@ -256,6 +247,8 @@ function localEnvironmentsToml(secret: string): string {
 
 /** What one Codex turn saw. */
 interface Turn {
+  workspace: string;
+  outside: string;
   product: number;
   toolOutput: string;
   exitCode: unknown;
@@ -264,14 +257,22 @@ interface Turn {
   millis: number;
 }
 
-/** One `codex exec` turn with `environmentsToml`, whose command reports where it ran. */
-async function codexTurn(workRoot: string, environmentsToml: string): Promise<Turn> {
+/**
+ * One `codex exec` turn with `environmentsToml`, whose command reports where it ran; with
+ * `sandbox: "workspace-write"` it also writes in its workspace and tries to write outside it.
+ */
+async function codexTurn(
+  workRoot: string,
+  environmentsToml: string,
+  sandbox: "danger-full-access" | "workspace-write" = "danger-full-access",
+): Promise<Turn> {
   const a = 10_000 + Math.floor(Math.random() * 90_000);
   const b = 10_000 + Math.floor(Math.random() * 90_000);
   const caseDir = await Deno.makeTempDir({ dir: workRoot, prefix: "case-" });
   const codexHome = `${caseDir}/codex-home`;
   const workspace = `${caseDir}/workspace`;
-  for (const dir of [codexHome, workspace]) await Deno.mkdir(dir);
+  const outside = `${caseDir}/outside`;
+  for (const dir of [codexHome, workspace, outside]) await Deno.mkdir(dir);
   await Deno.writeTextFile(`${codexHome}/config.toml`, CODEX_CONFIG_TOML);
   await Deno.writeTextFile(`${codexHome}/environments.toml`, environmentsToml);
   const command = [
@@ -282,6 +283,13 @@ async function codexTurn(workRoot: string, environmentsToml: string): Promise<Tu
     `while [ "$p" -gt 1 ] && [ -r /proc/$p/comm ]; do chain="$chain $(cat /proc/$p/comm)"; ` +
     `p=$(sed 's/^.*) //' /proc/$p/stat | cut -d' ' -f2); done`,
     `echo "INTEROP_CHAIN:$chain "`,
+    ...(sandbox === "workspace-write"
+      ? [
+        `echo "$x" > ssh_marker.txt`,
+        `if echo escaped > '${outside}/escape.txt' 2>/dev/null; ` +
+        `then echo INTEROP_OUTSIDE=written; else echo INTEROP_OUTSIDE=denied; fi`,
+      ]
+      : []),
     `exit 7`,
   ].join("\n");
   await using model = startMockModel({
@@ -293,7 +301,7 @@ async function codexTurn(workRoot: string, environmentsToml: string): Promise<Tu
     codexHome,
     workspace,
     modelBaseUrl: model.baseUrl,
-    sandbox: "danger-full-access",
+    sandbox,
   });
   const millis = performance.now() - started;
   const item = result.events
@@ -301,6 +309,8 @@ async function codexTurn(workRoot: string, environmentsToml: string): Promise<Tu
     .map((event) => event.item as Record<string, unknown>)
     .findLast((it) => it?.type === "command_execution");
   return {
+    workspace,
+    outside,
     product: a * b,
     toolOutput: model.toolOutputs().join("\n"),
     exitCode: item?.exit_code,
@@ -375,6 +385,21 @@ Deno.test({
         assert.ok(localTurn.toolOutput.includes(`INTEROP_RESULT_${localTurn.product}`));
         times.local.push(localTurn.millis);
       }
+
+      // Codex's own workspace-write sandbox, enforced by the remote server (bubblewrap there).
+      const confined = await codexTurn(workRoot, viaSsh, "workspace-write");
+      const confinedOutput =
+        `codex stderr:\n${confined.stderr}\ntool output:\n${confined.toolOutput}`;
+      assert.equal(confined.code, 0, confinedOutput);
+      assert.ok(confined.toolOutput.includes(`INTEROP_SECRET=${sshd.secret}`), confinedOutput);
+      assert.equal(
+        (await Deno.readTextFile(`${confined.workspace}/ssh_marker.txt`)).trim(),
+        String(confined.product),
+        "the sandboxed command wrote in its workspace",
+      );
+      assert.match(confined.toolOutput, /INTEROP_OUTSIDE=denied/, confinedOutput);
+      await assert.rejects(Deno.lstat(`${confined.outside}/escape.txt`), Deno.errors.NotFound);
+
       const ssh = median(times.ssh);
       const local0 = median(times.local);
       console.log(
