@@ -107,6 +107,7 @@ Deno.test({
       assert.match(output, /Linux/, `the command's output: ${output}`);
       assert.match(output, new RegExp(`SERVER_SAYS=${secret}`), "the command ran on the server");
       assert.deepEqual(guard.attempts, [], "no traffic left 127.0.0.1");
+      assert.match(server.stderr(), /INFO process\.start .*argv=\["\/bin\/bash","-lc","uname -s;/);
     } finally {
       await guard.close();
       await Deno.remove(work, { recursive: true });

@@ -65,6 +65,8 @@ export async function firstLine(stream: ReadableStream<Uint8Array>): Promise<str
 export interface RecipeServer extends AsyncDisposable {
   /** The first line it printed. */
   readonly url: string;
+  /** What it wrote to stderr so far. */
+  stderr(): string;
 }
 
 /**
@@ -83,16 +85,29 @@ export async function startRecipeServer(
     env: options.env,
     stdin: "null",
     stdout: "piped",
-    stderr: "null",
+    stderr: "piped",
   }).spawn();
+  let stderr = "";
+  const stderrDone = child.stderr.pipeThrough(new TextDecoderStream()).pipeTo(
+    new WritableStream({
+      write(chunk) {
+        stderr += chunk;
+      },
+    }),
+  ).catch(() => {});
   const stop = async () => {
     try {
       child.kill("SIGTERM");
     } catch { /* already gone */ }
     await child.status;
+    await stderrDone;
   };
   try {
-    return { url: await firstLine(child.stdout), [Symbol.asyncDispose]: stop };
+    return {
+      url: await firstLine(child.stdout),
+      stderr: () => stderr,
+      [Symbol.asyncDispose]: stop,
+    };
   } catch (error) {
     await stop();
     throw error;
