@@ -39,7 +39,8 @@
  * * A short compact text of plain strings and small integers (most requests)
  *   is decoded by `JSON.parse`, which runs native code in every V8 tier, where
  *   the decoder's loops stay slow until the optimizing compiler has compiled
- *   them (docs/benchmarks.md, "The JSON decoder before the optimizing tier").
+ *   them (the benchmark notes, `git show fbec4dc:docs/benchmarks.md`: "The JSON
+ *   decoder before the optimizing tier").
  *
  * @example Decode a request with a 64-bit id
  * ```ts
@@ -342,8 +343,8 @@ class Decoder {
    * checks `this` against the instances' hidden class, which lives only while some instance
    * does (a class reaches it from its first map through weak transitions); between messages
    * no decoder is alive, so an idle process's full collection would take that map and throw
-   * the decoder's compiled code away. This one keeps it (docs/benchmarks.md, "Keeping the last
-   * closed connection").
+   * the decoder's compiled code away. This one keeps it (the benchmark notes,
+   * `git show fbec4dc:docs/benchmarks.md`: "Keeping the last closed connection").
    */
   static readonly #shape = new Decoder("", 0, 0);
 

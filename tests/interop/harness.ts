@@ -225,8 +225,11 @@ export interface RunCodexExecOptions {
   codexHome: string;
   /** The workspace Codex runs in (passed as `-C`). */
   workspace: string;
-  /** The exec-server URL handed to Codex as `CODEX_EXEC_SERVER_URL`. */
-  execServerUrl: string;
+  /**
+   * The exec-server URL handed to Codex as `CODEX_EXEC_SERVER_URL`. Omitted, the variable is not
+   * set: Codex then takes its environments from `environments.toml` in `codexHome`, if any.
+   */
+  execServerUrl?: string;
   /** The mock model's `base_url`. */
   modelBaseUrl: string;
   /** Codex's `--sandbox` mode. */
@@ -259,7 +262,7 @@ export interface CodexExecResult {
 
 /**
  * Runs `codex exec --json` once with a clean environment: Codex sees only `PATH`, `HOME`,
- * `LANG`, `CODEX_HOME`, `MOCK_KEY`, `CODEX_EXEC_SERVER_URL` and `options.env`.
+ * `LANG`, `CODEX_HOME`, `MOCK_KEY`, `CODEX_EXEC_SERVER_URL` (when given) and `options.env`.
  *
  * @param prompt The user prompt (the mock model ignores it).
  * @param options Where Codex runs and what it talks to.
@@ -305,7 +308,9 @@ export async function runCodexExec(
         LANG: "C.UTF-8",
         CODEX_HOME: options.codexHome,
         MOCK_KEY: "dummy",
-        CODEX_EXEC_SERVER_URL: options.execServerUrl,
+        ...(options.execServerUrl === undefined
+          ? {}
+          : { CODEX_EXEC_SERVER_URL: options.execServerUrl }),
         ...options.env,
       },
       stdin: "null",

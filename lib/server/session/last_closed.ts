@@ -11,8 +11,8 @@
  * idle), the maps die and the code that embeds them is thrown away ("embedded weak objects
  * cleared" under `--trace-deopt`): the next connection runs the request path in the
  * interpreter and compiles it again. Keeping the most recent closed connection's objects
- * keeps those maps, and so the code (docs/benchmarks.md, "Keeping the last closed
- * connection").
+ * keeps those maps, and so the code (the benchmark notes: `git show fbec4dc:docs/benchmarks.md`,
+ * "Keeping the last closed connection").
  *
  * What is kept is one closed connection, replaced by the next: its socket is already closed,
  * its outbound buffers dropped ({@linkcode Connection.close}), its fs handles and HTTP requests

@@ -1,0 +1,67 @@
+/**
+ * docs/benchmarks.md is a results document: its counts agree with its table,
+ * every metric of the bench is described, every target the table marks unmet
+ * has its paragraph, and no lab-log wording (times of day, passes, attempts)
+ * is left. Whoever puts a new run's table in is held to the same.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { METRICS } from "../bench/metrics.ts";
+
+const DOC = await Deno.readTextFile(new URL("../docs/benchmarks.md", import.meta.url));
+
+/** The results table's rows: metric, measure, ratio, met. */
+function rows(): { metric: string; measure: string; ratio: string; met: string }[] {
+  return DOC.split("\n").filter((line) => /^\| \w+ +\| .+\| (yes|\*\*no\*\*|) +\|$/.test(line))
+    .map((line) => line.split("|").map((cell) => cell.trim()))
+    .filter((cells) => cells.length === 11)
+    .map((cells) => ({ metric: cells[1]!, measure: cells[2]!, ratio: cells[6]!, met: cells[9]! }));
+}
+
+/** The text of the section under `heading`. */
+function section(heading: string): string {
+  return DOC.split(`\n## ${heading}\n`)[1]?.split("\n## ")[0] ?? "";
+}
+
+Deno.test("docs/benchmarks.md's count of met targets is its table's", () => {
+  const all = rows();
+  assert.ok(all.length > 30, `found ${all.length} rows`);
+  const targets = all.filter((row) => row.met !== "");
+  const met = targets.filter((row) => row.met === "yes");
+  assert.match(DOC, new RegExp(`${met.length} of the ${targets.length} targets`));
+});
+
+Deno.test("docs/benchmarks.md says what bounds every target its table marks unmet", () => {
+  const bounds = section("What bounds the targets not met");
+  const unmet = rows().filter((row) => row.met === "**no**");
+  assert.ok(unmet.length > 0);
+  for (const row of unmet) {
+    assert.ok(
+      bounds.includes(`${row.ratio}×`),
+      `no paragraph gives ${row.metric} / ${row.measure}'s ratio ${row.ratio}×`,
+    );
+  }
+});
+
+Deno.test("docs/benchmarks.md describes every metric of deno task bench", () => {
+  const described = section("What each metric measures");
+  for (const metric of METRICS) {
+    assert.ok(described.includes(`- **${metric.name}**:`), `${metric.name} is not described`);
+  }
+});
+
+Deno.test("docs/benchmarks.md has no lab-log wording", () => {
+  const prose = DOC.split("\n").filter((line) => !line.startsWith("|")).join("\n");
+  for (
+    const pattern of [
+      /\b\d{1,2}:\d{2}\b/, // a time of day
+      /\bthis pass\b|\bpass\)|\bsecond pass\b/i,
+      /\btried\b|\bnot kept\b|\babandoned\b/i,
+      /\bsession of work\b|\btoday\b|\byesterday\b/i,
+    ]
+  ) {
+    assert.doesNotMatch(prose, pattern);
+  }
+});
