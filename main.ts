@@ -21,6 +21,7 @@ import { type RunningServer, serveStdio } from "./lib/server/listen/stdio_listen
 import { serveWebSocket } from "./lib/server/listen/listen.ts";
 import { setServerSandbox } from "./lib/server/sandbox/server_policy.ts";
 import { sandboxFromFlags } from "./lib/cli/sandbox_flags.ts";
+import { LAUNCHER_SUBCOMMAND } from "./lib/server/sandbox/landlock_exec.ts";
 
 /** Exit code for bad command lines. */
 const USAGE_EXIT = 2;
@@ -118,6 +119,11 @@ async function consoleAuthFromFlags(
 }
 
 async function main(args: string[]): Promise<void> {
+  if (args[0] === LAUNCHER_SUBCOMMAND) {
+    // A compiled binary as the Landlock layer's launcher (lib/server/sandbox/landlock_exec.ts).
+    const { landlockExecMain } = await import("./lib/server/sandbox/landlock_exec.ts");
+    landlockExecMain(args.slice(1));
+  }
   if (args[0] === "run") {
     // Loaded on demand: the client is not part of the server's start-up path.
     const { runCommand } = await import("./lib/cli/run_command.ts");

@@ -1,5 +1,5 @@
 /**
- * Attacks from inside a sandboxed process: reaching a host socket although
+ * Attacks from inside a sandboxed process, on each sandbox layer (`--sandbox-layer`): reaching a host socket although
  * the network is `restricted`, obtaining an unsandboxed process through the
  * server's own WebSocket port, and a tty start that skips `--allow-run`.
  *
@@ -13,15 +13,19 @@ import {
   listNames,
   pathExists,
   PYTHON3,
-  SANDBOX_SKIP,
+  PYTHON_SKIP,
   sandboxValue,
   uri,
 } from "./helpers/attack.ts";
+import { TEST_LAYERS } from "./helpers/sandbox_layers.ts";
 
 let nextId = 1;
 
-/** A python program that receives datagrams on a unix socket until it gets `end`. */
-const RECEIVER = `
+for (const t of TEST_LAYERS) {
+  const SKIP = t.skip || PYTHON_SKIP;
+
+  /** A python program that receives datagrams on a unix socket until it gets `end`. */
+  const RECEIVER = `
 import socket, sys
 s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
 s.bind(sys.argv[1])
@@ -33,8 +37,8 @@ while True:
         break
 `;
 
-/** Every way python has to send a datagram to a unix socket path. */
-const SENDER = `
+  /** Every way python has to send a datagram to a unix socket path. */
+  const SENDER = `
 import socket, sys
 path = sys.argv[1]
 for name, send in [
@@ -50,61 +54,65 @@ for name, send in [
         print(name, "refused", err.errno)
 `;
 
-Deno.test({
-  name: `a network-restricted sandbox cannot send to a unix socket on the host${SANDBOX_SKIP}`,
-  ignore: SANDBOX_SKIP !== "",
-  async fn() {
-    await using l = await attackLayout("es-attack-seccomp-");
-    const socketPath = `${l.outside}/host.sock`;
-    const receiver = new Deno.Command(PYTHON3!, {
-      args: ["-c", RECEIVER, socketPath],
-      stdout: "piped",
-      stderr: "inherit",
-    }).spawn();
-    const received = new Response(receiver.stdout).text();
-    try {
-      while (!listNames(l.outside).includes("host.sock")) {
-        await new Promise((r) => setTimeout(r, 10));
+  Deno.test({
+    name:
+      `a network-restricted sandbox cannot send to a unix socket on the host${SKIP} [${t.layer}]`,
+    ignore: SKIP !== "",
+    async fn() {
+      await using l = await attackLayout("es-attack-seccomp-");
+      const socketPath = `${l.outside}/host.sock`;
+      const receiver = new Deno.Command(PYTHON3!, {
+        args: ["-c", RECEIVER, socketPath],
+        stdout: "piped",
+        stderr: "inherit",
+      }).spawn();
+      const received = new Response(receiver.stdout).text();
+      try {
+        while (!listNames(l.outside).includes("host.sock")) {
+          await new Promise((r) => setTimeout(r, 10));
+        }
+        await using server = await ServerProcess.start({
+          listen: "stdio",
+          args: [...t.serverArgs],
+        });
+        const client = server.stdio!;
+        await handshake(client);
+        const start = await client.request(nextId++, "process/start", {
+          processId: "sender",
+          argv: [PYTHON3!, "-c", SENDER, socketPath],
+          cwd: uri(l.ws),
+          env: { PATH: "/usr/bin:/bin" },
+          tty: false,
+          sandbox: sandboxValue([l.ws], "restricted"),
+        });
+        assert.ok(start.result, JSON.stringify(start));
+        await client.log.processClosed("sender");
+        const report = client.log.outputText("sender");
+        for (const name of ["sendmsg", "sendto", "connect"]) {
+          assert.match(report, new RegExp(`^${name} refused 1$`, "m"), report);
+        }
+      } finally {
+        await new Deno.Command(PYTHON3!, {
+          args: [
+            "-c",
+            "import socket,sys;socket.socket(socket.AF_UNIX,socket.SOCK_DGRAM)" +
+            ".sendto(b'end',sys.argv[1])",
+            socketPath,
+          ],
+        }).output();
+        await receiver.status;
       }
-      await using server = await ServerProcess.start({ listen: "stdio" });
-      const client = server.stdio!;
-      await handshake(client);
-      const start = await client.request(nextId++, "process/start", {
-        processId: "sender",
-        argv: [PYTHON3!, "-c", SENDER, socketPath],
-        cwd: uri(l.ws),
-        env: { PATH: "/usr/bin:/bin" },
-        tty: false,
-        sandbox: sandboxValue([l.ws], "restricted"),
-      });
-      assert.ok(start.result, JSON.stringify(start));
-      await client.log.processClosed("sender");
-      const report = client.log.outputText("sender");
-      for (const name of ["sendmsg", "sendto", "connect"]) {
-        assert.match(report, new RegExp(`^${name} refused 1$`, "m"), report);
-      }
-    } finally {
-      await new Deno.Command(PYTHON3!, {
-        args: [
-          "-c",
-          "import socket,sys;socket.socket(socket.AF_UNIX,socket.SOCK_DGRAM)" +
-          ".sendto(b'end',sys.argv[1])",
-          socketPath,
-        ],
-      }).output();
-      await receiver.status;
-    }
-    const lines = (await received).trim().split("\n");
-    assert.deepEqual(
-      lines,
-      ["ready", "end"],
-      "the host socket received datagrams from the sandbox",
-    );
-  },
-});
+      const lines = (await received).trim().split("\n");
+      assert.deepEqual(
+        lines,
+        ["ready", "end"],
+        "the host socket received datagrams from the sandbox",
+      );
+    },
+  });
 
-/** A WebSocket client in python: upgrades, starts an unsandboxed process, prints what it got. */
-const WS_CLIENT = `
+  /** A WebSocket client in python: upgrades, starts an unsandboxed process, prints what it got. */
+  const WS_CLIENT = `
 import base64, json, os, socket, sys
 port, marker = int(sys.argv[1]), sys.argv[2]
 s = socket.create_connection(("127.0.0.1", port), timeout=10)
@@ -139,144 +147,150 @@ except socket.timeout:
 print("received", buffer[-300:], flush=True)
 `;
 
-for (const auth of [false, true]) {
+  for (const auth of [false, true]) {
+    Deno.test({
+      name: `a sandboxed process with network cannot get an unsandboxed one through the server${
+        auth ? " (--ws-auth, token known to the attacker)" : ""
+      }${SKIP} [${t.layer}]`,
+      ignore: SKIP !== "",
+      async fn() {
+        await using l = await attackLayout("es-attack-self-");
+        const token = crypto.getRandomValues(new Uint8Array(32)).toHex();
+        const tokenFile = `${l.base}/token`;
+        await Deno.writeTextFile(tokenFile, token);
+        await using server = await ServerProcess.start({
+          listen: "ws",
+          args: [
+            ...t.serverArgs,
+            ...(auth ? ["--ws-auth", "capability-token", "--ws-token-file", tokenFile] : []),
+          ],
+        });
+        await using client = await WsClient.connect(
+          server.url,
+          auth ? ["exec-server", `exec-server.bearer.${token}`] : undefined,
+        );
+        await handshake(client);
+        const marker = `${l.outside}/PWNED`;
+        const start = await client.request(nextId++, "process/start", {
+          processId: "attacker",
+          argv: [PYTHON3!, "-c", WS_CLIENT, String(server.port), marker],
+          cwd: uri(l.ws),
+          env: { PATH: "/usr/bin:/bin", ...(auth ? { TOKEN: token } : {}) },
+          tty: false,
+          sandbox: sandboxValue([l.ws], "enabled"),
+        });
+        assert.ok(start.result, JSON.stringify(start));
+        await client.log.processClosed("attacker", 30_000);
+        const report = client.log.outputText("attacker");
+        assert.match(
+          report,
+          /^status HTTP\/1\.1 \d+/m,
+          report + client.log.outputText("attacker", "stderr"),
+        );
+        assert.match(report, /status HTTP\/1\.1 403/, report);
+        assert.deepEqual(listNames(l.outside), [], "an unsandboxed process ran");
+        // A client that is not one of the server's sandboxed processes still connects while a
+        // sandbox with network runs.
+        await client.request(nextId++, "process/start", {
+          processId: "sleeper",
+          argv: ["/bin/sleep", "1000"],
+          cwd: uri(l.ws),
+          env: {},
+          tty: false,
+          sandbox: sandboxValue([l.ws], "enabled"),
+        });
+        await using other = await WsClient.connect(
+          server.url,
+          auth ? ["exec-server", `exec-server.bearer.${token}`] : undefined,
+        );
+        await handshake(other);
+        await client.request(nextId++, "process/terminate", { processId: "sleeper" });
+        await client.log.processClosed("sleeper");
+      },
+    });
+  }
+
   Deno.test({
-    name: `a sandboxed process with network cannot get an unsandboxed one through the server${
-      auth ? " (--ws-auth, token known to the attacker)" : ""
-    }${SANDBOX_SKIP}`,
-    ignore: SANDBOX_SKIP !== "",
+    name: `--allow-run is checked on argv[0] of a sandboxed tty start${SKIP} [${t.layer}]`,
+    ignore: SKIP !== "",
     async fn() {
-      await using l = await attackLayout("es-attack-self-");
-      const token = crypto.getRandomValues(new Uint8Array(32)).toHex();
-      const tokenFile = `${l.base}/token`;
-      await Deno.writeTextFile(tokenFile, token);
+      await using l = await attackLayout("es-attack-run-");
       await using server = await ServerProcess.start({
-        listen: "ws",
-        args: auth ? ["--ws-auth", "capability-token", "--ws-token-file", tokenFile] : [],
+        listen: "stdio",
+        args: [...t.serverArgs],
+        permissions: [
+          `--allow-run=/bin/sh,/usr/bin/bwrap,${Deno.execPath()}`,
+          "--allow-ffi",
+          "--allow-read",
+          "--allow-write",
+          "--allow-env",
+          "--allow-sys",
+        ],
       });
-      await using client = await WsClient.connect(
-        server.url,
-        auth ? ["exec-server", `exec-server.bearer.${token}`] : undefined,
-      );
+      const client = server.stdio!;
       await handshake(client);
-      const marker = `${l.outside}/PWNED`;
-      const start = await client.request(nextId++, "process/start", {
-        processId: "attacker",
-        argv: [PYTHON3!, "-c", WS_CLIENT, String(server.port), marker],
-        cwd: uri(l.ws),
-        env: { PATH: "/usr/bin:/bin", ...(auth ? { TOKEN: token } : {}) },
-        tty: false,
-        sandbox: sandboxValue([l.ws], "enabled"),
-      });
-      assert.ok(start.result, JSON.stringify(start));
-      await client.log.processClosed("attacker", 30_000);
-      const report = client.log.outputText("attacker");
-      assert.match(
-        report,
-        /^status HTTP\/1\.1 \d+/m,
-        report + client.log.outputText("attacker", "stderr"),
-      );
-      assert.match(report, /status HTTP\/1\.1 403/, report);
-      assert.deepEqual(listNames(l.outside), [], "an unsandboxed process ran");
-      // A client that is not one of the server's sandboxed processes still connects while a
-      // sandbox with network runs.
-      await client.request(nextId++, "process/start", {
-        processId: "sleeper",
-        argv: ["/bin/sleep", "1000"],
-        cwd: uri(l.ws),
-        env: {},
-        tty: false,
-        sandbox: sandboxValue([l.ws], "enabled"),
-      });
-      await using other = await WsClient.connect(
-        server.url,
-        auth ? ["exec-server", `exec-server.bearer.${token}`] : undefined,
-      );
-      await handshake(other);
-      await client.request(nextId++, "process/terminate", { processId: "sleeper" });
-      await client.log.processClosed("sleeper");
+      for (const tty of [false, true]) {
+        const response = await client.request(nextId++, "process/start", {
+          processId: `id-${tty}`,
+          argv: ["/usr/bin/id"],
+          cwd: uri(l.ws),
+          env: { PATH: "/usr/bin:/bin" },
+          tty,
+          sandbox: sandboxValue([l.ws], "restricted"),
+        });
+        const error = response.error as Json | undefined;
+        assert.ok(
+          error,
+          `tty ${tty}: /usr/bin/id ran outside --allow-run: ${JSON.stringify(response)}`,
+        );
+        assert.equal(
+          (error.data as Json | undefined)?.kind,
+          "permissionDenied",
+          JSON.stringify(error),
+        );
+      }
+    },
+  });
+
+  Deno.test({
+    name:
+      `a read-only cover another server created holds while that server's sandbox ends${SKIP} [${t.layer}]`,
+    ignore: SKIP !== "",
+    async fn() {
+      await using l = await attackLayout("es-attack-cover-");
+      const codex = `${l.ws}/.codex`;
+      const go = `${l.ws}/go`;
+      await using first = await ServerProcess.start({ listen: "stdio", args: [...t.serverArgs] });
+      await using second = await ServerProcess.start({ listen: "stdio", args: [...t.serverArgs] });
+      const [a, b] = [first.stdio!, second.stdio!];
+      await handshake(a);
+      await handshake(b);
+      const start = (client: typeof a, processId: string, script: string) =>
+        client.request(nextId++, "process/start", {
+          processId,
+          argv: ["/bin/sh", "-c", script],
+          cwd: uri(l.ws),
+          env: { PATH: "/usr/bin:/bin" },
+          tty: false,
+          sandbox: sandboxValue([l.ws], "restricted"),
+        });
+      // The first server's sandbox creates the mount point .codex on the host to cover it.
+      assert.ok((await start(a, "holder", "echo up; exec sleep 600")).result);
+      await a.log.waitUntil(() => a.log.outputText("holder").includes("up"), "the first sandbox");
+      // Landlock creates no mount point: .codex cannot be created at all (landlock.ts).
+      assert.equal(pathExists(codex), t.layer !== "landlock", "the first sandbox's mount point");
+      // The second server's sandbox covers the same .codex, then waits.
+      const probe = `while [ ! -e ${go} ]; do sleep 0.05; done; ` +
+        `mkdir -p ${codex}/planted 2>/dev/null && echo WROTE || echo REFUSED`;
+      assert.ok((await start(b, "prober", `echo up; ${probe}`)).result);
+      await b.log.waitUntil(() => b.log.outputText("prober").includes("up"), "the second sandbox");
+      // The first sandbox ends (and releases its mount point) while the second one runs.
+      await a.request(nextId++, "process/terminate", { processId: "holder" });
+      await a.log.processClosed("holder");
+      await Deno.writeTextFile(go, "");
+      await b.log.processClosed("prober");
+      assert.match(b.log.outputText("prober"), /REFUSED/, "the cover of .codex was dropped");
+      assert.equal(pathExists(`${codex}/planted`), false);
     },
   });
 }
-
-Deno.test({
-  name: `--allow-run is checked on argv[0] of a sandboxed tty start${SANDBOX_SKIP}`,
-  ignore: SANDBOX_SKIP !== "",
-  async fn() {
-    await using l = await attackLayout("es-attack-run-");
-    await using server = await ServerProcess.start({
-      listen: "stdio",
-      permissions: [
-        "--allow-run=/bin/sh,/usr/bin/bwrap",
-        "--allow-ffi",
-        "--allow-read",
-        "--allow-write",
-        "--allow-env",
-        "--allow-sys",
-      ],
-    });
-    const client = server.stdio!;
-    await handshake(client);
-    for (const tty of [false, true]) {
-      const response = await client.request(nextId++, "process/start", {
-        processId: `id-${tty}`,
-        argv: ["/usr/bin/id"],
-        cwd: uri(l.ws),
-        env: { PATH: "/usr/bin:/bin" },
-        tty,
-        sandbox: sandboxValue([l.ws], "restricted"),
-      });
-      const error = response.error as Json | undefined;
-      assert.ok(
-        error,
-        `tty ${tty}: /usr/bin/id ran outside --allow-run: ${JSON.stringify(response)}`,
-      );
-      assert.equal(
-        (error.data as Json | undefined)?.kind,
-        "permissionDenied",
-        JSON.stringify(error),
-      );
-    }
-  },
-});
-
-Deno.test({
-  name:
-    `a read-only cover another server created holds while that server's sandbox ends${SANDBOX_SKIP}`,
-  ignore: SANDBOX_SKIP !== "",
-  async fn() {
-    await using l = await attackLayout("es-attack-cover-");
-    const codex = `${l.ws}/.codex`;
-    const go = `${l.ws}/go`;
-    await using first = await ServerProcess.start({ listen: "stdio" });
-    await using second = await ServerProcess.start({ listen: "stdio" });
-    const [a, b] = [first.stdio!, second.stdio!];
-    await handshake(a);
-    await handshake(b);
-    const start = (client: typeof a, processId: string, script: string) =>
-      client.request(nextId++, "process/start", {
-        processId,
-        argv: ["/bin/sh", "-c", script],
-        cwd: uri(l.ws),
-        env: { PATH: "/usr/bin:/bin" },
-        tty: false,
-        sandbox: sandboxValue([l.ws], "restricted"),
-      });
-    // The first server's sandbox creates the mount point .codex on the host to cover it.
-    assert.ok((await start(a, "holder", "echo up; exec sleep 600")).result);
-    await a.log.waitUntil(() => a.log.outputText("holder").includes("up"), "the first sandbox");
-    assert.ok(pathExists(codex), "the first sandbox's mount point");
-    // The second server's sandbox covers the same .codex, then waits.
-    const probe = `while [ ! -e ${go} ]; do sleep 0.05; done; ` +
-      `mkdir -p ${codex}/planted 2>/dev/null && echo WROTE || echo REFUSED`;
-    assert.ok((await start(b, "prober", `echo up; ${probe}`)).result);
-    await b.log.waitUntil(() => b.log.outputText("prober").includes("up"), "the second sandbox");
-    // The first sandbox ends (and releases its mount point) while the second one runs.
-    await a.request(nextId++, "process/terminate", { processId: "holder" });
-    await a.log.processClosed("holder");
-    await Deno.writeTextFile(go, "");
-    await b.log.processClosed("prober");
-    assert.match(b.log.outputText("prober"), /REFUSED/, "the cover of .codex was dropped");
-    assert.equal(pathExists(`${codex}/planted`), false);
-  },
-});

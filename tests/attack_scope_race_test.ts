@@ -126,7 +126,7 @@ Deno.test({
 
 Deno.test({
   name:
-    "fs calls stay in a read-write scope without --allow-ffi while a local process swaps a link in (ignored: without FFI Deno opens by path only, so the race remains; README, Not achieved)",
+    "fs calls stay in a read-write scope without --allow-ffi while a local process swaps a link in (ignored: without FFI Deno opens by path only, so the race remains; docs/security.md, Not achieved)",
   ignore: true,
   async fn() {
     const escapes = await race(false, false, () => true);

@@ -99,6 +99,7 @@ Deno.test("audit log: connection, process.start and fs events name the session, 
       cwd: "/tmp",
       tty: false,
       sandboxType: "none",
+      sandboxLayer: null,
       envNames: ["PATH", "API_SECRET"],
     },
   );

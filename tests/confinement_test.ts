@@ -6,7 +6,7 @@
  */
 
 import assert from "node:assert/strict";
-import { sandboxAvailable } from "../lib/server/sandbox/availability.ts";
+import { TEST_LAYERS } from "./helpers/sandbox_layers.ts";
 import { bwrapArgs } from "../lib/server/sandbox/bubblewrap.ts";
 import { accessAt, intersectPlans, type SandboxPlan } from "../lib/server/sandbox/policy.ts";
 import { PRIVATE_TMP_BYTES } from "../lib/server/sandbox/server_policy.ts";
@@ -22,10 +22,11 @@ import {
   startStdio,
 } from "./helpers/server_harness.ts";
 
-const availability = sandboxAvailable();
-const SKIP = availability.ok ? "" : ` (ignored: ${availability.reason})`;
-
-/** A writable root W, an outside directory O and a secret directory S, under /var/tmp. */
+/**
+ * A writable root W (with a subdirectory `sub`, where the probes write: on
+ * Landlock a writable root's own entries are fixed, `layer.ts`), an outside
+ * directory O and a secret directory S, under /var/tmp.
+ */
 function makeLayout():
   & { base: string; w: string; o: string; s: string; secret: string }
   & Disposable {
@@ -35,7 +36,7 @@ function makeLayout():
   const w = `${base}/w`;
   const o = `${base}/o`;
   const s = `${base}/s`;
-  for (const dir of [w, o, s]) Deno.mkdirSync(dir);
+  for (const dir of [w, o, s, `${w}/sub`]) Deno.mkdirSync(dir);
   const secret = `secret-${crypto.randomUUID()}`;
   Deno.writeTextFileSync(`${s}/secret.txt`, `${secret}\n`);
   return {
@@ -92,9 +93,9 @@ function loopbackListener(): { port: number; accepted: () => number } & AsyncDis
 const PROBE = [
   "W=$1; O=$2; S=$3; PORT=$4; T=$5",
   'try() { name=$1; shift; if "$@" >/dev/null 2>&1; then echo "$name=ok"; else echo "$name=no"; fi; }',
-  'try WRITE_IN sh -c \'echo inside > "$0/inside.txt"\' "$W"',
+  'try WRITE_IN sh -c \'echo inside > "$0/sub/inside.txt"\' "$W"',
   'try WRITE_OUT sh -c \'echo outside > "$0/outside.txt"\' "$O"',
-  'try WRITE_TMP sh -c \'echo tmp > "/tmp/$0"\' "$T"',
+  'try WRITE_TMP sh -c \'echo tmp > "${TMPDIR:-/tmp}/$0"\' "$T"',
   'echo "SECRET=$(cat "$S/secret.txt" 2>/dev/null)"',
   'try NET bash -c \'exec 3<>"/dev/tcp/127.0.0.1/$0"\' "$PORT"',
   "echo DONE",
@@ -208,7 +209,7 @@ function assertConfined(
 ) {
   const context = `output:\n${result.output}`;
   assert.equal(result.lines.WRITE_IN, "ok", `a write inside the writable root failed; ${context}`);
-  assert.equal(Deno.readTextFileSync(`${layout.w}/inside.txt`), "inside\n");
+  assert.equal(Deno.readTextFileSync(`${layout.w}/sub/inside.txt`), "inside\n");
   assert.equal(
     result.lines.WRITE_OUT,
     "no",
@@ -222,88 +223,6 @@ function assertConfined(
   assert.equal(accepted, 0, "the loopback listener accepted a connection");
   assert.equal(result.sandboxType, "linuxSeccomp");
 }
-
-for (const [label, extra] of Object.entries(WIDER)) {
-  for (const tty of [false, true]) {
-    const mode = tty ? "tty" : "pipe";
-    Deno.test({
-      name:
-        `--sandbox workspace-write confines a ${mode} shell of a client with ${label}: no writes outside the writable root, no reads of a denied path, no host loopback${SKIP}`,
-      ignore: !availability.ok,
-      async fn() {
-        using layout = makeLayout();
-        await using listener = loopbackListener();
-        await using server = await startInitialized({ args: CEILING_ARGS(layout) });
-        const client = server.stdio;
-        const result = await runProbe(client, layout, listener.port, {
-          tty,
-          sandbox: extra.sandbox as Json | undefined,
-        });
-        assertConfined(result, layout, listener.accepted());
-      },
-    });
-  }
-}
-
-Deno.test({
-  name:
-    `without --sandbox the same probe writes outside, reads the secret and reaches the loopback${SKIP}`,
-  ignore: !availability.ok,
-  async fn() {
-    using layout = makeLayout();
-    await using listener = loopbackListener();
-    await using server = await startInitialized();
-    const client = server.stdio;
-    const result = await runProbe(client, layout, listener.port, { tty: false });
-    try {
-      assert.equal(result.lines.WRITE_IN, "ok", result.output);
-      assert.equal(result.lines.WRITE_OUT, "ok", result.output);
-      assert.equal(result.lines.SECRET, layout.secret, result.output);
-      assert.equal(result.lines.NET, "ok", result.output);
-      assert.equal(result.sandboxType, "none");
-    } finally {
-      Deno.removeSync(`/tmp/${result.tmpName}`);
-    }
-  },
-});
-
-Deno.test({
-  name:
-    `a client's read-only sandbox narrows the ceiling: no write even inside the writable root${SKIP}`,
-  ignore: !availability.ok,
-  async fn() {
-    using layout = makeLayout();
-    await using listener = loopbackListener();
-    await using server = await startInitialized({ args: CEILING_ARGS(layout) });
-    const client = server.stdio;
-    const readOnly = managed("restricted", [{ path: ROOT, access: "read" }]);
-    const result = await runProbe(client, layout, listener.port, { tty: false, sandbox: readOnly });
-    assert.equal(result.lines.WRITE_IN, "no", result.output);
-    assert.throws(() => Deno.lstatSync(`${layout.w}/inside.txt`), Deno.errors.NotFound);
-    assert.equal(result.lines.WRITE_OUT, "no", result.output);
-    assert.equal(result.lines.SECRET, "", result.output);
-    assert.equal(result.lines.NET, "no", result.output);
-    assert.equal(result.sandboxType, "linuxSeccomp");
-  },
-});
-
-Deno.test({
-  name:
-    `--network-access gives confined processes the network, still without writes outside the writable root${SKIP}`,
-  ignore: !availability.ok,
-  async fn() {
-    using layout = makeLayout();
-    await using listener = loopbackListener();
-    await using server = await startInitialized({
-      args: [...CEILING_ARGS(layout), "--network-access"],
-    });
-    const client = server.stdio;
-    const result = await runProbe(client, layout, listener.port, { tty: false });
-    assert.equal(result.lines.NET, "ok", result.output);
-    assert.equal(result.lines.WRITE_OUT, "no", result.output);
-    assert.equal(result.lines.SECRET, "", result.output);
-  },
-});
 
 /** Sends one request and returns its response. */
 async function call(
@@ -323,144 +242,6 @@ function assertPermissionDenied(response: Json, permission: "read" | "write", wh
 }
 
 const DATA = btoa("data\n");
-
-Deno.test({
-  name:
-    `--sandbox workspace-write refuses fs writes outside the writable roots and reads of denied paths with the typed permission error${SKIP}`,
-  ignore: !availability.ok,
-  async fn() {
-    using layout = makeLayout();
-    Deno.writeTextFileSync(`${layout.o}/existing.txt`, "old\n");
-    await using server = await startInitialized({ args: CEILING_ARGS(layout) });
-    const client = server.stdio;
-    const uri = (path: string) => uriFromPath(path);
-    const copy = (from: string, to: string) => ({
-      sourcePath: uri(from),
-      destinationPath: uri(to),
-      recursive: false,
-    });
-    for (const sandbox of [undefined, WIDER["a disabled sandbox"]!.sandbox]) {
-      const extra = sandbox ? { sandbox } : {};
-      // Inside the writable root: allowed.
-      const inside = await call(client, "fs/writeFile", {
-        path: uri(`${layout.w}/a.txt`),
-        dataBase64: DATA,
-        ...extra,
-      });
-      assert.deepEqual(inside.result, {}, JSON.stringify(inside));
-      assert.equal(Deno.readTextFileSync(`${layout.w}/a.txt`), "data\n");
-      // Writes outside the writable root, reads of the denied path: [method, params, permission, what].
-      const refused: [string, Json, "read" | "write", string][] = [
-        [
-          "fs/writeFile",
-          { path: uri(`${layout.o}/new.txt`), dataBase64: DATA },
-          "write",
-          "outside",
-        ],
-        ["fs/createDirectory", { path: uri(`${layout.o}/dir`) }, "write", "outside"],
-        ["fs/remove", { path: uri(`${layout.o}/existing.txt`) }, "write", "outside"],
-        ["fs/copy", copy(`${layout.w}/a.txt`, `${layout.o}/copy.txt`), "write", "to outside"],
-        [
-          "fs/open",
-          { handleId: "w", path: uri(`${layout.o}/opened.txt`), mode: "replace" },
-          "write",
-          "replace outside",
-        ],
-        [
-          "fs/writeFile",
-          { path: uri(`/tmp/confine-${crypto.randomUUID()}`), dataBase64: DATA },
-          "write",
-          "to the host's /tmp",
-        ],
-        ["fs/readFile", { path: uri(`${layout.s}/secret.txt`) }, "read", "of the denied file"],
-        ["fs/readDirectory", { path: uri(layout.s) }, "read", "of the denied directory"],
-        ["fs/copy", copy(`${layout.s}/secret.txt`, `${layout.w}/stolen.txt`), "read", "of secret"],
-        [
-          "fs/open",
-          { handleId: "r", path: uri(`${layout.s}/secret.txt`) },
-          "read",
-          "of the denied file",
-        ],
-      ];
-      for (const [method, params, permission, what] of refused) {
-        const response = await call(client, method, { ...params, ...extra });
-        assertPermissionDenied(response, permission, `${method} ${what}`);
-      }
-      // A walk above the denied directory leaves out what it holds.
-      const walked = await call(client, "fs/walk", {
-        path: uri(layout.base),
-        options: {
-          maxDepth: 5,
-          maxDirectories: 100,
-          maxEntries: 1000,
-          followDirectorySymlinks: false,
-        },
-        ...extra,
-      });
-      const listed = ((walked.result as Json).entries as { path: string }[]).map((e) => e.path);
-      assert.ok(listed.includes(uri(layout.s)), JSON.stringify(walked));
-      assert.ok(!listed.includes(uri(`${layout.s}/secret.txt`)), JSON.stringify(walked));
-      // Reads elsewhere: allowed.
-      const read = await call(client, "fs/readFile", {
-        path: uri(`${layout.o}/existing.txt`),
-        ...extra,
-      });
-      assert.equal(read.result && atob((read.result as Json).dataBase64 as string), "old\n");
-    }
-    assert.deepEqual([...Deno.readDirSync(layout.o)].map((e) => e.name), ["existing.txt"]);
-    assert.throws(() => Deno.lstatSync(`${layout.w}/stolen.txt`), Deno.errors.NotFound);
-  },
-});
-
-Deno.test({
-  name: `--sandbox denies processes the server's token file automatically${SKIP}`,
-  ignore: !availability.ok,
-  async fn() {
-    using layout = makeLayout();
-    const tokenFile = `${layout.base}/token`;
-    const token = `token-${crypto.randomUUID()}`;
-    Deno.writeTextFileSync(tokenFile, token);
-    await using server = await startInitialized({
-      args: [
-        ...CEILING_ARGS(layout),
-        "--ws-auth",
-        "capability-token",
-        "--ws-token-file",
-        tokenFile,
-      ],
-    });
-    const client = server.stdio;
-    const output = await runShell(client, "token", `cat '${tokenFile}'; echo DONE`, layout.w);
-    assert.match(output, /DONE/);
-    assert.ok(!output.includes(token), `the token file was readable: ${output}`);
-    assertPermissionDenied(
-      await call(client, "fs/readFile", { path: uriFromPath(tokenFile) }),
-      "read",
-      "fs/readFile of the token file",
-    );
-  },
-});
-
-Deno.test({
-  name:
-    `environmentInfo.capabilities and protocol/describe say what the server's sandbox enforces${SKIP}`,
-  ignore: !availability.ok,
-  async fn() {
-    using layout = makeLayout();
-    await using server = await startInitialized({ args: CEILING_ARGS(layout) });
-    const client = server.stdio;
-    const info = await client.request(1, "environment/info", {});
-    const caps = (info.result as Json).capabilities as Json;
-    assert.equal(caps.serverSandbox, true);
-    const described = await client.request(2, "protocol/describe", {});
-    const sandbox = (described.result as Json).sandbox as Json;
-    assert.equal(sandbox.mode, "workspace-write");
-    assert.deepEqual(sandbox.writableRoots, [uriFromPath(layout.w)]);
-    assert.ok((sandbox.denyRead as string[]).includes(uriFromPath(layout.s)));
-    assert.equal(sandbox.networkAccess, false);
-    assert.equal(sandbox.privateTmp, true);
-  },
-});
 
 Deno.test("without --sandbox, environmentInfo.capabilities.serverSandbox is false and protocol/describe says danger-full-access", async () => {
   await using server = await startInitialized();
@@ -512,11 +293,51 @@ Deno.test("a confining --sandbox refuses to start when bubblewrap cannot create 
       'echo "bwrap: No permissions to creating new namespace, likely because the kernel does not allow non-privileged user namespaces." >&2\nexit 1\n',
     { mode: 0o755 },
   );
-  const result = await startFailing(CEILING_ARGS(layout), { path: `${bin}:/usr/bin:/bin` });
+  const result = await startFailing([...CEILING_ARGS(layout), "--sandbox-layer", "bubblewrap"], {
+    path: `${bin}:/usr/bin:/bin`,
+  });
   assert.equal(result.code, 1, result.stderr);
   assert.equal(result.stdout, "");
   assert.match(result.stderr, /--sandbox workspace-write/);
   assert.match(result.stderr, /user namespaces/);
+});
+
+const LANDLOCK = TEST_LAYERS.find((t) => t.layer === "landlock")!;
+
+Deno.test({
+  name:
+    `where bubblewrap cannot create user namespaces, --sandbox-layer auto confines with Landlock and the audit log and /metrics name it${LANDLOCK.skip}`,
+  ignore: !LANDLOCK.availability.ok,
+  async fn() {
+    using layout = makeLayout();
+    const bin = `${layout.base}/bin`;
+    await Deno.mkdir(bin);
+    await Deno.writeTextFile(
+      `${bin}/bwrap`,
+      '#!/bin/sh\nif [ "$1" = --version ]; then echo "bubblewrap 0.8.0"; exit 0; fi\n' +
+        'echo "bwrap: No permissions to creating new namespace" >&2\nexit 1\n',
+      { mode: 0o755 },
+    );
+    const env = { PATH: `${bin}:/usr/bin:/bin`, HOME: Deno.env.get("HOME") ?? "/root" };
+    await using server = await startInitialized({
+      args: [...CEILING_ARGS(layout), "--log-level", "info", "--log-format", "json"],
+      env,
+    });
+    const output = await runShell(
+      server.stdio,
+      "ll",
+      `echo in > '${layout.w}/sub/f' && echo IN=ok; echo out > '${layout.o}/f' || echo OUT=no`,
+      layout.w,
+    );
+    assert.match(output, /IN=ok/, output);
+    assert.match(output, /OUT=no/, output);
+    assert.equal(Deno.readTextFileSync(`${layout.w}/sub/f`), "in\n");
+    assert.throws(() => Deno.lstatSync(`${layout.o}/f`), Deno.errors.NotFound);
+    await server.stop();
+    const start = (await server.stderr).split("\n").filter((line) => line.startsWith("{"))
+      .map((line) => JSON.parse(line)).find((event) => event.event === "process.start");
+    assert.equal(start?.sandboxLayer, "landlock", await server.stderr);
+  },
 });
 
 Deno.test("a confining --sandbox refuses to start when the server may not run bubblewrap, and says why", async () => {
@@ -553,88 +374,6 @@ Deno.test("--sandbox rejects an unknown mode and --writable-root without workspa
   assert.equal(relative.code, 2);
   assert.match(relative.stderr, /absolute/);
 });
-
-for (const tty of [false, true]) {
-  Deno.test({
-    name: `a confined ${
-      tty ? "tty" : "pipe"
-    } process has no capabilities, its own PID namespace, and dies when the server is killed${SKIP}`,
-    ignore: !availability.ok,
-    async fn() {
-      using layout = makeLayout();
-      const marker = `confine-survivor-${crypto.randomUUID()}`;
-      await using server = await startInitialized({ args: CEILING_ARGS(layout) });
-      const client = server.stdio;
-      const start = await client.request(1, "process/start", {
-        processId: "inside",
-        argv: [
-          "/bin/bash",
-          "-c",
-          `grep CapEff /proc/self/status; echo "PROCS=$(ls /proc | grep -c '^[0-9]')"; ` +
-          `echo READY; exec -a ${marker} sleep 300`,
-        ],
-        cwd: uriFromPath(layout.w),
-        env: { PATH: "/usr/bin:/bin" },
-        tty,
-      });
-      assert.ok(start.result, JSON.stringify(start));
-      const stream = tty ? "pty" : "stdout";
-      const text = () => client.log.outputText("inside", stream);
-      await client.log.waitUntil(() => /READY\r?\n/.test(text()), "READY");
-      const output = text();
-      assert.match(output, /CapEff:\s+0+\r?\n/, output);
-      const procs = Number(/PROCS=(\d+)/.exec(output)?.[1]);
-      assert.ok(procs > 0 && procs < 10, `the process sees ${procs} processes: ${output}`);
-      // The sleep's own command line is "<marker> 300" (the sandbox's holds "<marker> sleep 300").
-      const survivor = `${marker} 300`;
-      assert.ok(await eventually(() => pidsMatching(survivor).length === 1), "no sleep is running");
-      server.kill("SIGKILL");
-      await server.status;
-      assert.ok(
-        await eventually(() => pidsMatching(survivor).length === 0),
-        "the confined process survived the server",
-      );
-    },
-  });
-}
-
-Deno.test({
-  name:
-    `without --sandbox, a client's own sandbox hides the server's token file from processes and fs calls${SKIP}`,
-  ignore: !availability.ok,
-  async fn() {
-    using layout = makeLayout();
-    const tokenFile = `${layout.w}/token`;
-    const token = `token-${crypto.randomUUID()}`;
-    Deno.writeTextFileSync(tokenFile, token);
-    await using server = await startInitialized({
-      args: ["--ws-auth", "capability-token", "--ws-token-file", tokenFile],
-    });
-    const client = server.stdio;
-    // A workspace-write sandbox with the network, the token file inside the workspace: no token.
-    const sandbox = managed("enabled", [
-      { path: ROOT, access: "read" },
-      { path: { type: "path", path: uriFromPath(layout.w) }, access: "write" },
-    ]);
-    const output = await runShell(
-      client,
-      "token",
-      `cat '${tokenFile}'; echo DONE`,
-      layout.w,
-      sandbox,
-    );
-    assert.match(output, /DONE/);
-    assert.ok(!output.includes(token), `the token file was readable: ${output}`);
-    const read = await call(client, "fs/readFile", { path: uriFromPath(tokenFile), sandbox });
-    assert.equal((read.error as Json | undefined)?.code, -32600, JSON.stringify(read));
-    // Without a sandbox of its own the client is the server's owner: it may read the file.
-    const own = await call(client, "fs/readFile", { path: uriFromPath(tokenFile) });
-    assert.ok(own.result, JSON.stringify(own));
-  },
-});
-
-// ---------------------------------------------------------------------------
-// The intersection of the ceiling and a client's plan, in-process.
 
 function plan(partial: Partial<SandboxPlan>): SandboxPlan {
   return {
@@ -746,94 +485,6 @@ Deno.test("--deny-read of a path outside the server's --allow-read refuses to st
   );
 });
 
-Deno.test({
-  name:
-    `a confined process refused a write outside the writable roots reports sandboxDenied${SKIP}`,
-  ignore: !availability.ok,
-  async fn() {
-    using layout = makeLayout();
-    await using server = await startInitialized({ args: CEILING_ARGS(layout) });
-    const client = server.stdio;
-    for (const [processId, target] of [["out", layout.o], ["in", layout.w]] as const) {
-      const start = await client.request(`start-${processId}`, "process/start", {
-        processId,
-        argv: ["/bin/sh", "-c", `echo x > '${target}/file'`],
-        cwd: uriFromPath(layout.w),
-        env: { PATH: "/usr/bin:/bin" },
-        tty: false,
-      });
-      assert.equal((start.result as Json).sandboxType, "linuxSeccomp");
-    }
-    const exited = async (processId: string) => {
-      const events = await client.log.processClosed(processId);
-      return events.find((m) => m.method === "process/exited")!.params as Json;
-    };
-    const outside = await exited("out");
-    assert.notEqual(outside.exitCode, 0);
-    assert.equal(outside.sandboxDenied, true);
-    const inside = await exited("in");
-    assert.equal(inside.exitCode, 0);
-    assert.equal(inside.sandboxDenied, false);
-  },
-});
-
-Deno.test({
-  name: `a confined process gets an empty private /tmp of PRIVATE_TMP_BYTES${SKIP}`,
-  ignore: !availability.ok,
-  async fn() {
-    using layout = makeLayout();
-    await using server = await startInitialized({ args: CEILING_ARGS(layout) });
-    const client = server.stdio;
-    const script =
-      'echo "SIZE=$(df -B1 --output=size /tmp | tail -1)"; echo "ENTRIES=$(ls -A /tmp | wc -l)"';
-    const output = await runShell(client, "tmp", script, layout.w);
-    assert.equal(Number(/SIZE=\s*(\d+)/.exec(output)?.[1]), PRIVATE_TMP_BYTES, output);
-    assert.match(output, /ENTRIES=0\n/, output);
-  },
-});
-
-Deno.test({
-  name:
-    `a --writable-root inside a --deny-read directory stays writable, and the rest of it denied${SKIP}`,
-  ignore: !availability.ok,
-  async fn() {
-    using layout = makeLayout();
-    // Deny the whole base (w, o, s live in it), re-expose w.
-    const args = [
-      "--sandbox",
-      "workspace-write",
-      "--writable-root",
-      layout.w,
-      "--deny-read",
-      layout.base,
-    ];
-    await using listener = loopbackListener();
-    await using server = await startInitialized({ args });
-    const client = server.stdio;
-    const result = await runProbe(client, layout, listener.port, { tty: false });
-    assertConfined(result, layout, listener.accepted());
-    Deno.writeTextFileSync(`${layout.o}/existing.txt`, "old\n");
-    const uri = (path: string) => uriFromPath(path);
-    const inside = await call(client, "fs/writeFile", {
-      path: uri(`${layout.w}/b.txt`),
-      dataBase64: DATA,
-    });
-    assert.deepEqual(inside.result, {}, JSON.stringify(inside));
-    const back = await call(client, "fs/readFile", { path: uri(`${layout.w}/b.txt`) });
-    assert.ok(back.result, JSON.stringify(back));
-    assertPermissionDenied(
-      await call(client, "fs/readFile", { path: uri(`${layout.o}/existing.txt`) }),
-      "read",
-      "fs/readFile beside the re-exposed root",
-    );
-    assertPermissionDenied(
-      await call(client, "fs/readDirectory", { path: uri(layout.base) }),
-      "read",
-      "fs/readDirectory of the denied directory",
-    );
-  },
-});
-
 Deno.test("the token, shared-secret and TLS key files are the server's secret files", () => {
   const flags = parseServerFlags([
     "--ws-token-file",
@@ -848,31 +499,448 @@ Deno.test("the token, shared-secret and TLS key files are the server's secret fi
   assert.deepEqual(secretFiles(flags), ["/a/token", "/a/secret", "/a/key.pem"]);
 });
 
-Deno.test({
-  name:
-    `--sandbox read-only refuses every write of processes and fs calls, with a private /tmp still writable${SKIP}`,
-  ignore: !availability.ok,
-  async fn() {
-    using layout = makeLayout();
-    await using server = await startInitialized({ args: ["--sandbox", "read-only"] });
-    const client = server.stdio;
-    const output = await runShell(
-      client,
-      "ro",
-      `echo x > '${layout.w}/f' || echo REFUSED; echo y > /tmp/f && echo TMP=ok; cat '${layout.s}/secret.txt'`,
-      layout.w,
-    );
-    assert.match(output, /REFUSED/, output);
-    assert.match(output, /TMP=ok/, output);
-    assert.ok(
-      output.includes(layout.secret),
-      `reads are not restricted without --deny-read: ${output}`,
-    );
-    assert.throws(() => Deno.lstatSync(`${layout.w}/f`), Deno.errors.NotFound);
-    assertPermissionDenied(
-      await call(client, "fs/writeFile", { path: uriFromPath(`${layout.w}/g`), dataBase64: DATA }),
-      "write",
-      "fs/writeFile under read-only",
-    );
-  },
-});
+for (const t of TEST_LAYERS) {
+  /** A server forced onto this layer. */
+  const startOn = (options: Parameters<typeof startStdio>[0] = {}) =>
+    startInitialized({ ...options, args: [...(options.args ?? []), ...t.serverArgs] });
+
+  for (const [label, extra] of Object.entries(WIDER)) {
+    for (const tty of [false, true]) {
+      const mode = tty ? "tty" : "pipe";
+      Deno.test({
+        name:
+          `--sandbox workspace-write confines a ${mode} shell of a client with ${label}: no writes outside the writable root, no reads of a denied path, no host loopback${t.skip} [${t.layer}]`,
+        ignore: !t.availability.ok,
+        async fn() {
+          using layout = makeLayout();
+          await using listener = loopbackListener();
+          await using server = await startOn({ args: CEILING_ARGS(layout) });
+          const client = server.stdio;
+          const result = await runProbe(client, layout, listener.port, {
+            tty,
+            sandbox: extra.sandbox as Json | undefined,
+          });
+          assertConfined(result, layout, listener.accepted());
+        },
+      });
+    }
+  }
+
+  Deno.test({
+    name:
+      `without --sandbox the same probe writes outside, reads the secret and reaches the loopback${t.skip} [${t.layer}]`,
+    ignore: !t.availability.ok,
+    async fn() {
+      using layout = makeLayout();
+      await using listener = loopbackListener();
+      await using server = await startOn();
+      const client = server.stdio;
+      const result = await runProbe(client, layout, listener.port, { tty: false });
+      try {
+        assert.equal(result.lines.WRITE_IN, "ok", result.output);
+        assert.equal(result.lines.WRITE_OUT, "ok", result.output);
+        assert.equal(result.lines.SECRET, layout.secret, result.output);
+        assert.equal(result.lines.NET, "ok", result.output);
+        assert.equal(result.sandboxType, "none");
+      } finally {
+        Deno.removeSync(`/tmp/${result.tmpName}`);
+      }
+    },
+  });
+
+  Deno.test({
+    name:
+      `a client's read-only sandbox narrows the ceiling: no write even inside the writable root${t.skip} [${t.layer}]`,
+    ignore: !t.availability.ok,
+    async fn() {
+      using layout = makeLayout();
+      await using listener = loopbackListener();
+      await using server = await startOn({ args: CEILING_ARGS(layout) });
+      const client = server.stdio;
+      const readOnly = managed("restricted", [{ path: ROOT, access: "read" }]);
+      const result = await runProbe(client, layout, listener.port, {
+        tty: false,
+        sandbox: readOnly,
+      });
+      assert.equal(result.lines.WRITE_IN, "no", result.output);
+      assert.throws(() => Deno.lstatSync(`${layout.w}/sub/inside.txt`), Deno.errors.NotFound);
+      assert.equal(result.lines.WRITE_OUT, "no", result.output);
+      assert.equal(result.lines.SECRET, "", result.output);
+      assert.equal(result.lines.NET, "no", result.output);
+      assert.equal(result.sandboxType, "linuxSeccomp");
+    },
+  });
+
+  Deno.test({
+    name:
+      `--network-access gives confined processes the network, still without writes outside the writable root${t.skip} [${t.layer}]`,
+    ignore: !t.availability.ok,
+    async fn() {
+      using layout = makeLayout();
+      await using listener = loopbackListener();
+      await using server = await startOn({
+        args: [...CEILING_ARGS(layout), "--network-access"],
+      });
+      const client = server.stdio;
+      const result = await runProbe(client, layout, listener.port, { tty: false });
+      assert.equal(result.lines.NET, "ok", result.output);
+      assert.equal(result.lines.WRITE_OUT, "no", result.output);
+      assert.equal(result.lines.SECRET, "", result.output);
+    },
+  });
+
+  Deno.test({
+    name:
+      `--sandbox workspace-write refuses fs writes outside the writable roots and reads of denied paths with the typed permission error${t.skip} [${t.layer}]`,
+    ignore: !t.availability.ok,
+    async fn() {
+      using layout = makeLayout();
+      Deno.writeTextFileSync(`${layout.o}/existing.txt`, "old\n");
+      await using server = await startOn({ args: CEILING_ARGS(layout) });
+      const client = server.stdio;
+      const uri = (path: string) => uriFromPath(path);
+      const copy = (from: string, to: string) => ({
+        sourcePath: uri(from),
+        destinationPath: uri(to),
+        recursive: false,
+      });
+      for (const sandbox of [undefined, WIDER["a disabled sandbox"]!.sandbox]) {
+        const extra = sandbox ? { sandbox } : {};
+        // Inside the writable root: allowed.
+        const inside = await call(client, "fs/writeFile", {
+          path: uri(`${layout.w}/a.txt`),
+          dataBase64: DATA,
+          ...extra,
+        });
+        assert.deepEqual(inside.result, {}, JSON.stringify(inside));
+        assert.equal(Deno.readTextFileSync(`${layout.w}/a.txt`), "data\n");
+        // Writes outside the writable root, reads of the denied path: [method, params, permission, what].
+        const refused: [string, Json, "read" | "write", string][] = [
+          [
+            "fs/writeFile",
+            { path: uri(`${layout.o}/new.txt`), dataBase64: DATA },
+            "write",
+            "outside",
+          ],
+          ["fs/createDirectory", { path: uri(`${layout.o}/dir`) }, "write", "outside"],
+          ["fs/remove", { path: uri(`${layout.o}/existing.txt`) }, "write", "outside"],
+          ["fs/copy", copy(`${layout.w}/a.txt`, `${layout.o}/copy.txt`), "write", "to outside"],
+          [
+            "fs/open",
+            { handleId: "w", path: uri(`${layout.o}/opened.txt`), mode: "replace" },
+            "write",
+            "replace outside",
+          ],
+          [
+            "fs/writeFile",
+            { path: uri(`/tmp/confine-${crypto.randomUUID()}`), dataBase64: DATA },
+            "write",
+            "to the host's /tmp",
+          ],
+          ["fs/readFile", { path: uri(`${layout.s}/secret.txt`) }, "read", "of the denied file"],
+          ["fs/readDirectory", { path: uri(layout.s) }, "read", "of the denied directory"],
+          [
+            "fs/copy",
+            copy(`${layout.s}/secret.txt`, `${layout.w}/stolen.txt`),
+            "read",
+            "of secret",
+          ],
+          [
+            "fs/open",
+            { handleId: "r", path: uri(`${layout.s}/secret.txt`) },
+            "read",
+            "of the denied file",
+          ],
+        ];
+        for (const [method, params, permission, what] of refused) {
+          const response = await call(client, method, { ...params, ...extra });
+          assertPermissionDenied(response, permission, `${method} ${what}`);
+        }
+        // A walk above the denied directory leaves out what it holds.
+        const walked = await call(client, "fs/walk", {
+          path: uri(layout.base),
+          options: {
+            maxDepth: 5,
+            maxDirectories: 100,
+            maxEntries: 1000,
+            followDirectorySymlinks: false,
+          },
+          ...extra,
+        });
+        const listed = ((walked.result as Json).entries as { path: string }[]).map((e) => e.path);
+        assert.ok(listed.includes(uri(layout.s)), JSON.stringify(walked));
+        assert.ok(!listed.includes(uri(`${layout.s}/secret.txt`)), JSON.stringify(walked));
+        // Reads elsewhere: allowed.
+        const read = await call(client, "fs/readFile", {
+          path: uri(`${layout.o}/existing.txt`),
+          ...extra,
+        });
+        assert.equal(read.result && atob((read.result as Json).dataBase64 as string), "old\n");
+      }
+      assert.deepEqual([...Deno.readDirSync(layout.o)].map((e) => e.name), ["existing.txt"]);
+      assert.throws(() => Deno.lstatSync(`${layout.w}/stolen.txt`), Deno.errors.NotFound);
+    },
+  });
+
+  Deno.test({
+    name: `--sandbox denies processes the server's token file automatically${t.skip} [${t.layer}]`,
+    ignore: !t.availability.ok,
+    async fn() {
+      using layout = makeLayout();
+      const tokenFile = `${layout.base}/token`;
+      const token = `token-${crypto.randomUUID()}`;
+      Deno.writeTextFileSync(tokenFile, token);
+      await using server = await startOn({
+        args: [
+          ...CEILING_ARGS(layout),
+          "--ws-auth",
+          "capability-token",
+          "--ws-token-file",
+          tokenFile,
+        ],
+      });
+      const client = server.stdio;
+      const output = await runShell(client, "token", `cat '${tokenFile}'; echo DONE`, layout.w);
+      assert.match(output, /DONE/);
+      assert.ok(!output.includes(token), `the token file was readable: ${output}`);
+      assertPermissionDenied(
+        await call(client, "fs/readFile", { path: uriFromPath(tokenFile) }),
+        "read",
+        "fs/readFile of the token file",
+      );
+    },
+  });
+
+  Deno.test({
+    name:
+      `environmentInfo.capabilities and protocol/describe say what the server's sandbox enforces${t.skip} [${t.layer}]`,
+    ignore: !t.availability.ok,
+    async fn() {
+      using layout = makeLayout();
+      await using server = await startOn({ args: CEILING_ARGS(layout) });
+      const client = server.stdio;
+      const info = await client.request(1, "environment/info", {});
+      const caps = (info.result as Json).capabilities as Json;
+      assert.equal(caps.serverSandbox, true);
+      const described = await client.request(2, "protocol/describe", {});
+      const sandbox = (described.result as Json).sandbox as Json;
+      assert.equal(sandbox.mode, "workspace-write");
+      assert.deepEqual(sandbox.writableRoots, [uriFromPath(layout.w)]);
+      assert.ok((sandbox.denyRead as string[]).includes(uriFromPath(layout.s)));
+      assert.equal(sandbox.networkAccess, false);
+      assert.equal(sandbox.privateTmp, true);
+    },
+  });
+
+  for (const tty of [false, true]) {
+    Deno.test({
+      name: `a confined ${tty ? "tty" : "pipe"} process has no capabilities${
+        t.traits.pidNamespace ? ", its own PID namespace," : ""
+      } and dies when the server is killed${t.skip} [${t.layer}]`,
+      ignore: !t.availability.ok,
+      async fn() {
+        using layout = makeLayout();
+        const marker = `confine-survivor-${crypto.randomUUID()}`;
+        await using server = await startOn({ args: CEILING_ARGS(layout) });
+        const client = server.stdio;
+        const start = await client.request(1, "process/start", {
+          processId: "inside",
+          argv: [
+            "/bin/bash",
+            "-c",
+            `grep CapEff /proc/self/status; echo "PROCS=$(ls /proc | grep -c '^[0-9]')"; ` +
+            `echo READY; exec -a ${marker} sleep 300`,
+          ],
+          cwd: uriFromPath(layout.w),
+          env: { PATH: "/usr/bin:/bin" },
+          tty,
+        });
+        assert.ok(start.result, JSON.stringify(start));
+        const stream = tty ? "pty" : "stdout";
+        const text = () => client.log.outputText("inside", stream);
+        await client.log.waitUntil(() => /READY\r?\n/.test(text()), "READY");
+        const output = text();
+        assert.match(output, /CapEff:\s+0+\r?\n/, output);
+        const procs = Number(/PROCS=(\d+)/.exec(output)?.[1]);
+        if (t.traits.freshProc) {
+          assert.ok(procs > 0 && procs < 10, `the process sees ${procs} processes: ${output}`);
+        }
+        // The sleep's own command line is "<marker> 300" (the sandbox's holds "<marker> sleep 300").
+        const survivor = `${marker} 300`;
+        assert.ok(
+          await eventually(() => pidsMatching(survivor).length === 1),
+          "no sleep is running",
+        );
+        server.kill("SIGKILL");
+        await server.status;
+        assert.ok(
+          await eventually(() => pidsMatching(survivor).length === 0),
+          "the confined process survived the server",
+        );
+      },
+    });
+  }
+
+  Deno.test({
+    name:
+      `without --sandbox, a client's own sandbox hides the server's token file from processes and fs calls${t.skip} [${t.layer}]`,
+    ignore: !t.availability.ok,
+    async fn() {
+      using layout = makeLayout();
+      const tokenFile = `${layout.w}/token`;
+      const token = `token-${crypto.randomUUID()}`;
+      Deno.writeTextFileSync(tokenFile, token);
+      await using server = await startOn({
+        args: ["--ws-auth", "capability-token", "--ws-token-file", tokenFile],
+      });
+      const client = server.stdio;
+      // A workspace-write sandbox with the network, the token file inside the workspace: no token.
+      const sandbox = managed("enabled", [
+        { path: ROOT, access: "read" },
+        { path: { type: "path", path: uriFromPath(layout.w) }, access: "write" },
+      ]);
+      const output = await runShell(
+        client,
+        "token",
+        `cat '${tokenFile}'; echo DONE`,
+        layout.w,
+        sandbox,
+      );
+      assert.match(output, /DONE/);
+      assert.ok(!output.includes(token), `the token file was readable: ${output}`);
+      const read = await call(client, "fs/readFile", { path: uriFromPath(tokenFile), sandbox });
+      assert.equal((read.error as Json | undefined)?.code, -32600, JSON.stringify(read));
+      // Without a sandbox of its own the client is the server's owner: it may read the file.
+      const own = await call(client, "fs/readFile", { path: uriFromPath(tokenFile) });
+      assert.ok(own.result, JSON.stringify(own));
+    },
+  });
+
+  // ---------------------------------------------------------------------------
+  // The intersection of the ceiling and a client's plan, in-process.
+
+  Deno.test({
+    name:
+      `a confined process refused a write outside the writable roots reports sandboxDenied${t.skip} [${t.layer}]`,
+    ignore: !t.availability.ok,
+    async fn() {
+      using layout = makeLayout();
+      await using server = await startOn({ args: CEILING_ARGS(layout) });
+      const client = server.stdio;
+      for (const [processId, target] of [["out", layout.o], ["in", `${layout.w}/sub`]] as const) {
+        const start = await client.request(`start-${processId}`, "process/start", {
+          processId,
+          argv: ["/bin/sh", "-c", `echo x > '${target}/file'`],
+          cwd: uriFromPath(layout.w),
+          env: { PATH: "/usr/bin:/bin" },
+          tty: false,
+        });
+        assert.equal((start.result as Json).sandboxType, "linuxSeccomp");
+      }
+      const exited = async (processId: string) => {
+        const events = await client.log.processClosed(processId);
+        return events.find((m) => m.method === "process/exited")!.params as Json;
+      };
+      const outside = await exited("out");
+      assert.notEqual(outside.exitCode, 0);
+      assert.equal(outside.sandboxDenied, true);
+      const inside = await exited("in");
+      assert.equal(inside.exitCode, 0);
+      assert.equal(inside.sandboxDenied, false);
+    },
+  });
+
+  Deno.test({
+    name: `a confined process gets an empty private /tmp of PRIVATE_TMP_BYTES${
+      t.skip ||
+      (t.layer === "landlock"
+        ? " (ignored: Landlock cannot mount a /tmp; the host's is denied and TMPDIR names a private directory, tested elsewhere)"
+        : "")
+    } [${t.layer}]`,
+    ignore: !t.availability.ok || t.layer === "landlock",
+    async fn() {
+      using layout = makeLayout();
+      await using server = await startOn({ args: CEILING_ARGS(layout) });
+      const client = server.stdio;
+      const script =
+        'echo "SIZE=$(df -B1 --output=size /tmp | tail -1)"; echo "ENTRIES=$(ls -A /tmp | wc -l)"';
+      const output = await runShell(client, "tmp", script, layout.w);
+      assert.equal(Number(/SIZE=\s*(\d+)/.exec(output)?.[1]), PRIVATE_TMP_BYTES, output);
+      assert.match(output, /ENTRIES=0\n/, output);
+    },
+  });
+
+  Deno.test({
+    name:
+      `a --writable-root inside a --deny-read directory stays writable, and the rest of it denied${t.skip} [${t.layer}]`,
+    ignore: !t.availability.ok,
+    async fn() {
+      using layout = makeLayout();
+      // Deny the whole base (w, o, s live in it), re-expose w.
+      const args = [
+        "--sandbox",
+        "workspace-write",
+        "--writable-root",
+        layout.w,
+        "--deny-read",
+        layout.base,
+      ];
+      await using listener = loopbackListener();
+      await using server = await startOn({ args });
+      const client = server.stdio;
+      const result = await runProbe(client, layout, listener.port, { tty: false });
+      assertConfined(result, layout, listener.accepted());
+      Deno.writeTextFileSync(`${layout.o}/existing.txt`, "old\n");
+      const uri = (path: string) => uriFromPath(path);
+      const inside = await call(client, "fs/writeFile", {
+        path: uri(`${layout.w}/b.txt`),
+        dataBase64: DATA,
+      });
+      assert.deepEqual(inside.result, {}, JSON.stringify(inside));
+      const back = await call(client, "fs/readFile", { path: uri(`${layout.w}/b.txt`) });
+      assert.ok(back.result, JSON.stringify(back));
+      assertPermissionDenied(
+        await call(client, "fs/readFile", { path: uri(`${layout.o}/existing.txt`) }),
+        "read",
+        "fs/readFile beside the re-exposed root",
+      );
+      assertPermissionDenied(
+        await call(client, "fs/readDirectory", { path: uri(layout.base) }),
+        "read",
+        "fs/readDirectory of the denied directory",
+      );
+    },
+  });
+
+  Deno.test({
+    name:
+      `--sandbox read-only refuses every write of processes and fs calls, with a private /tmp still writable${t.skip} [${t.layer}]`,
+    ignore: !t.availability.ok,
+    async fn() {
+      using layout = makeLayout();
+      await using server = await startOn({ args: ["--sandbox", "read-only"] });
+      const client = server.stdio;
+      const output = await runShell(
+        client,
+        "ro",
+        `echo x > '${layout.w}/f' || echo REFUSED; echo y > "\${TMPDIR:-/tmp}/f" && echo TMP=ok; cat '${layout.s}/secret.txt'`,
+        layout.w,
+      );
+      assert.match(output, /REFUSED/, output);
+      assert.match(output, /TMP=ok/, output);
+      assert.ok(
+        output.includes(layout.secret),
+        `reads are not restricted without --deny-read: ${output}`,
+      );
+      assert.throws(() => Deno.lstatSync(`${layout.w}/f`), Deno.errors.NotFound);
+      assertPermissionDenied(
+        await call(client, "fs/writeFile", {
+          path: uriFromPath(`${layout.w}/g`),
+          dataBase64: DATA,
+        }),
+        "write",
+        "fs/writeFile under read-only",
+      );
+    },
+  });
+}

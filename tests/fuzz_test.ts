@@ -59,7 +59,7 @@ function fuzzPermissions(dir: string): string[] {
   ];
 }
 
-/** Statistics of one run, printed for the README. */
+/** Statistics of one run, printed for docs/contributing/testing.md (Suites). */
 interface FuzzStats {
   transport: string;
   messages: number;

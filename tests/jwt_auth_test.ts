@@ -139,7 +139,7 @@ Deno.test({
   },
 });
 
-/** How many matrix tokens `jose`'s `jwtVerify` answers unlike the reference (README, Authentication). */
+/** How many matrix tokens `jose`'s `jwtVerify` answers unlike the reference (docs/guide/configuration.md, Authentication). */
 const JOSE_DIFFERENCES = 52;
 
 Deno.test(`signed-bearer-token: jose's jwtVerify answers ${JOSE_DIFFERENCES} matrix tokens unlike the reference (why the verifier is written here)`, async () => {

@@ -3,7 +3,7 @@
  * connections, against one WebSocket server on 127.0.0.1. Every process's
  * output and exit code is checked, every connection must be served, and
  * afterwards the server has no child left and no more open descriptors than
- * before. The figures (wall time, peak RSS) are printed for the README.
+ * before. The figures (wall time, peak RSS) are printed for docs/contributing/testing.md (Suites).
  *
  * CI runs 250 processes (5 per connection); `EXEC_SERVER_LONG_TESTS=1` runs
  * the full 1 000 (`deno task test:load`). The 10-minute soak is

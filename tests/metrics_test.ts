@@ -11,6 +11,9 @@ import { readUntilClosed, tokenAuth } from "./helpers/observe.ts";
 import { InProcessServer } from "./helpers/in_process_server.ts";
 import { call, sh, startProcess } from "./helpers/rpc.ts";
 import { handshake } from "./helpers/server_harness.ts";
+import { sandboxValue } from "./helpers/attack.ts";
+import { TEST_LAYERS, withLayer } from "./helpers/sandbox_layers.ts";
+import { onAudit } from "../lib/server/observe/audit.ts";
 
 const TOKEN = "metrics-token-0123456789";
 
@@ -96,3 +99,40 @@ Deno.test("/metrics: gauges follow the live connections, sessions and processes;
   );
   await call(client, "process/terminate", { processId: "sleeper" });
 });
+
+for (const t of TEST_LAYERS) {
+  Deno.test({
+    name:
+      `/metrics counts sandboxed starts by layer, and the process.start audit event names the layer${t.skip} [${t.layer}]`,
+    ignore: !t.availability.ok,
+    fn: () =>
+      withLayer(t.layer, async () => {
+        await using server = await InProcessServer.websocket();
+        const scrape = async () => await (await fetch(`${httpOf(server)}/metrics`)).text();
+        const series = `exec_server_sandboxed_processes_started_total{layer="${t.layer}"}`;
+        const before = sample(await scrape(), series) ?? 0;
+        const events: { sandboxLayer: string | null }[] = [];
+        const stop = onAudit((event) => {
+          if (event.event === "process.start") events.push(event.fields);
+        });
+        try {
+          await using client = await server.connect();
+          await handshake(client);
+          const sandbox = sandboxValue(["/var/tmp"], "restricted");
+          await startProcess(client, "boxed", sh("true"), { sandbox });
+          await startProcess(client, "plain", sh("true"));
+          await readUntilClosed(client, "boxed");
+          await readUntilClosed(client, "plain");
+        } finally {
+          stop();
+        }
+        const text = await scrape();
+        assert.ok(
+          text.includes("# TYPE exec_server_sandboxed_processes_started_total counter\n"),
+          text,
+        );
+        assert.equal(sample(text, series), before + 1, text);
+        assert.deepEqual(events.map((fields) => fields.sandboxLayer), [t.layer, null]);
+      }),
+  });
+}

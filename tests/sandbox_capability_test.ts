@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
-import { sandboxAvailable } from "../lib/server/sandbox/availability.ts";
+import { probeSandbox } from "../lib/server/sandbox/availability.ts";
 
-const availability = sandboxAvailable();
+const availability = probeSandbox({ layer: "bubblewrap" });
 const AVAILABILITY = new URL("../lib/server/sandbox/availability.ts", import.meta.url).href;
 
 /**
@@ -25,7 +25,7 @@ Deno.test({
     (availability.ok ? "" : ` (ignored: ${availability.reason})`),
   ignore: !availability.ok,
   fn: async () => {
-    const bwrap = availability.ok ? availability.bwrap : "";
+    const bwrap = availability.ok && availability.layer !== "landlock" ? availability.bwrap : "";
     const dir = await Deno.makeTempDir({ prefix: "capability-" });
     try {
       // A `bwrap` file ahead of the real one, which a scoped --allow-run does not cover.

@@ -33,6 +33,7 @@ const IN_PROCESS_FLAGS = {
     "writable-root",
     "deny-read",
     "network-access",
+    "sandbox-layer",
     "process-namespace",
     "process-retention",
   ]),

@@ -7,13 +7,14 @@
  */
 
 import { sandboxAvailable } from "../server/sandbox/availability.ts";
+import { setSandboxLayerChoice } from "../server/sandbox/layer.ts";
 import { confines, type ServerSandbox, serverSandbox } from "../server/sandbox/server_policy.ts";
 import type { ServerFlags } from "./server_flags.ts";
 
 /** The flags the sandbox is made of. */
 export type SandboxFlags = Pick<
   ServerFlags,
-  "sandbox" | "writable-root" | "deny-read" | "network-access"
+  "sandbox" | "writable-root" | "deny-read" | "network-access" | "sandbox-layer"
 >;
 
 /**
@@ -42,6 +43,7 @@ export function sandboxFromFlags(
   secretFiles: string[],
   fail: (message: string, code: 1 | 2) => never,
 ): ServerSandbox {
+  setSandboxLayerChoice(flags["sandbox-layer"]);
   let sandbox: ServerSandbox;
   try {
     sandbox = serverSandbox({

@@ -10,6 +10,7 @@ import { VERSION } from "../server/session/environment.ts";
 import { LOG_FORMATS } from "../server/host/log.ts";
 import { DEFAULT_MAX_CONNECTIONS } from "../server/listen/connection_limit.ts";
 import { SANDBOX_MODES } from "../server/sandbox/server_policy.ts";
+import { SANDBOX_LAYER_CHOICES } from "../server/sandbox/layer.ts";
 import {
   defineFlags,
   FlagError,
@@ -207,6 +208,15 @@ export const SERVER_FLAGS = defineFlags({
   "network-access": {
     kind: "boolean",
     help: "with a confining --sandbox, let processes use the host's network",
+  },
+  "sandbox-layer": {
+    kind: "enum",
+    value: "LAYER",
+    choices: SANDBOX_LAYER_CHOICES,
+    default: "auto",
+    help: "what enforces sandboxes: auto (the first that works: bubblewrap, then\n" +
+      "bubblewrap-no-proc where /proc cannot be mounted, then landlock where user\n" +
+      "namespaces are denied), or one of them (docs/guide/sandbox.md)",
   },
   "process-namespace": {
     kind: "boolean",

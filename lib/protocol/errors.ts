@@ -44,6 +44,11 @@ export const ERROR_KINDS = {
     description:
       "process/start: any other spawn failure (bad argv, no sandbox, no pseudo-terminal).",
   },
+  sandboxUnavailable: {
+    codes: [ErrorCode.InternalError],
+    description:
+      "process/start: no sandbox layer can enforce the request's sandbox here; the message names what each layer misses (user namespaces for bubblewrap, a Landlock ABI for landlock, ...).",
+  },
   permissionDenied: {
     codes: [ErrorCode.InvalidRequest],
     description:

@@ -26,12 +26,13 @@ export const PYTHON3 = ["/usr/bin/python3", "/usr/local/bin/python3"].find((path
   }
 });
 
-/** Why a sandbox attack test is skipped, or `""`. */
-export const SANDBOX_SKIP = !SANDBOX.ok
-  ? ` (skipped: ${SANDBOX.reason})`
-  : PYTHON3 === undefined
+/** Why an attack that needs python3 is skipped, or `""`. */
+export const PYTHON_SKIP = PYTHON3 === undefined
   ? " (skipped: no python3 in /usr/bin or /usr/local/bin)"
   : "";
+
+/** Why a sandbox attack test is skipped, or `""`. */
+export const SANDBOX_SKIP = !SANDBOX.ok ? ` (skipped: ${SANDBOX.reason})` : PYTHON_SKIP;
 
 /**
  * A Codex `sandbox` value: the whole file system readable, `writable`

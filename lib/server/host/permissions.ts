@@ -228,7 +228,7 @@ export function mayRead(path: string): boolean {
  * or `--allow-write` but which cannot open files on checked descriptors
  * (no `--allow-ffi`): Deno opens by path only, so between the permission
  * check and the use a local process with write access inside the scope can
- * swap a link in (README, threat model). `undefined` when the scope is
+ * swap a link in (docs/security.md, threat model). `undefined` when the scope is
  * race-free: either unscoped or resolved on descriptors.
  *
  * @example A server with every permission needs no warning

@@ -32,6 +32,7 @@ export interface AuditFields {
     cwd: string;
     tty: boolean;
     sandboxType: string;
+    sandboxLayer: string | null;
     envNames: readonly string[];
   };
   /** A process exited. `signal` names the signal that ended it, if one did. */

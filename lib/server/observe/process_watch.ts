@@ -35,7 +35,7 @@ export class ProcessWatch {
    * import { ProcessWatch } from "./process_watch.ts";
    * const watch = new ProcessWatch({
    *   session: "s", processId: "p", argv: ["true"], cwd: "/", tty: false,
-   *   sandboxType: "none", envNames: [],
+   *   sandboxType: "none", sandboxLayer: null, envNames: [],
    * });
    * watch.output(5);
    * watch.exited(0, null);

@@ -7,6 +7,7 @@
  * | --- | --- | --- |
  * | `exec_server_processes_running` | gauge | processes started and not yet exited |
  * | `exec_server_processes_started_total` | counter | successful `process/start` |
+ * | `exec_server_sandboxed_processes_started_total{layer}` | counter | of those, sandboxed ones, by the layer that enforces them |
  * | `exec_server_connections` | gauge | open protocol WebSocket connections (not console feeds) |
  * | `exec_server_sessions` | gauge | sessions, attached or waiting for a resume |
  * | `exec_server_output_bytes_total` | counter | bytes of process output (stdout, stderr, pty) |
@@ -27,6 +28,14 @@ export const PROCESSES_STARTED: Counter = new Counter(
   "exec_server_processes_started_total",
   "Processes started.",
 );
+/** Sandboxed processes started, by layer (`bubblewrap`, `bubblewrap-no-proc`, `landlock`). */
+export const SANDBOXED_STARTED: Counter = new Counter(
+  "exec_server_sandboxed_processes_started_total",
+  "Sandboxed processes started, by the sandbox layer that enforces them.",
+);
+/** The labels of each layer's series, made once (the counter keys series by labels object). */
+const LAYER_LABELS = new Map<string, { layer: string }>();
+
 /** Bytes of output of every process. */
 export const OUTPUT_BYTES: Counter = new Counter(
   "exec_server_output_bytes_total",
@@ -71,10 +80,18 @@ export const PERMISSION_DENIED: Counter = new Counter(
   "Requests refused by the server's permissions or sandbox.",
 );
 
-onAudit(({ event }) => {
+onAudit(({ event, fields }) => {
   if (event === "auth.refused") AUTH_REFUSED.inc();
   else if (event === "permission.denied") PERMISSION_DENIED.inc();
-  else if (event === "process.start") PROCESSES_STARTED.inc();
+  else if (event === "process.start") {
+    PROCESSES_STARTED.inc();
+    const layer = fields.sandboxLayer;
+    if (layer !== null) {
+      let labels = LAYER_LABELS.get(layer);
+      if (labels === undefined) LAYER_LABELS.set(layer, labels = { layer });
+      SANDBOXED_STARTED.inc(1, labels);
+    }
+  }
 });
 
 /** What one server's gauges read. */
@@ -108,6 +125,7 @@ export function metricsText(state: ServerState): string {
       state.processesRunning,
     ),
     PROCESSES_STARTED,
+    SANDBOXED_STARTED,
     new Gauge(
       "exec_server_connections",
       "Open protocol WebSocket connections (console feeds not counted).",

@@ -41,6 +41,11 @@ export interface ProcessDescription {
   readonly tty: boolean;
   /** The sandbox it runs in (`none`, or the platform's sandbox type). */
   readonly sandboxType: string;
+  /**
+   * The sandbox layer that enforces it (`bubblewrap`, `bubblewrap-no-proc`,
+   * `landlock`), `null` when nothing wraps it.
+   */
+  readonly sandboxLayer: string | null;
   /** The names of the environment variables the client set (never their values). */
   readonly envNames: readonly string[];
 }

@@ -30,7 +30,7 @@ export interface StartPlan {
   readonly arg0?: string;
   /** Working directory (native absolute path). */
   readonly cwd: string;
-  /** The child's complete environment. */
+  /** The child's complete environment (the sandbox launcher's, when it has its own). */
   readonly env: Record<string, string>;
   /** Initial terminal size (extension `processResize`). */
   readonly size?: { rows: number; cols: number };
@@ -96,7 +96,12 @@ export function planStart(
     ? program
     : resolveProgram(program, cwd, env.PATH ?? Deno.env.get("PATH"));
   // Sandboxed: the command runs under bubblewrap (launch.argv), which applies arg0.
-  const launch = sandbox && launchSandboxed(sandbox, params.argv, { cwd, env, arg0: params.arg0 });
+  const launch = sandbox && launchSandboxed(sandbox, params.argv, {
+    cwd,
+    env,
+    arg0: params.arg0,
+    program: wrapsSandbox ? resolved : undefined,
+  });
   const wrapped = launch?.wrapped === true;
   // --process-namespace: bubblewrap runs the checked program in its own PID namespace.
   const argv = wrapped
@@ -110,7 +115,7 @@ export function planStart(
     argv,
     arg0: wrapped || namespaced ? undefined : params.arg0,
     cwd,
-    env,
+    env: launch?.env ?? env,
     size,
     pipeStdin: params.pipeStdin ?? false,
     block,

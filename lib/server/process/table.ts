@@ -198,6 +198,7 @@ export class ProcessTable {
       cwd: plan.cwd,
       tty: plan.tty,
       sandboxType: plan.sandboxType,
+      sandboxLayer: plan.sandbox?.layer ?? null,
       envNames: Object.keys(params.env),
     });
     this.#processes.set(params.processId, proc);

@@ -7,7 +7,8 @@
  * - the file system is the host's, read-only, with the policy's writable
  *   roots bound read-write and its read-only and denied paths layered on top
  *   (see {@linkcode planSandbox}); `/dev` is a minimal device tree, `/proc` a
- *   fresh one whose `sys` and `sysrq-trigger` stay read-only;
+ *   fresh one whose `sys` and `sysrq-trigger` stay read-only (or, where the
+ *   kernel refuses to mount one, the host's, read-only: {@linkcode NO_PROC_FLAGS});
  * - its own user (all capabilities dropped), mount, PID and IPC namespaces,
  *   and with network `restricted` its own network namespace (loopback only)
  *   plus a seccomp filter that fails socket calls with `EPERM`
@@ -48,8 +49,24 @@ export const SHIM_SHELL = "/bin/sh";
 /** Flags every sandbox gets. */
 export const COMMON_FLAGS = ["--die-with-parent", "--unshare-user", "--cap-drop", "ALL"];
 
+/**
+ * What replaces `--proc /proc` where the kernel refuses a fresh `/proc` (layer
+ * `bubblewrap-no-proc`): this host's `/proc`, bound read-only. The sandbox
+ * then sees the host's processes (as the reference's does there) but cannot
+ * write to any of `/proc`; its own processes still live in their own PID
+ * namespace, and `/proc/self` names them.
+ */
+export const NO_PROC_FLAGS: readonly string[] = ["--ro-bind", "/proc", "/proc"];
+
 /** Options for {@linkcode bwrapArgs}. */
 export interface BwrapArgsOptions {
+  /**
+   * Mount a fresh `/proc` (layer `bubblewrap`); `false` binds the host's
+   * read-only instead ({@linkcode NO_PROC_FLAGS}, layer `bubblewrap-no-proc`).
+   *
+   * @default {true}
+   */
+  proc?: boolean;
   /** Working directory of the command (native absolute path). */
   cwd: string;
   /** The command's complete environment. */
@@ -111,9 +128,13 @@ export function bwrapArgs(plan: SandboxPlan, argv: string[], options: BwrapArgsO
   if (filters !== undefined && accessAt(plan, filters) === "write") {
     args.push("--ro-bind", filters, filters);
   }
-  if (plan.isolation === "filesystem") {
+  if (plan.isolation === "filesystem" && options.proc === false) {
+    args.push(...NO_PROC_FLAGS);
+  } else if (plan.isolation === "filesystem") {
     args.push("--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys");
     args.push("--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger");
+  }
+  if (plan.isolation === "filesystem") {
     for (const path of remount.reverse()) args.push("--remount-ro", path);
   }
   args.push("--seccomp", "3");

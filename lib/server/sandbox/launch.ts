@@ -1,13 +1,23 @@
 /**
- * Launching a sandboxed command: the command line that runs it under
- * bubblewrap with its seccomp filter, and the clean-up once it exited.
+ * Launching a sandboxed command on the layer the probe chose (`layer.ts`):
+ * the command line that runs it under bubblewrap with its seccomp filter, or
+ * under the Landlock launcher, and the clean-up once it exited.
  *
  * @module
  */
 
-import { ErrorCode, invalidParams, RpcError } from "../../protocol/errors.ts";
-import { type SandboxAvailability, sandboxAvailable } from "./availability.ts";
+import { invalidParams, kindError } from "../../protocol/errors.ts";
+import { statOrNull } from "../host/stat.ts";
+import {
+  type BubblewrapAvailability,
+  type LandlockAvailability,
+  type SandboxAvailability,
+  sandboxAvailable,
+} from "./availability.ts";
 import { bwrapArgs, SECCOMP_SHIM, SHIM_SHELL } from "./bubblewrap.ts";
+import { landlockRules, landlockSpec } from "./landlock.ts";
+import { launcherArgs, launcherCommand, launcherEnv } from "./landlock_exec.ts";
+import type { SandboxLayer } from "./layer.ts";
 import {
   acquireSyntheticMountPoints,
   releaseSyntheticMountPoints,
@@ -26,7 +36,13 @@ export interface SandboxLaunchOptions {
   /** What the command sees as `argv[0]` (needs bubblewrap's `--argv0`). */
   arg0?: string | null;
   /**
-   * Whether bubblewrap works.
+   * The executable, resolved and checked against `--allow-run`.
+   *
+   * @default {`argv[0]`, looked up on the environment's `PATH` inside the sandbox}
+   */
+  program?: string;
+  /**
+   * Whether sandboxing works, and on which layer.
    *
    * @default {sandboxAvailable()}
    */
@@ -36,13 +52,20 @@ export interface SandboxLaunchOptions {
 /** What to spawn for a sandboxed command. */
 export interface SandboxLaunch {
   /**
-   * `true` when {@linkcode argv} wraps the command in bubblewrap: spawn it
+   * `true` when {@linkcode argv} wraps the command in a sandbox: spawn it
    * without `arg0` (the sandbox applies it). `false` when the plan restricts
    * nothing: spawn the command as usual.
    */
   readonly wrapped: boolean;
+  /** The layer that enforces the sandbox (when wrapped). */
+  readonly layer?: SandboxLayer;
   /** The argv to spawn; `argv[0]` is an absolute path when wrapped. */
   readonly argv: string[];
+  /**
+   * The environment to spawn {@linkcode argv} with, when it is not the
+   * command's (the Landlock launcher's own; the command's travels in its arguments).
+   */
+  readonly env?: Record<string, string>;
   /** Removes what the sandbox left on the host (synthetic mount points); idempotent. */
   release(): void;
 }
@@ -55,9 +78,9 @@ export interface SandboxLaunch {
  * @param plan The request's plan.
  * @param argv The requested command.
  * @param options Working directory, environment, `arg0`.
- * @throws {RpcError} `-32603` (`data.kind: "spawnFailed"`) when sandboxing is
- * unavailable, naming the cause; `-32602` for an `arg0` this bubblewrap
- * cannot set.
+ * @throws {RpcError} `-32603` (`data.kind: "sandboxUnavailable"`) when no
+ * layer can enforce the plan here, naming what each misses; `-32602` for an
+ * `arg0` this bubblewrap cannot set.
  */
 export function launchSandboxed(
   plan: SandboxPlan,
@@ -67,12 +90,42 @@ export function launchSandboxed(
   if (plan.isolation === "none") return { wrapped: false, argv: [...argv], release() {} };
   const availability = options.availability ?? sandboxAvailable();
   if (!availability.ok) {
-    throw new RpcError(
-      ErrorCode.InternalError,
+    throw kindError(
+      "sandboxUnavailable",
       `cannot start a sandboxed process: ${availability.reason}`,
-      { data: { kind: "spawnFailed" } },
     );
   }
+  if (availability.layer === "landlock") return launchLandlock(plan, argv, options, availability);
+  return launchBubblewrap(plan, argv, options, availability);
+}
+
+/** Holds what every layer holds while a sandbox runs: cover locks, mount points, the peer count. */
+function holdSandbox(plan: SandboxPlan, synthetic: readonly string[]): () => void {
+  // Before a mount point is created: no other server removes one next to it meanwhile.
+  const unhold = plan.isolation === "filesystem"
+    ? holdCoverDirectories(
+      plan.mounts.filter((mount) => mount.access !== "write").map((mount) => mount.path),
+    )
+    : () => {};
+  acquireSyntheticMountPoints(synthetic);
+  // A sandbox with network reaches the server's port: the listener checks such peers.
+  const untrack = plan.network === "enabled" ? trackNetworkSandbox() : () => {};
+  let released = false;
+  return () => {
+    if (released) return;
+    released = true;
+    untrack();
+    unhold();
+    releaseSyntheticMountPoints(synthetic);
+  };
+}
+
+function launchBubblewrap(
+  plan: SandboxPlan,
+  argv: string[],
+  options: SandboxLaunchOptions,
+  availability: BubblewrapAvailability,
+): SandboxLaunch {
   const arg0 = options.arg0;
   if (arg0 !== undefined && arg0 !== null && arg0 !== argv[0] && !availability.argv0) {
     throw invalidParams(
@@ -87,28 +140,78 @@ export function launchSandboxed(
   const directory = filterDirectory();
   const args = bwrapArgs(plan, argv, {
     ...options,
+    proc: availability.layer === "bubblewrap",
     filterDirectory: directory,
     deniedFile: directory === undefined ? undefined : `${directory}/denied`,
   });
-  // Before bubblewrap creates a mount point: no other server removes one next to it meanwhile.
-  const unhold = plan.isolation === "filesystem"
-    ? holdCoverDirectories(
-      plan.mounts.filter((mount) => mount.access !== "write").map((mount) => mount.path),
-    )
-    : () => {};
-  acquireSyntheticMountPoints(synthetic);
-  // A sandbox with network reaches the server's port: the listener checks such peers.
-  const untrack = plan.network === "enabled" ? trackNetworkSandbox() : () => {};
-  let released = false;
   return {
     wrapped: true,
+    layer: availability.layer,
     argv: [SHIM_SHELL, "-c", SECCOMP_SHIM, filter, availability.bwrap, ...args],
+    release: holdSandbox(plan, synthetic),
+  };
+}
+
+/**
+ * The Landlock layer: the launcher with the plan's rules. A private `/tmp`
+ * is a fresh directory under the host's `/tmp` (which is denied), named by
+ * `TMPDIR`, removed when the sandbox is released.
+ */
+function launchLandlock(
+  plan: SandboxPlan,
+  argv: string[],
+  options: SandboxLaunchOptions,
+  availability: LandlockAvailability,
+): SandboxLaunch {
+  // As bubblewrap: PWD names the working directory.
+  const env = { ...options.env };
+  if (statOrNull(options.cwd)?.isDirectory) env.PWD = options.cwd;
+  let privateTmp: string | undefined;
+  let effective = plan;
+  if (plan.privateTmp) {
+    privateTmp = Deno.realPathSync(
+      Deno.makeTempDirSync({ dir: "/tmp", prefix: "exec-server-sandbox-tmp-" }),
+    );
+    env.TMPDIR = privateTmp;
+    effective = {
+      ...plan,
+      mounts: [
+        { path: "/tmp", access: "deny", node: "directory" },
+        ...plan.mounts,
+        { path: privateTmp, access: "write", node: "directory" },
+      ],
+    };
+  }
+  const removeTmp = () => {
+    if (privateTmp === undefined) return;
+    try {
+      Deno.removeSync(privateTmp, { recursive: true });
+    } catch {
+      // Already gone.
+    }
+  };
+  let rules;
+  try {
+    rules = landlockRules(effective);
+  } catch (err) {
+    removeTmp();
+    throw kindError(
+      "sandboxUnavailable",
+      `cannot start a sandboxed process: ${(err as Error).message}`,
+    );
+  }
+  const spec = landlockSpec(rules, availability.abi, plan.network);
+  const seen = options.arg0 ?? argv[0]!;
+  const args = launcherArgs(spec, env, options.program ?? argv[0]!, [seen, ...argv.slice(1)]);
+  const release = holdSandbox(plan, []);
+  return {
+    wrapped: true,
+    layer: "landlock",
+    argv: [...launcherCommand(), ...args],
+    env: launcherEnv(),
     release() {
-      if (released) return;
-      released = true;
-      untrack();
-      unhold();
-      releaseSyntheticMountPoints(synthetic);
+      release();
+      removeTmp();
     },
   };
 }

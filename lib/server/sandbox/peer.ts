@@ -6,8 +6,11 @@
  * as a client, start unsandboxed processes. The WebSocket listener asks
  * {@linkcode isSandboxedPeer} before anything else: the peer's socket is
  * looked up in `/proc/net/tcp` (or `tcp6`) and every descendant of the
- * server that lives in another user namespace (every sandbox has its own)
- * is checked for holding it.
+ * server that is sandboxed is checked for holding it: one that lives in
+ * another user namespace (every bubblewrap sandbox has its own), or one
+ * with more seccomp filters than the server (a Landlock sandbox shares the
+ * server's namespaces; its launcher adds a filter, which its descendants
+ * inherit and cannot remove).
  *
  * The check costs nothing while no network-enabled sandbox is alive
  * ({@linkcode trackNetworkSandbox} counts them); while one is, it reads
@@ -110,6 +113,16 @@ function socketInode(peer: Endpoint, server: Endpoint): string | undefined {
   return undefined;
 }
 
+/** The `Seccomp_filters` count of a process (`/proc/<pid>/status`), if it can be read. */
+function seccompFilters(pid: string): number | undefined {
+  try {
+    const match = /^Seccomp_filters:\s*(\d+)$/m.exec(readProcText(`/proc/${pid}/status`));
+    return match === null ? undefined : Number(match[1]);
+  } catch {
+    return undefined;
+  }
+}
+
 function readLinkOrUndefined(path: string): string | undefined {
   try {
     return readLink(path);
@@ -134,9 +147,11 @@ export function isSandboxedPeer(peer: Endpoint, server: Endpoint): boolean {
     if (inode === undefined || inode === "0") return false;
     const wanted = `socket:[${inode}]`;
     const ownNamespace = readLink("/proc/self/ns/user");
+    const ownFilters = seccompFilters("self") ?? 0;
     for (const pid of descendantsOf(Deno.pid)) {
       const namespace = readLinkOrUndefined(`/proc/${pid}/ns/user`);
-      if (namespace === undefined || namespace === ownNamespace) continue;
+      if (namespace === undefined) continue;
+      if (namespace === ownNamespace && (seccompFilters(String(pid)) ?? 0) <= ownFilters) continue;
       let fds: string[];
       try {
         fds = listProc(`/proc/${pid}/fd`);

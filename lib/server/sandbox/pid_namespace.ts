@@ -45,10 +45,13 @@ export function inPidNamespace(
   arg0: string | null | undefined,
   availability: SandboxAvailability = sandboxAvailable(),
 ): string[] {
-  if (!availability.ok) {
+  if (!availability.ok || availability.layer === "landlock") {
+    const reason = availability.ok
+      ? "it needs bubblewrap, and the sandbox layer here is landlock (no user namespaces)"
+      : availability.reason;
     throw new RpcError(
       ErrorCode.InternalError,
-      `cannot start a process in its own PID namespace (--process-namespace): ${availability.reason}`,
+      `cannot start a process in its own PID namespace (--process-namespace): ${reason}`,
       { data: { kind: "spawnFailed" } },
     );
   }
