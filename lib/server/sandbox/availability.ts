@@ -154,7 +154,9 @@ function* probeSteps(
           if (procFailure !== undefined) {
             log(
               "warn",
-              `bubblewrap cannot mount a fresh /proc here (${procFailure}): sandboxed processes ` +
+              `bubblewrap cannot mount a fresh /proc here (${
+                procFailure.slice(Math.max(0, procFailure.indexOf("bwrap:")))
+              }): sandboxed processes ` +
                 "see this host's /proc, read-only (layer bubblewrap-no-proc)",
             );
           }

@@ -159,30 +159,32 @@ export function landlockExecMain(args: string[]): never {
     // Missing, or swapped for a link since the plan was made: no rule, less access.
     if (fd < 0) continue;
     let result = -1;
-    for (const allowed of [rights, rights & FILE_RIGHTS]) {
+    // A file takes only file rights (directory rights on it fail with EINVAL): retry with those.
+    for (const allowed of new Set([rights, rights & FILE_RIGHTS])) {
+      if ((allowed & spec.handled) === 0) continue;
       beneathView.setBigUint64(0, BigInt(allowed & spec.handled), true);
       beneathView.setInt32(8, fd, true);
       result = call(ADD_RULE, BigInt(ruleset), 1n, address(beneath), 0n);
-      // EINVAL: directory rights on what is now a file; retry with the file's.
-      if (result >= 0 || errno() !== 22) break;
+      if (result >= 0) break;
     }
     const failure = result < 0 ? errno() : 0;
     call(close, BigInt(fd));
-    if (failure !== 0) die(126, `cannot add the Landlock rule of ${path}: ${describe(failure)}`);
+    if (result < 0) die(126, `cannot add the Landlock rule of ${path}: ${describe(failure)}`);
   }
   // No capabilities, now or after execve (as bubblewrap's --cap-drop ALL): clear the ambient
-  // set, empty the bounding set (needs CAP_SETPCAP: a process without it has none to drop),
-  // then the effective, permitted and inheritable sets (capset, version 3 header).
+  // set, empty what of the bounding set can be emptied (it needs CAP_SETPCAP; without it,
+  // no_new_privs below keeps execve from granting more than the empty permitted set), then
+  // the effective, permitted and inheritable sets (capset, version 3 header). errno is not
+  // read after these calls: Deno's own system calls between two FFI calls may change it.
   const PR_CAP_AMBIENT = 47;
   const PR_CAP_AMBIENT_CLEAR_ALL = 4;
+  const PR_CAPBSET_READ = 23;
   const PR_CAPBSET_DROP = 24;
   lib.prctl(PR_CAP_AMBIENT, BigInt(PR_CAP_AMBIENT_CLEAR_ALL), 0n, 0n, 0n);
   for (let cap = 0; cap < 64; cap++) {
-    if (lib.prctl(PR_CAPBSET_DROP, BigInt(cap), 0n, 0n, 0n) !== 0) {
-      const code = errno();
-      if (code === 22) break; // Past the last capability.
-      if (code !== 1) die(126, `cannot drop capability ${cap}: ${describe(code)}`);
-    }
+    const held = lib.prctl(PR_CAPBSET_READ, BigInt(cap), 0n, 0n, 0n);
+    if (held < 0) break; // Past the last capability.
+    if (held === 1) lib.prctl(PR_CAPBSET_DROP, BigInt(cap), 0n, 0n, 0n);
   }
   const capHeader = new Uint8Array(8);
   new DataView(capHeader.buffer).setUint32(0, 0x20080522, true);
