@@ -10,7 +10,7 @@ import { TEST_LAYERS } from "./helpers/sandbox_layers.ts";
 import { bwrapArgs } from "../lib/server/sandbox/bubblewrap.ts";
 import { accessAt, intersectPlans, type SandboxPlan } from "../lib/server/sandbox/policy.ts";
 import { PRIVATE_TMP_BYTES } from "../lib/server/sandbox/server_policy.ts";
-import { uriFromPath } from "../lib/server/host/path_uri.ts";
+import { pathFromUri, uriFromPath } from "../lib/server/host/path_uri.ts";
 import { parseServerFlags, secretFiles } from "../lib/cli/server_flags.ts";
 import {
   eventually,
@@ -731,6 +731,44 @@ for (const t of TEST_LAYERS) {
       assert.equal(sandbox.privateTmp, true);
     },
   });
+
+  for (const mode of ["workspace-write", "read-only"] as const) {
+    Deno.test({
+      name:
+        `under --sandbox ${mode}, environmentInfo.tempDir is the sandbox's own temporary directory: processes and fs calls share it, and it goes with the server${t.skip} [${t.layer}]`,
+      ignore: !t.availability.ok,
+      async fn() {
+        using layout = makeLayout();
+        const args = mode === "read-only" ? ["--sandbox", "read-only"] : CEILING_ARGS(layout);
+        await using server = await startOn({ args });
+        const client = server.stdio;
+        const info = (await client.request(1, "environment/info", {})).result as Json;
+        const tempDir = pathFromUri(info.tempDir as string);
+        assert.notEqual(tempDir, "/tmp", "the host's /tmp is not the sandbox's");
+        assert.deepEqual(info.temporaryDirectories, [info.tempDir]);
+        assert.ok(Deno.statSync(tempDir).isDirectory);
+        const written = await call(client, "fs/writeFile", {
+          path: uriFromPath(`${tempDir}/from-fs`),
+          dataBase64: DATA,
+        });
+        assert.deepEqual(written.result, {}, JSON.stringify(written));
+        const output = await runShell(
+          client,
+          "tempdir",
+          `cat '${tempDir}/from-fs' && echo READ; echo p > '${tempDir}/from-process' && echo WROTE`,
+          mode === "read-only" ? tempDir : layout.w,
+        );
+        assert.match(output, /READ/, output);
+        assert.match(output, /WROTE/, output);
+        const back = await call(client, "fs/readFile", {
+          path: uriFromPath(`${tempDir}/from-process`),
+        });
+        assert.ok(back.result, JSON.stringify(back));
+        await server.stop();
+        assert.throws(() => Deno.lstatSync(tempDir), Deno.errors.NotFound, "left behind");
+      },
+    });
+  }
 
   for (const tty of [false, true]) {
     Deno.test({
