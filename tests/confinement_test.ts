@@ -282,10 +282,9 @@ async function startFailing(
   };
 }
 
-Deno.test("a confining --sandbox refuses to start when bubblewrap cannot create user namespaces, and says why", async () => {
-  using layout = makeLayout();
-  // A bwrap first on PATH that fails the way bubblewrap does without user namespaces.
-  const bin = `${layout.base}/bin`;
+/** A directory holding a `bwrap` that fails the way bubblewrap does without user namespaces. */
+async function bwrapWithoutUserNamespaces(base: string): Promise<string> {
+  const bin = `${base}/bin`;
   await Deno.mkdir(bin);
   await Deno.writeTextFile(
     `${bin}/bwrap`,
@@ -293,6 +292,12 @@ Deno.test("a confining --sandbox refuses to start when bubblewrap cannot create 
       'echo "bwrap: No permissions to creating new namespace, likely because the kernel does not allow non-privileged user namespaces." >&2\nexit 1\n',
     { mode: 0o755 },
   );
+  return bin;
+}
+
+Deno.test("a confining --sandbox refuses to start when bubblewrap cannot create user namespaces, and says why", async () => {
+  using layout = makeLayout();
+  const bin = await bwrapWithoutUserNamespaces(layout.base);
   const result = await startFailing([...CEILING_ARGS(layout), "--sandbox-layer", "bubblewrap"], {
     path: `${bin}:/usr/bin:/bin`,
   });
@@ -306,18 +311,11 @@ const LANDLOCK = TEST_LAYERS.find((t) => t.layer === "landlock")!;
 
 Deno.test({
   name:
-    `where bubblewrap cannot create user namespaces, --sandbox-layer auto confines with Landlock and the audit log and /metrics name it${LANDLOCK.skip}`,
+    `where bubblewrap cannot create user namespaces, --sandbox-layer auto confines with Landlock, and the audit log names the layer${LANDLOCK.skip}`,
   ignore: !LANDLOCK.availability.ok,
   async fn() {
     using layout = makeLayout();
-    const bin = `${layout.base}/bin`;
-    await Deno.mkdir(bin);
-    await Deno.writeTextFile(
-      `${bin}/bwrap`,
-      '#!/bin/sh\nif [ "$1" = --version ]; then echo "bubblewrap 0.8.0"; exit 0; fi\n' +
-        'echo "bwrap: No permissions to creating new namespace" >&2\nexit 1\n',
-      { mode: 0o755 },
-    );
+    const bin = await bwrapWithoutUserNamespaces(layout.base);
     const env = { PATH: `${bin}:/usr/bin:/bin`, HOME: Deno.env.get("HOME") ?? "/root" };
     await using server = await startInitialized({
       args: [...CEILING_ARGS(layout), "--log-level", "info", "--log-format", "json"],
