@@ -294,3 +294,89 @@ print("received", buffer[-300:], flush=True)
     },
   });
 }
+
+/** A python program that accepts one connection on a unix stream socket and prints what it got. */
+const STREAM_RECEIVER = `
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind(sys.argv[1])
+s.listen(1)
+print("ready", flush=True)
+conn, _ = s.accept()
+print(conn.recv(100).decode(), flush=True)
+`;
+
+/** Connects to a unix socket path and sends a word; tries a socketpair too. */
+const STREAM_SENDER = `
+import socket, sys
+try:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(sys.argv[1])
+    s.sendall(b"reached")
+    print("connect sent")
+except OSError as err:
+    print("connect refused", err.errno)
+a, b = socket.socketpair()
+a.sendall(b"x")
+print("socketpair", b.recv(1).decode())
+`;
+
+for (const t of TEST_LAYERS) {
+  for (const allowed of [false, true]) {
+    Deno.test({
+      name: `a network-enabled sandbox ${
+        allowed
+          ? "reaches a host unix socket with --sandbox-unix-sockets"
+          : "cannot connect to a host unix socket"
+      }, and keeps socketpair${t.skip || PYTHON_SKIP} [${t.layer}]`,
+      ignore: !t.availability.ok || PYTHON_SKIP !== "",
+      async fn() {
+        await using l = await attackLayout("es-attack-unix-");
+        const socketPath = `${l.outside}/daemon.sock`;
+        const receiver = new Deno.Command(PYTHON3!, {
+          args: ["-c", STREAM_RECEIVER, socketPath],
+          stdout: "piped",
+          stderr: "inherit",
+        }).spawn();
+        const received = new Response(receiver.stdout).text();
+        try {
+          while (!listNames(l.outside).includes("daemon.sock")) {
+            await new Promise((r) => setTimeout(r, 10));
+          }
+          await using server = await ServerProcess.start({
+            listen: "stdio",
+            args: [...t.serverArgs, ...(allowed ? ["--sandbox-unix-sockets"] : [])],
+          });
+          const client = server.stdio!;
+          await handshake(client);
+          const start = await client.request(nextId++, "process/start", {
+            processId: "sender",
+            argv: [PYTHON3!, "-c", STREAM_SENDER, socketPath],
+            cwd: uri(l.ws),
+            env: { PATH: "/usr/bin:/bin" },
+            tty: false,
+            sandbox: sandboxValue([l.ws], "enabled"),
+          });
+          assert.ok(start.result, JSON.stringify(start));
+          await client.log.processClosed("sender");
+          const report = client.log.outputText("sender");
+          assert.match(report, allowed ? /^connect sent$/m : /^connect refused 1$/m, report);
+          assert.match(report, /^socketpair x$/m, report);
+        } finally {
+          // Ends the receiver if the sandbox did not reach it.
+          const end = new Deno.Command(PYTHON3!, {
+            args: [
+              "-c",
+              "import socket,sys\ntry:\n s=socket.socket(socket.AF_UNIX);s.connect(sys.argv[1]);s.sendall(b'end')\nexcept OSError: pass",
+              socketPath,
+            ],
+          });
+          await end.output();
+          await receiver.status;
+        }
+        const lines = (await received).trim().split("\n");
+        assert.deepEqual(lines, ["ready", allowed ? "reached" : "end"]);
+      },
+    });
+  }
+}

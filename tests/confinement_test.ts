@@ -10,7 +10,7 @@ import { TEST_LAYERS } from "./helpers/sandbox_layers.ts";
 import { bwrapArgs } from "../lib/server/sandbox/bubblewrap.ts";
 import { accessAt, intersectPlans, type SandboxPlan } from "../lib/server/sandbox/policy.ts";
 import { PRIVATE_TMP_BYTES } from "../lib/server/sandbox/server_policy.ts";
-import { uriFromPath } from "../lib/server/host/path_uri.ts";
+import { pathFromUri, uriFromPath } from "../lib/server/host/path_uri.ts";
 import { parseServerFlags, secretFiles } from "../lib/cli/server_flags.ts";
 import {
   eventually,
@@ -282,10 +282,9 @@ async function startFailing(
   };
 }
 
-Deno.test("a confining --sandbox refuses to start when bubblewrap cannot create user namespaces, and says why", async () => {
-  using layout = makeLayout();
-  // A bwrap first on PATH that fails the way bubblewrap does without user namespaces.
-  const bin = `${layout.base}/bin`;
+/** A directory holding a `bwrap` that fails the way bubblewrap does without user namespaces. */
+async function bwrapWithoutUserNamespaces(base: string): Promise<string> {
+  const bin = `${base}/bin`;
   await Deno.mkdir(bin);
   await Deno.writeTextFile(
     `${bin}/bwrap`,
@@ -293,6 +292,12 @@ Deno.test("a confining --sandbox refuses to start when bubblewrap cannot create 
       'echo "bwrap: No permissions to creating new namespace, likely because the kernel does not allow non-privileged user namespaces." >&2\nexit 1\n',
     { mode: 0o755 },
   );
+  return bin;
+}
+
+Deno.test("a confining --sandbox refuses to start when bubblewrap cannot create user namespaces, and says why", async () => {
+  using layout = makeLayout();
+  const bin = await bwrapWithoutUserNamespaces(layout.base);
   const result = await startFailing([...CEILING_ARGS(layout), "--sandbox-layer", "bubblewrap"], {
     path: `${bin}:/usr/bin:/bin`,
   });
@@ -306,18 +311,11 @@ const LANDLOCK = TEST_LAYERS.find((t) => t.layer === "landlock")!;
 
 Deno.test({
   name:
-    `where bubblewrap cannot create user namespaces, --sandbox-layer auto confines with Landlock and the audit log and /metrics name it${LANDLOCK.skip}`,
+    `where bubblewrap cannot create user namespaces, --sandbox-layer auto confines with Landlock, and the audit log names the layer${LANDLOCK.skip}`,
   ignore: !LANDLOCK.availability.ok,
   async fn() {
     using layout = makeLayout();
-    const bin = `${layout.base}/bin`;
-    await Deno.mkdir(bin);
-    await Deno.writeTextFile(
-      `${bin}/bwrap`,
-      '#!/bin/sh\nif [ "$1" = --version ]; then echo "bubblewrap 0.8.0"; exit 0; fi\n' +
-        'echo "bwrap: No permissions to creating new namespace" >&2\nexit 1\n',
-      { mode: 0o755 },
-    );
+    const bin = await bwrapWithoutUserNamespaces(layout.base);
     const env = { PATH: `${bin}:/usr/bin:/bin`, HOME: Deno.env.get("HOME") ?? "/root" };
     await using server = await startInitialized({
       args: [...CEILING_ARGS(layout), "--log-level", "info", "--log-format", "json"],
@@ -731,6 +729,44 @@ for (const t of TEST_LAYERS) {
       assert.equal(sandbox.privateTmp, true);
     },
   });
+
+  for (const mode of ["workspace-write", "read-only"] as const) {
+    Deno.test({
+      name:
+        `under --sandbox ${mode}, environmentInfo.tempDir is the sandbox's own temporary directory: processes and fs calls share it, and it goes with the server${t.skip} [${t.layer}]`,
+      ignore: !t.availability.ok,
+      async fn() {
+        using layout = makeLayout();
+        const args = mode === "read-only" ? ["--sandbox", "read-only"] : CEILING_ARGS(layout);
+        await using server = await startOn({ args });
+        const client = server.stdio;
+        const info = (await client.request(1, "environment/info", {})).result as Json;
+        const tempDir = pathFromUri(info.tempDir as string);
+        assert.notEqual(tempDir, "/tmp", "the host's /tmp is not the sandbox's");
+        assert.deepEqual(info.temporaryDirectories, [info.tempDir]);
+        assert.ok(Deno.statSync(tempDir).isDirectory);
+        const written = await call(client, "fs/writeFile", {
+          path: uriFromPath(`${tempDir}/from-fs`),
+          dataBase64: DATA,
+        });
+        assert.deepEqual(written.result, {}, JSON.stringify(written));
+        const output = await runShell(
+          client,
+          "tempdir",
+          `cat '${tempDir}/from-fs' && echo READ; echo p > '${tempDir}/from-process' && echo WROTE`,
+          mode === "read-only" ? tempDir : layout.w,
+        );
+        assert.match(output, /READ/, output);
+        assert.match(output, /WROTE/, output);
+        const back = await call(client, "fs/readFile", {
+          path: uriFromPath(`${tempDir}/from-process`),
+        });
+        assert.ok(back.result, JSON.stringify(back));
+        await server.stop();
+        assert.throws(() => Deno.lstatSync(tempDir), Deno.errors.NotFound, "left behind");
+      },
+    });
+  }
 
   for (const tty of [false, true]) {
     Deno.test({

@@ -177,6 +177,18 @@ Deno.test("seccompProgram() vsock mode only denies AF_VSOCK and io_uring", () =>
   assert.equal(runFilter(arm, 198, 1, 0xc00000b7), SECCOMP_RET_ALLOW);
 });
 
+Deno.test("seccompProgram() nounix mode also denies socket(AF_UNIX), not socketpair", () => {
+  const program = seccompProgram("nounix", "x86_64");
+  const [SOCKET, CONNECT, SOCKETPAIR] = [41, 42, 53];
+  assert.equal(runFilter(program, SOCKET, 1 /* AF_UNIX */), SECCOMP_RET_EPERM);
+  assert.equal(runFilter(program, SOCKET, 40 /* AF_VSOCK */), SECCOMP_RET_EPERM);
+  assert.equal(runFilter(program, SOCKET, 2 /* AF_INET */), SECCOMP_RET_ALLOW);
+  assert.equal(runFilter(program, SOCKETPAIR, 1), SECCOMP_RET_ALLOW);
+  assert.equal(runFilter(program, SOCKETPAIR, 40), SECCOMP_RET_EPERM);
+  assert.equal(runFilter(program, CONNECT), SECCOMP_RET_ALLOW);
+  assert.equal(runFilter(program, 425 /* io_uring_setup */), SECCOMP_RET_EPERM);
+});
+
 Deno.test("the seccomp filter file a sandbox loads is sealed: it cannot be written, truncated or grown", () => {
   const path = filterFile("restricted");
   const before = Deno.readFileSync(path);

@@ -34,6 +34,7 @@ const IN_PROCESS_FLAGS = {
     "deny-read",
     "network-access",
     "sandbox-layer",
+    "sandbox-unix-sockets",
     "process-namespace",
     "process-retention",
   ]),

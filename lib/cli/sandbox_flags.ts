@@ -8,13 +8,24 @@
 
 import { sandboxAvailable } from "../server/sandbox/availability.ts";
 import { setSandboxLayerChoice } from "../server/sandbox/layer.ts";
-import { confines, type ServerSandbox, serverSandbox } from "../server/sandbox/server_policy.ts";
+import { setSandboxUnixSockets } from "../server/sandbox/unix_sockets.ts";
+import {
+  confines,
+  type ServerSandbox,
+  serverSandbox,
+  withSandboxTempDir,
+} from "../server/sandbox/server_policy.ts";
 import type { ServerFlags } from "./server_flags.ts";
 
 /** The flags the sandbox is made of. */
 export type SandboxFlags = Pick<
   ServerFlags,
-  "sandbox" | "writable-root" | "deny-read" | "network-access" | "sandbox-layer"
+  | "sandbox"
+  | "writable-root"
+  | "deny-read"
+  | "network-access"
+  | "sandbox-layer"
+  | "sandbox-unix-sockets"
 >;
 
 /**
@@ -44,6 +55,7 @@ export function sandboxFromFlags(
   fail: (message: string, code: 1 | 2) => never,
 ): ServerSandbox {
   setSandboxLayerChoice(flags["sandbox-layer"]);
+  setSandboxUnixSockets(flags["sandbox-unix-sockets"]);
   let sandbox: ServerSandbox;
   try {
     sandbox = serverSandbox({
@@ -74,5 +86,5 @@ export function sandboxFromFlags(
       );
     }
   }
-  return sandbox;
+  return withSandboxTempDir(sandbox);
 }

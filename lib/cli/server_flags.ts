@@ -209,6 +209,11 @@ export const SERVER_FLAGS = defineFlags({
     kind: "boolean",
     help: "with a confining --sandbox, let processes use the host's network",
   },
+  "sandbox-unix-sockets": {
+    kind: "boolean",
+    help: "let sandboxes with network access use unix sockets (they can then reach\n" +
+      "the host's daemons: docker.sock, D-Bus, systemd); off, socket(AF_UNIX) fails",
+  },
   "sandbox-layer": {
     kind: "enum",
     value: "LAYER",

@@ -32,6 +32,7 @@
 import type { LauncherSpec } from "./landlock_exec.ts";
 import { accessAt, pathIsUnder, type SandboxAccess, type SandboxPlan } from "./policy.ts";
 import { seccompArch, seccompProgram } from "./seccomp.ts";
+import { filterModeFor } from "./unix_sockets.ts";
 
 /** Landlock's file system access rights (`LANDLOCK_ACCESS_FS_*`, ABI 1 to 3). */
 export const FS = {
@@ -276,7 +277,7 @@ export function landlockSpec(
     handled: HANDLED_FS,
     scoped: version >= SCOPE_ABI ? SCOPES : 0,
     abi: version,
-    filter: seccompProgram(network === "restricted" ? "restricted" : "vsock", arch).toHex(),
+    filter: seccompProgram(filterModeFor(network), arch).toHex(),
   };
 }
 

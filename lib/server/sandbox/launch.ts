@@ -18,6 +18,7 @@ import { bwrapArgs, SECCOMP_SHIM, SHIM_SHELL } from "./bubblewrap.ts";
 import { landlockRules, landlockSpec } from "./landlock.ts";
 import { launcherArgs, launcherCommand, launcherEnv } from "./landlock_exec.ts";
 import type { SandboxLayer } from "./layer.ts";
+import { filterModeFor } from "./unix_sockets.ts";
 import {
   acquireSyntheticMountPoints,
   releaseSyntheticMountPoints,
@@ -133,7 +134,7 @@ function launchBubblewrap(
         "(it needs bubblewrap 0.9 or later for --argv0)",
     );
   }
-  const filter = filterFile(plan.network === "restricted" ? "restricted" : "vsock");
+  const filter = filterFile(filterModeFor(plan.network));
   const synthetic = plan.isolation === "filesystem"
     ? plan.mounts.filter((mount) => mount.node === "missing").map((mount) => mount.path)
     : [];

@@ -17,14 +17,17 @@
  * `pidfd_getfd` (copying a descriptor out of another process) is denied
  * as well. In
  * `"vsock"` mode (network `enabled` with a restricted file system) it only
- * denies `AF_VSOCK` sockets and `io_uring_*`. A syscall of another ABI (x32,
+ * denies `AF_VSOCK` sockets and `io_uring_*`; `"nounix"` (network `enabled`, the
+ * default: see `unix_sockets.ts`) also denies `socket(AF_UNIX)`, so that the
+ * process cannot connect to the host's unix sockets (`docker.sock`, D-Bus),
+ * which a filter cannot tell apart by path; `socketpair` stays allowed. A syscall of another ABI (x32,
  * or 32-bit code on a 64-bit kernel) kills the process (`SIGSYS`).
  *
  * @module
  */
 
 /** Which syscalls the filter denies; see the module documentation. */
-export type SeccompMode = "restricted" | "vsock";
+export type SeccompMode = "restricted" | "vsock" | "nounix";
 
 /** The CPU architectures the filter knows the syscall numbers of. */
 export type SeccompArch = "x86_64" | "aarch64";
@@ -138,7 +141,7 @@ const RESTRICTED_DENIED = [
   "setsockopt",
 ];
 
-type Label = "allowed" | "deny" | "kill" | "family";
+type Label = "allowed" | "deny" | "kill" | "family" | "pair";
 
 interface Insn {
   code: number;
@@ -182,12 +185,22 @@ export function seccompProgram(mode: SeccompMode, arch: SeccompArch): Uint8Array
   const denied = mode === "restricted" ? RESTRICTED_DENIED : IO_URING;
   for (const name of denied) insns.push({ code: BPF_JMP_JEQ_K, k: table.nr[name]!, jt: "deny" });
   insns.push({ code: BPF_JMP_JEQ_K, k: table.nr.socket!, jt: "family" });
-  insns.push({ code: BPF_JMP_JEQ_K, k: table.nr.socketpair!, jt: "family" });
+  insns.push({
+    code: BPF_JMP_JEQ_K,
+    k: table.nr.socketpair!,
+    jt: mode === "nounix" ? "pair" : "family",
+  });
   insns.push({ code: BPF_RET_K, k: SECCOMP_RET_ALLOW });
   insns.push({ code: BPF_LD_W_ABS, k: DATA_ARG0_LOW, label: "family" });
   if (mode === "restricted") {
     // Any family but AF_UNIX is denied.
     insns.push({ code: BPF_JMP_JEQ_K, k: AF_UNIX, jt: "allowed", jf: "deny" });
+  } else if (mode === "nounix") {
+    // socket(AF_UNIX) is denied (a socket that could connect to a path); socketpair is not.
+    insns.push({ code: BPF_JMP_JEQ_K, k: AF_UNIX, jt: "deny" });
+    insns.push({ code: BPF_JMP_JEQ_K, k: AF_VSOCK, jt: "deny", jf: "allowed" });
+    insns.push({ code: BPF_LD_W_ABS, k: DATA_ARG0_LOW, label: "pair" });
+    insns.push({ code: BPF_JMP_JEQ_K, k: AF_VSOCK, jt: "deny", jf: "allowed" });
   } else {
     insns.push({ code: BPF_JMP_JEQ_K, k: AF_VSOCK, jt: "deny", jf: "allowed" });
   }

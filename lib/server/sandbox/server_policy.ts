@@ -19,6 +19,10 @@
  * its own unless `--network-access`, no capabilities, its own PID namespace,
  * and it dies with the server.
  *
+ * A confining mode also gets a temporary directory of its own, writable for
+ * every process and fs call and shared between them, which
+ * `environmentInfo.tempDir` names ({@linkcode withSandboxTempDir}).
+ *
  * The server's secret files (`--ws-token-file`, `--tls-key`, ...) are denied
  * in every sandbox, also in a client's own sandbox when there is no ceiling.
  *
@@ -59,6 +63,12 @@ export interface ServerSandbox {
   readonly secretFiles: readonly string[];
   /** Processes get the host's network (`--network-access`). */
   readonly networkAccess: boolean;
+  /**
+   * The sandbox's own temporary directory (a confining mode only, once
+   * {@linkcode withSandboxTempDir} made it): writable for every process and
+   * fs call, shared between them, `environmentInfo.tempDir`.
+   */
+  readonly tempDir?: string;
 }
 
 /** Options for {@linkcode serverSandbox}. */
@@ -133,6 +143,44 @@ export function serverSandbox(options: ServerSandboxOptions = {}): ServerSandbox
   };
 }
 
+function isDirectory(path: string): boolean {
+  try {
+    return Deno.statSync(path).isDirectory;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Gives a confining sandbox its own temporary directory: a new directory
+ * `tmp` inside a private one (mode `0700`) under `/var/tmp` (else the
+ * server's `TMPDIR`: not `/tmp`, which every process sees private), writable for processes and fs calls (the private directory is
+ * the writable root, so the read-only covers of `.git` and the like a root
+ * gets stay out of `tmp`), removed when the server exits normally (a
+ * SIGKILL leaves it). Without a confining mode the sandbox is returned as is.
+ *
+ * @param sandbox A resolved sandbox.
+ * @returns The sandbox with {@linkcode ServerSandbox.tempDir} set.
+ */
+export function withSandboxTempDir(sandbox: ServerSandbox): ServerSandbox {
+  if (!confines(sandbox) || sandbox.tempDir !== undefined) return sandbox;
+  // Not under /tmp, where it would show in every process's private /tmp.
+  const parent = isDirectory("/var/tmp") ? "/var/tmp" : undefined;
+  const base = Deno.realPathSync(
+    Deno.makeTempDirSync({ dir: parent, prefix: "exec-server-sandbox-" }),
+  );
+  const tempDir = `${base}/tmp`;
+  Deno.mkdirSync(tempDir);
+  globalThis.addEventListener("unload", () => {
+    try {
+      Deno.removeSync(base, { recursive: true });
+    } catch {
+      // Best effort.
+    }
+  });
+  return { ...sandbox, tempDir };
+}
+
 let active: ServerSandbox = serverSandbox();
 
 /**
@@ -190,6 +238,9 @@ export function ceilingPlan(
     return denied.length === 0 ? undefined : planFromPaths("write", denied, "enabled", options);
   }
   const writable: PlanPath[] = sandbox.writableRoots.map((path) => ({ path, access: "write" }));
+  // The private directory holding it is the writable root (its covers stay out of `tmp`).
+  const tempRoot = sandbox.tempDir?.slice(0, sandbox.tempDir.lastIndexOf("/"));
+  if (tempRoot !== undefined) writable.push({ path: tempRoot, access: "write" });
   const plan = planFromPaths(
     "read",
     [...writable, ...denied],

@@ -9,7 +9,7 @@ import { serverEnv } from "../host/env.ts";
 import { uriFromPath } from "../host/path_uri.ts";
 import { ptySupported } from "../process/pty_support.ts";
 import { sandboxCapability } from "../sandbox/availability.ts";
-import { confines } from "../sandbox/server_policy.ts";
+import { activeServerSandbox, confines } from "../sandbox/server_policy.ts";
 
 /** This server's version, reported as `executorVersion`. */
 export const VERSION = "0.1.0";
@@ -118,8 +118,25 @@ function describeEnvironment(): Omit<EnvironmentInfo, "capabilities"> {
     userHomeDir: safeUri(serverEnv("HOME"), "/"),
     platformOs: platformOs(),
     prependPathDirs: [],
-    temporaryDirectories: trimmedTmp ? [safeUri(trimmedTmp, "/tmp")] : [],
-    tempDir: safeUri(trimmedTmp, "/tmp"),
+    ...temporaryDirectories(trimmedTmp),
+  };
+}
+
+/**
+ * `tempDir` and `temporaryDirectories`: the server's `TMPDIR` (the
+ * reference's), or under a confining `--sandbox` the sandbox's own
+ * temporary directory, which its processes and fs calls can write.
+ */
+function temporaryDirectories(
+  tmpdir: string | undefined,
+): Pick<EnvironmentInfo, "tempDir" | "temporaryDirectories"> {
+  const own = activeServerSandbox().tempDir;
+  if (own !== undefined) {
+    return { tempDir: uriFromPath(own), temporaryDirectories: [uriFromPath(own)] };
+  }
+  return {
+    temporaryDirectories: tmpdir ? [safeUri(tmpdir, "/tmp")] : [],
+    tempDir: safeUri(tmpdir, "/tmp"),
   };
 }
 
