@@ -47,7 +47,7 @@ export type HeadFailure = "closed" | "too-large" | "malformed";
  * Where the head ends, searching from `from - 2`: the head's text is `bytes[0, end)` (its last
  * line without its line end) and the body starts at `rest`; `undefined` if no blank line is in
  * yet. Lines may end in CRLF or, as
- * RFC 9112 §2.2 allows a recipient to accept, a bare LF: the blank line is `\n\n` or `\n\r\n`.
+ * RFC 9112 section 2.2 allows a recipient to accept, a bare LF: the blank line is `\n\n` or `\n\r\n`.
  */
 function headEnd(bytes: Uint8Array, from: number): { end: number; rest: number } | undefined {
   // The native `indexOf` finds each LF: a byte loop runs once per connection, too rarely to
@@ -222,7 +222,7 @@ export async function writeAll(conn: Deno.Conn, bytes: Uint8Array): Promise<void
 export interface WriteResponseOptions {
   /**
    * Write the head only, with the body's `content-length`: the answer to a `HEAD` request,
-   * which carries what `GET` would (RFC 9110 §9.3.2).
+   * which carries what `GET` would (RFC 9110 section 9.3.2).
    *
    * @default {false}
    */

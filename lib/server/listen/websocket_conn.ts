@@ -49,7 +49,7 @@ const ENCODER = new TextEncoder();
 /**
  * The refusal of a request that cannot be upgraded, or `undefined` when it can: 400 with the
  * reason, or, for a `Sec-WebSocket-Version` other than 13 (or none), 426 naming the version this
- * server speaks (RFC 6455 §4.2.2).
+ * server speaks (RFC 6455 section 4.2.2).
  *
  * @example
  * ```ts
@@ -338,7 +338,7 @@ function closePayload(code: number, reason = ""): Uint8Array {
 }
 
 /**
- * Whether a close frame may carry `code` (RFC 6455 §7.4 and the IANA registry): 1000-1003,
+ * Whether a close frame may carry `code` (RFC 6455 section 7.4 and the IANA registry): 1000-1003,
  * 1007-1014 and the applications' 3000-4999. 1004 is reserved, 1005, 1006 and 1015 name local
  * conditions that are never sent, and the rest are unassigned.
  *

@@ -152,6 +152,25 @@ function isDirectory(path: string): boolean {
 }
 
 /**
+ * Makes the private parent of a sandbox's temporary directory: under
+ * `/var/tmp` first (not under `/tmp`, where it would show in every
+ * process's private `/tmp`), else under the server's `TMPDIR`. Where the
+ * server may write to neither (its `--allow-write` scope, a read-only
+ * system), there is none and the sandbox keeps the host's.
+ */
+function makeSandboxTempBase(): string | undefined {
+  const parents = isDirectory("/var/tmp") ? ["/var/tmp", undefined] : [undefined];
+  for (const dir of parents) {
+    try {
+      return Deno.realPathSync(Deno.makeTempDirSync({ dir, prefix: "exec-server-sandbox-" }));
+    } catch {
+      // Not writable for this server: the next candidate.
+    }
+  }
+  return undefined;
+}
+
+/**
  * Gives a confining sandbox its own temporary directory: a new directory
  * `tmp` inside a private one (mode `0700`) under `/var/tmp` (else the
  * server's `TMPDIR`: not `/tmp`, which every process sees private), writable for processes and fs calls (the private directory is
@@ -164,11 +183,8 @@ function isDirectory(path: string): boolean {
  */
 export function withSandboxTempDir(sandbox: ServerSandbox): ServerSandbox {
   if (!confines(sandbox) || sandbox.tempDir !== undefined) return sandbox;
-  // Not under /tmp, where it would show in every process's private /tmp.
-  const parent = isDirectory("/var/tmp") ? "/var/tmp" : undefined;
-  const base = Deno.realPathSync(
-    Deno.makeTempDirSync({ dir: parent, prefix: "exec-server-sandbox-" }),
-  );
+  const base = makeSandboxTempBase();
+  if (base === undefined) return sandbox;
   const tempDir = `${base}/tmp`;
   Deno.mkdirSync(tempDir);
   globalThis.addEventListener("unload", () => {

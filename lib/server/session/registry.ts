@@ -20,7 +20,7 @@ export const MAX_CLIENT_NAME_CHARS = 256;
 /**
  * An `initialize`'s `clientName` as the server keeps it (the audit log, the
  * console): its first {@linkcode MAX_CLIENT_NAME_CHARS} code units, without
- * a half of a surrogate pair at the cut, and `…` when it was cut.
+ * a half of a surrogate pair at the cut, and an ellipsis (U+2026) when it was cut.
  *
  * @example
  * ```ts
@@ -34,7 +34,7 @@ export const MAX_CLIENT_NAME_CHARS = 256;
 export function keptClientName(clientName: string): string {
   if (clientName.length <= MAX_CLIENT_NAME_CHARS) return clientName;
   const cut = clientName.slice(0, MAX_CLIENT_NAME_CHARS);
-  return `${/[\ud800-\udbff]$/.test(cut) ? cut.slice(0, -1) : cut}…`;
+  return `${/[\ud800-\udbff]$/.test(cut) ? cut.slice(0, -1) : cut}\u2026`;
 }
 
 /** Options for {@linkcode SessionRegistry}. */
