@@ -143,18 +143,11 @@ export function serverSandbox(options: ServerSandboxOptions = {}): ServerSandbox
   };
 }
 
-function isDirectory(path: string): boolean {
-  try {
-    return Deno.statSync(path).isDirectory;
-  } catch {
-    return false;
-  }
-}
-
 /**
  * Gives a confining sandbox its own temporary directory: a new directory
  * `tmp` inside a private one (mode `0700`) under `/var/tmp` (else the
- * server's `TMPDIR`: not `/tmp`, which every process sees private), writable for processes and fs calls (the private directory is
+ * server's `TMPDIR`: not `/tmp`, which every process sees private; where
+ * neither can be written, none), writable for processes and fs calls (the private directory is
  * the writable root, so the read-only covers of `.git` and the like a root
  * gets stay out of `tmp`), removed when the server exits normally (a
  * SIGKILL leaves it). Without a confining mode the sandbox is returned as is.
@@ -164,16 +157,26 @@ function isDirectory(path: string): boolean {
  */
 export function withSandboxTempDir(sandbox: ServerSandbox): ServerSandbox {
   if (!confines(sandbox) || sandbox.tempDir !== undefined) return sandbox;
-  // Not under /tmp, where it would show in every process's private /tmp.
-  const parent = isDirectory("/var/tmp") ? "/var/tmp" : undefined;
-  const base = Deno.realPathSync(
-    Deno.makeTempDirSync({ dir: parent, prefix: "exec-server-sandbox-" }),
-  );
-  const tempDir = `${base}/tmp`;
+  // Not under /tmp if it can be helped: it would show in every process's private /tmp. A
+  // read-only root (a container's) may have neither: then the sandbox has no directory of its own.
+  let base: string | undefined;
+  for (const parent of ["/var/tmp", undefined]) {
+    try {
+      base = Deno.realPathSync(
+        Deno.makeTempDirSync({ dir: parent, prefix: "exec-server-sandbox-" }),
+      );
+      break;
+    } catch {
+      // Not writable here: the next.
+    }
+  }
+  if (base === undefined) return sandbox;
+  const made = base;
+  const tempDir = `${made}/tmp`;
   Deno.mkdirSync(tempDir);
   globalThis.addEventListener("unload", () => {
     try {
-      Deno.removeSync(base, { recursive: true });
+      Deno.removeSync(made, { recursive: true });
     } catch {
       // Best effort.
     }
