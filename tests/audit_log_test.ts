@@ -8,6 +8,7 @@
 
 import assert from "node:assert/strict";
 import { setLogFormat, setLogLevel, setLogSink } from "../lib/server/host/log.ts";
+import { MAX_CLIENT_NAME_CHARS } from "../lib/server/session/registry.ts";
 import { readUntilClosed, tokenAuth } from "./helpers/observe.ts";
 import { InProcessServer } from "./helpers/in_process_server.ts";
 import { RawWebSocket } from "./helpers/reliability_server.ts";
@@ -118,6 +119,35 @@ Deno.test("audit log: connection, process.start and fs events name the session, 
   ]);
   assert.deepEqual(only(events, "fs.remove").map((e) => e.path), [`${dir}/b.txt`]);
   assert.ok(!lines.join("").includes("hunter2-value"), "an env value was logged");
+});
+
+Deno.test("audit log: session.open names each session's client, a resume's the resuming one, cut to MAX_CLIENT_NAME_CHARS", async () => {
+  const long = "é".repeat(MAX_CLIENT_NAME_CHARS - 1) + "😀" + "tail";
+  let sessionId = "";
+  const { events } = await capturedLog(async () => {
+    await using server = await InProcessServer.websocket();
+    await using first = await server.connect();
+    sessionId = await handshake(first, { clientName: "agent α\u001b[31m" });
+    await first.close();
+    await using second = await server.connect();
+    await handshake(second, { clientName: long, resumeSessionId: sessionId });
+    await using third = await server.connect();
+    await handshake(third, { clientName: "x".repeat(MAX_CLIENT_NAME_CHARS) });
+  });
+  const opened = only(events, "session.open");
+  assert.deepEqual(opened.map((e) => [e.level, e.session === sessionId, e.resumed]), [
+    ["info", true, false],
+    ["info", true, true],
+    ["info", false, false],
+  ]);
+  assert.equal(opened[0]!.clientName, "agent α\u001b[31m");
+  // The cut falls inside the emoji's surrogate pair: the half is dropped, not kept.
+  assert.equal(opened[1]!.clientName, `${"é".repeat(MAX_CLIENT_NAME_CHARS - 1)}…`);
+  assert.equal(
+    opened[2]!.clientName,
+    "x".repeat(MAX_CLIENT_NAME_CHARS),
+    "at the bound: kept whole",
+  );
 });
 
 Deno.test("audit log: a refused token is auth.refused with the reason and without the token", async () => {

@@ -142,13 +142,14 @@ browserTest("web console: log in, watch a client's processes live, terminate one
     "tr[data-process-id=agent-task]",
     (tr) => [...tr.querySelectorAll("td")].map((td) => td.textContent),
   );
-  assert.deepEqual(row.slice(1, 5), [
+  assert.deepEqual(row.slice(1, 6), [
+    "harness",
     "agent-task",
     "/bin/sh -c echo hello-from-the-agent; exec sleep 60",
     "/tmp",
     "running",
   ]);
-  assert.equal(row[7], "none");
+  assert.equal(row[8], "none");
 
   await page.click("tr[data-process-id=agent-task] button.watch");
   await page.waitForFunction(() =>

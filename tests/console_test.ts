@@ -141,7 +141,7 @@ Deno.test("console feed: lists processes and lets two observers follow one from 
   await using second = await RawWebSocket.connect(portOf(server), { path: "/console/feed" });
   const listed = await nextFeedMessage(first, (m) => m.type === "sessions");
   const [session] = listed.sessions as Json[];
-  assert.equal(session?.id, sessionId);
+  assert.deepEqual([session?.id, session?.clientName], [sessionId, "harness"]);
   const [job] = session?.processes as Json[];
   assert.deepEqual(
     [job?.processId, job?.argv, job?.cwd, job?.tty, job?.state, job?.exitCode, job?.sandboxType],

@@ -31,3 +31,17 @@ Deno.test("a request head with a field value Headers refuses (NUL, a lone CR or 
     assert.equal(await readRequestHead(connOf(text)), "malformed", JSON.stringify(value));
   }
 });
+
+Deno.test("a request head whose lines end in a bare LF is read as RFC 9112 allows, the bytes after its blank line kept", async () => {
+  for (const end of ["\n", "\r\n"]) {
+    for (const blank of ["\n", "\r\n"]) {
+      const text = `GET /x HTTP/1.1${end}Host: a${end}X-B: c ${end}${blank}early`;
+      const head = await readRequestHead(connOf(text));
+      assert.ok(typeof head === "object", JSON.stringify(text));
+      assert.equal(head.target, "/x");
+      assert.deepEqual([...head.headers], [["host", "a"], ["x-b", "c"]]);
+      assert.equal(new TextDecoder().decode(head.rest), "early");
+    }
+  }
+  assert.equal(await readRequestHead(connOf("GET /x HTTP/1.1\rHost: a\n\n")), "malformed");
+});

@@ -29,6 +29,7 @@ import { RETAINED_OUTPUT_BYTES } from "../lib/server/process/output_ring.ts";
 import { BULK_PIPE_BYTES, MAX_BULK_PIPES } from "../lib/server/process/pipe.ts";
 import { MAX_PTY_PROCESSES } from "../lib/server/process/pty.ts";
 import { MAX_QUEUED_STDIN_BYTES } from "../lib/server/process/table.ts";
+import { MAX_CLIENT_NAME_CHARS } from "../lib/server/session/registry.ts";
 
 const GUIDE = await Deno.readTextFile(new URL("../docs/guide/limits.md", import.meta.url));
 
@@ -64,6 +65,7 @@ const EXPECTED: [string, string][] = [
   ["MAX_BULK_PIPES", `at most ${MAX_BULK_PIPES} pipes`],
   ["MAX_QUEUED_STDIN_BYTES", bytes(MAX_QUEUED_STDIN_BYTES)],
   ["REMEMBERED_WRITE_IDS", count(REMEMBERED_WRITE_IDS)],
+  ["MAX_CLIENT_NAME_CHARS", `${MAX_CLIENT_NAME_CHARS} characters`],
   ["--session-ttl", seconds(SERVER_FLAGS["session-ttl"].default)],
   ["--process-retention", seconds(SERVER_FLAGS["process-retention"].default)],
   ["MAX_PTY_PROCESSES", count(MAX_PTY_PROCESSES)],

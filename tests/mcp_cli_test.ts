@@ -17,7 +17,10 @@ import {
   pidAlive,
   SERVER_PERMISSIONS,
 } from "./helpers/server_harness.ts";
+import { nextFeedMessage } from "./helpers/observe.ts";
+import { RawWebSocket } from "./helpers/reliability_server.ts";
 import { capabilityTokenAuth, tokenFileDigest } from "../lib/server/listen/auth.ts";
+import { type AuditEvent, onAudit } from "../lib/server/observe/audit.ts";
 import { serveWebSocket } from "../lib/server/listen/listen.ts";
 import { sandboxAvailable } from "../lib/server/sandbox/availability.ts";
 import { MCP_SDK_VERSION } from "../lib/mcp/sdk.ts";
@@ -40,7 +43,11 @@ async function runMcp(args: string[]): Promise<{ code: number; stdout: string; s
 }
 
 /** `exec-server mcp ARGS` spawned by the SDK's stdio client, initialized. */
-async function spawnMcp(args: string[], env: Record<string, string> = {}) {
+async function spawnMcp(
+  args: string[],
+  env: Record<string, string> = {},
+  clientName = "mcp-cli-test",
+) {
   const transport = new StdioClientTransport({
     command: Deno.execPath(),
     args: ["run", ...SERVER_PERMISSIONS, MAIN_TS, "mcp", ...args],
@@ -49,7 +56,7 @@ async function spawnMcp(args: string[], env: Record<string, string> = {}) {
   });
   let stderr = "";
   transport.stderr?.on("data", (chunk: Uint8Array) => (stderr += new TextDecoder().decode(chunk)));
-  const client = new Client({ name: "mcp-cli-test", version: "2.0.0" });
+  const client = new Client({ name: clientName, version: "2.0.0" });
   await client.connect(transport);
   return {
     client,
@@ -196,6 +203,71 @@ Deno.test("exec-server mcp --url drives a remote server with a token, and its se
   } finally {
     await server.shutdown();
     await Deno.remove(dir, { recursive: true });
+  }
+});
+
+/** The JSON log lines of `stderr()` once one satisfies `done` (waits up to 10 s for them). */
+async function jsonLog(stderr: () => string, done: (events: Json[]) => boolean): Promise<Json[]> {
+  const deadline = Date.now() + 10_000;
+  while (true) {
+    const events = stderr().split("\n").filter((line) => line.startsWith("{")).map((line) =>
+      JSON.parse(line) as Json
+    );
+    if (done(events)) return events;
+    if (Date.now() > deadline) throw new Error(`not in the log:\n${stderr()}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+Deno.test("exec-server mcp: the audit log opens its session under the MCP client's name and audits its commands in that session", async () => {
+  await using mcp = await spawnMcp(
+    ["--log-level", "info", "--log-format", "json"],
+    {},
+    "audit-probe-agent",
+  );
+  const ran = structured(await mcp.call("run_command", { argv: ["echo", "audited"] }));
+  assert.equal(ran.stdout, "audited\n");
+  const events = await jsonLog(
+    mcp.stderr,
+    (events) => events.some((e) => e.event === "process.start"),
+  );
+  const opened = events.filter((e) => e.event === "session.open");
+  assert.deepEqual(opened.map((e) => [e.clientName, e.resumed]), [
+    ["audit-probe-agent (MCP)", false],
+  ]);
+  const started = events.find((e) => e.event === "process.start");
+  assert.equal(started?.session, opened[0]!.session);
+  assert.deepEqual(started?.argv, ["echo", "audited"]);
+});
+
+Deno.test("exec-server mcp --url: the remote server's audit log and console show the session under the MCP client's name", async () => {
+  const server = await serveWebSocket({});
+  const audited: AuditEvent[] = [];
+  const stopAudit = onAudit((event) => audited.push(event));
+  try {
+    await using mcp = await spawnMcp(["--url", server.url], {}, "console-probe-agent");
+    assert.equal(structured(await mcp.call("run_command", { argv: ["true"] })).exitCode, 0);
+    const [session] = server.sessions.list();
+    assert.ok(session, "a session on the remote server");
+    const opened = audited.filter((e) => e.event === "session.open").map((e) => e.fields);
+    assert.deepEqual(opened, [
+      { session: session.id, clientName: "console-probe-agent (MCP)", resumed: false },
+    ]);
+    const started = audited.find((e) => e.event === "process.start");
+    assert.equal(started?.fields.session, session.id);
+    const port = Number(new URL(server.url).port);
+    await using feed = await RawWebSocket.connect(port, {
+      path: "/console/feed",
+      headers: { Origin: `http://127.0.0.1:${port}` },
+    });
+    const listed = await nextFeedMessage(feed, (m) => m.type === "sessions");
+    assert.deepEqual(
+      (listed.sessions as Json[]).map((s) => [s.id, s.clientName]),
+      [[session.id, "console-probe-agent (MCP)"]],
+    );
+  } finally {
+    stopAudit();
+    await server.shutdown();
   }
 });
 

@@ -556,10 +556,10 @@ export class WsClient extends BaseClient {
 /** Sends `initialize` + `initialized` and returns the session id. */
 export async function handshake(
   client: ProtocolClient,
-  options: { id?: unknown; resumeSessionId?: string } = {},
+  options: { id?: unknown; resumeSessionId?: string; clientName?: string } = {},
 ): Promise<string> {
   const response = await client.request(options.id ?? 0, "initialize", {
-    clientName: "harness",
+    clientName: options.clientName ?? "harness",
     ...(options.resumeSessionId ? { resumeSessionId: options.resumeSessionId } : {}),
   });
   if (!response.result) throw new Error(`initialize failed: ${toJson(response)}`);

@@ -43,15 +43,25 @@ export interface RequestHead {
 /** Why no head could be read. */
 export type HeadFailure = "closed" | "too-large" | "malformed";
 
-/** Where the blank line ending the head starts (`\r\n\r\n`), searching from `from - 3`; -1 if none. */
-function headEnd(bytes: Uint8Array, from: number): number {
-  // The native `indexOf` finds each CR: a byte loop runs once per connection, too rarely to
+/**
+ * Where the head ends, searching from `from - 2`: the head's text is `bytes[0, end)` (its last
+ * line without its line end) and the body starts at `rest`; `undefined` if no blank line is in
+ * yet. Lines may end in CRLF or, as
+ * RFC 9112 §2.2 allows a recipient to accept, a bare LF: the blank line is `\n\n` or `\n\r\n`.
+ */
+function headEnd(bytes: Uint8Array, from: number): { end: number; rest: number } | undefined {
+  // The native `indexOf` finds each LF: a byte loop runs once per connection, too rarely to
   // leave V8's interpreter.
-  for (let i = bytes.indexOf(13, Math.max(0, from - 3)); i >= 0; i = bytes.indexOf(13, i + 1)) {
-    if (i + 3 >= bytes.length) return -1;
-    if (bytes[i + 1] === 10 && bytes[i + 2] === 13 && bytes[i + 3] === 10) return i;
+  for (let i = bytes.indexOf(10, Math.max(0, from - 2)); i >= 0; i = bytes.indexOf(10, i + 1)) {
+    if (i + 1 >= bytes.length) return undefined;
+    const end = i > 0 && bytes[i - 1] === 13 ? i - 1 : i;
+    if (bytes[i + 1] === 10) return { end, rest: i + 2 };
+    if (bytes[i + 1] === 13) {
+      if (i + 2 >= bytes.length) return undefined;
+      if (bytes[i + 2] === 10) return { end, rest: i + 3 };
+    }
   }
-  return -1;
+  return undefined;
 }
 
 /** Shared by every connection (building a `TextDecoder` costs more than a head's decoding). */
@@ -62,9 +72,16 @@ const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 /** A character `Headers` refuses in a value: NUL, CR, LF, or beyond a byte (U+0100 and above). */
 const INVALID_VALUE = /[\0\r\n\u0100-\uffff]/;
 
-/** Parses the text of a head (without the final blank line), followed by the bytes `rest`. */
+/**
+ * Parses the text of a head (without the line end before the blank line), followed by the bytes
+ * `rest`.
+ * A line ends at an LF, a CR before it dropped; any other CR leaves the head malformed.
+ */
 function parseHead(text: string, rest: Uint8Array): RequestHead | undefined {
-  const lines = text.split("\r\n");
+  const lines = text.split("\n");
+  for (let i = 0; i < lines.length; i++) {
+    if (lines[i]!.endsWith("\r")) lines[i] = lines[i]!.slice(0, -1);
+  }
   const match = /^([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP\/1\.[01]$/.exec(lines[0]!);
   if (!match) return undefined;
   const headers = new Map<string, string>();
@@ -110,16 +127,16 @@ export async function readRequestHead(conn: Deno.Conn): Promise<RequestHead | He
     if (n === null) return "closed";
     const before = length;
     length += n;
-    const end = headEnd(buffer.subarray(0, length), before);
-    if (end >= 0) {
-      if (end > MAX_HEAD_BYTES) return "too-large";
+    const found = headEnd(buffer.subarray(0, length), before);
+    if (found !== undefined) {
+      if (found.end > MAX_HEAD_BYTES) return "too-large";
       let text: string;
       try {
-        text = HEAD_DECODER.decode(buffer.subarray(0, end));
+        text = HEAD_DECODER.decode(buffer.subarray(0, found.end));
       } catch {
         return "malformed";
       }
-      return parseHead(text, buffer.subarray(end + 4, length)) ?? "malformed";
+      return parseHead(text, buffer.subarray(found.rest, length)) ?? "malformed";
     }
     if (length >= MAX_HEAD_BYTES + 4) return "too-large";
   }
@@ -201,18 +218,34 @@ export async function writeAll(conn: Deno.Conn, bytes: Uint8Array): Promise<void
   while (written < bytes.length) written += await conn.write(bytes.subarray(written));
 }
 
+/** Options for {@linkcode writeResponse}. */
+export interface WriteResponseOptions {
+  /**
+   * Write the head only, with the body's `content-length`: the answer to a `HEAD` request,
+   * which carries what `GET` would (RFC 9110 §9.3.2).
+   *
+   * @default {false}
+   */
+  headOnly?: boolean;
+}
+
 /**
  * Writes a complete response (head and body, `connection: close`); the
  * caller closes the connection afterwards.
  *
  * @param conn The connection.
  * @param response The response to send.
+ * @param options Whether to leave the body out.
  */
-export async function writeResponse(conn: Deno.Conn, response: Response): Promise<void> {
+export async function writeResponse(
+  conn: Deno.Conn,
+  response: Response,
+  options: WriteResponseOptions = {},
+): Promise<void> {
   const body = new Uint8Array(await response.arrayBuffer());
   const headers = new Headers(response.headers);
   headers.set("content-length", String(body.length));
   headers.set("connection", "close");
   await writeAll(conn, responseHead(response.status, headers));
-  if (body.length > 0) await writeAll(conn, body);
+  if (body.length > 0 && !options.headOnly) await writeAll(conn, body);
 }

@@ -22,7 +22,7 @@ import {
   type RequestHead,
   writeResponse,
 } from "./http_head.ts";
-import { upgradeProblem, websocketConnTransport, writeUpgrade } from "./websocket_conn.ts";
+import { upgradeRefusal, websocketConnTransport, writeUpgrade } from "./websocket_conn.ts";
 import { originGate } from "./origin.ts";
 import { DEFAULT_MAX_MESSAGE_BYTES } from "../../rpc/transport.ts";
 import { serveConnection } from "../session/serve_connection.ts";
@@ -201,7 +201,7 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
         port: addr.port,
         tls: options.tls !== undefined,
         allowedOrigins: options.allowedOrigins ?? [],
-        upgradeProblem,
+        upgradeRefusal,
         unauthorized,
       }),
       maxMessageBytes: CONSOLE_MAX_MESSAGE_BYTES,
@@ -258,8 +258,8 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
     if (request && (new URL(request.url).pathname !== "/" || request.method !== "GET")) {
       return { response: new Response(null, { status: 404 }) };
     }
-    const problem = upgradeProblem(head.headers);
-    if (problem) return { response: textResponse(400, problem) };
+    const refusal = upgradeRefusal(head.headers);
+    if (refusal) return { response: refusal };
     const auth: AuthResult = request
       ? await authorizeRequest(options.authorize, request, peer)
       : { ok: true };
@@ -306,10 +306,15 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
         );
         return;
       }
-      const decision = await route(head, peer, body);
+      // HEAD is answered wherever GET is: routed as GET, written without the body.
+      const headOnly = head.method === "HEAD";
+      const decision = await route(headOnly ? { ...head, method: "GET" } : head, peer, body);
       if (!pending.has(conn)) return;
-      if ("response" in decision) {
-        await writeResponse(conn, decision.response);
+      if ("response" in decision || headOnly) {
+        const response = "response" in decision
+          ? decision.response
+          : textResponse(400, "a WebSocket upgrade needs GET");
+        await writeResponse(conn, response, { headOnly });
         return;
       }
       await writeUpgrade(

@@ -47,22 +47,45 @@ export async function acceptKey(key: string): Promise<string> {
 const ENCODER = new TextEncoder();
 
 /**
- * Returns why a request cannot be upgraded, or `undefined` when it can.
+ * The refusal of a request that cannot be upgraded, or `undefined` when it can: 400 with the
+ * reason, or, for a `Sec-WebSocket-Version` other than 13 (or none), 426 naming the version this
+ * server speaks (RFC 6455 §4.2.2).
+ *
+ * @example
+ * ```ts
+ * import { upgradeRefusal } from "./websocket_conn.ts";
+ * const refusal = upgradeRefusal(new Headers({
+ *   upgrade: "websocket",
+ *   connection: "Upgrade",
+ *   "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ==",
+ *   "sec-websocket-version": "8",
+ * }));
+ * console.log(refusal?.status, refusal?.headers.get("sec-websocket-version")); // 426 "13"
+ * ```
  *
  * @param headers The request headers.
  */
-export function upgradeProblem(headers: HeaderFields): string | undefined {
+export function upgradeRefusal(headers: HeaderFields): Response | undefined {
   const tokens = (name: string) =>
     (headers.get(name) ?? "").toLowerCase().split(",").map((t) => t.trim());
+  const refuse = (status: number, text: string, fields: Record<string, string> = {}) =>
+    new Response(text, {
+      status,
+      headers: { "content-type": "text/plain; charset=utf-8", ...fields },
+    });
   if (!tokens("upgrade").includes("websocket")) {
-    return "Connection header did not include 'upgrade'";
+    return refuse(400, "Connection header did not include 'upgrade'");
   }
   if (!tokens("connection").includes("upgrade")) {
-    return "Connection header did not include 'upgrade'";
+    return refuse(400, "Connection header did not include 'upgrade'");
   }
-  if (headers.get("sec-websocket-version") !== "13") return "unsupported websocket version";
+  if (headers.get("sec-websocket-version") !== "13") {
+    return refuse(426, "unsupported websocket version: this server speaks version 13", {
+      "sec-websocket-version": "13",
+    });
+  }
   const key = headers.get("sec-websocket-key") ?? "";
-  if (!/^[A-Za-z0-9+/]{22}==$/.test(key)) return "invalid Sec-WebSocket-Key";
+  if (!/^[A-Za-z0-9+/]{22}==$/.test(key)) return refuse(400, "invalid Sec-WebSocket-Key");
   return undefined;
 }
 
@@ -73,7 +96,7 @@ export function upgradeProblem(headers: HeaderFields): string | undefined {
  * connection far more than the rest of its answer).
  *
  * @param conn The connection.
- * @param headers The request headers (checked with {@linkcode upgradeProblem}).
+ * @param headers The request headers (checked with {@linkcode upgradeRefusal}).
  * @param protocol The selected subprotocol, if any.
  * @throws {TypeError} For a subprotocol that cannot be a header value.
  */
@@ -314,6 +337,42 @@ function closePayload(code: number, reason = ""): Uint8Array {
   return payload;
 }
 
+/**
+ * Whether a close frame may carry `code` (RFC 6455 §7.4 and the IANA registry): 1000-1003,
+ * 1007-1014 and the applications' 3000-4999. 1004 is reserved, 1005, 1006 and 1015 name local
+ * conditions that are never sent, and the rest are unassigned.
+ *
+ * @example
+ * ```ts
+ * import { validCloseCode } from "./websocket_conn.ts";
+ * console.log([1000, 1005, 1012, 2999, 4999].map(validCloseCode)); // [true, false, true, false, true]
+ * ```
+ *
+ * @param code The status code.
+ */
+export function validCloseCode(code: number): boolean {
+  return (code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1014) ||
+    (code >= 3000 && code <= 4999);
+}
+
+/**
+ * The status of the close frame that answers a peer's close `payload`: its own code echoed, 1000
+ * for a close without one, 1002 for a one-byte payload or an invalid code, 1007 for a reason
+ * that is not UTF-8.
+ */
+function closeAnswer(payload: Uint8Array): number {
+  if (payload.length === 0) return 1000;
+  if (payload.length === 1) return 1002;
+  const code = (payload[0]! << 8) | payload[1]!;
+  if (!validCloseCode(code)) return 1002;
+  try {
+    STRICT_UTF8.decode(payload.subarray(2));
+  } catch {
+    return 1007;
+  }
+  return code;
+}
+
 // A byte order mark stays in the text (and makes the message malformed, as the reference has it).
 const REPLACING_UTF8 = new TextDecoder("utf-8", { ignoreBOM: true });
 const STRICT_UTF8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
@@ -449,8 +508,7 @@ export function websocketConnTransport(
         if (payload === null) return null;
         unmask(payload, wordsOf(payload), 0, payload.length, head.mask, 0);
         if (head.opcode === 0x8) {
-          const code = payload.length >= 2 ? (payload[0]! << 8) | payload[1]! : 1000;
-          closeWith(code === 1005 || code === 1006 ? 1000 : code);
+          closeWith(closeAnswer(payload));
           return null;
         }
         if (head.opcode === 0x9) void writer.frame(0xa, payload);

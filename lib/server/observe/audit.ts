@@ -22,6 +22,11 @@ export interface AuditFields {
     session: string | null;
     durationMs: number;
   };
+  /**
+   * `initialize` created a session or resumed one (`resumed`); `clientName`
+   * is the client's, cut to `MAX_CLIENT_NAME_CHARS` (`session/registry.ts`).
+   */
+  "session.open": { session: string; clientName: string; resumed: boolean };
   /** A request's credential was refused (upgrade, `/metrics` or console login). */
   "auth.refused": { remoteAddress: string; path: string; reason: string };
   /** `process/start` succeeded; `envNames` lists the variables set by the client, without values. */
@@ -77,6 +82,7 @@ export type AuditEvent = {
 export const AUDIT_LEVELS: { readonly [E in AuditEventName]: LogLevel } = {
   "connection.open": "info",
   "connection.close": "info",
+  "session.open": "info",
   "auth.refused": "warn",
   "process.start": "info",
   "process.exit": "info",

@@ -1,9 +1,10 @@
 /**
  * The web console's WebSocket feed. The server sends JSON messages:
  *
- * - `{"type":"sessions","sessions":[...]}`: every session and its processes
- *   (processId, argv, cwd, tty, sandboxType, state, exitCode, signal,
- *   durationMs, outputBytes), on every audit event and every second;
+ * - `{"type":"sessions","sessions":[...]}`: every session (id, clientName,
+ *   attached) and its processes (processId, argv, cwd, tty, sandboxType,
+ *   state, exitCode, signal, durationMs, outputBytes), on every audit event
+ *   and every second;
  * - `{"type":"output","session","processId","seq","stream","data"}`: output
  *   of a watched process (`data` is base64), from the oldest retained chunk
  *   on, then live;
@@ -78,7 +79,12 @@ export function sessionsMessage(sessions: Pick<SessionRegistry, "list">): string
   const listed = sessions.list().map((session) => {
     const processes = session.processes.list().slice(0, Math.max(0, budget));
     budget -= processes.length;
-    return { id: session.id, attached: session.attached, processes: processes.map(describe) };
+    return {
+      id: session.id,
+      clientName: session.clientName,
+      attached: session.attached,
+      processes: processes.map(describe),
+    };
   });
   return JSON.stringify({ type: "sessions", sessions: listed });
 }

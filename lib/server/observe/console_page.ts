@@ -89,7 +89,7 @@ ${options.login ? '<button id="logout" type="button">Log out</button>' : ""}
 <section aria-labelledby="processes-title">
 <h2 id="processes-title">Processes</h2>
 <table id="processes">
-<thead><tr><th>Session</th><th>Process</th><th>Command</th><th>Directory</th><th>State</th><th>Exit</th><th>Duration</th><th>Sandbox</th><th>Output</th><th></th></tr></thead>
+<thead><tr><th>Session</th><th>Client</th><th>Process</th><th>Command</th><th>Directory</th><th>State</th><th>Exit</th><th>Duration</th><th>Sandbox</th><th>Output</th><th></th></tr></thead>
 <tbody></tbody>
 </table>
 <p id="empty">No processes.</p>
@@ -215,6 +215,7 @@ export const APP_JS = `"use strict";
           row.className = "selected";
         }
         cell(row, session.id.slice(0, 8) + (session.attached ? "" : " (detached)"));
+        cell(row, session.clientName, "client");
         cell(row, proc.processId, "process-id");
         cell(row, proc.argv.join(" "), "command");
         cell(row, proc.cwd, "cwd");

@@ -55,8 +55,8 @@ export interface ConsoleRoutesOptions {
   consoleCanTerminate?: boolean;
   /** The server's port: the cookie is named after it. */
   port: number;
-  /** Why a request cannot be upgraded to a WebSocket, or `undefined` when it can. */
-  upgradeProblem: (headers: Headers) => string | undefined;
+  /** The refusal of a request that cannot be upgraded to a WebSocket, `undefined` when it can. */
+  upgradeRefusal: (headers: Headers) => Response | undefined;
   /** The listener's refusal of an unauthenticated request (HTTP 401 with the reason). */
   unauthorized: (reason: string) => Response;
   /** Whether the server speaks TLS. */
@@ -196,10 +196,8 @@ export function consoleRoutes(
       return { response: respond(null, html, { headers: { "set-cookie": logins.end(request) } }) };
     }
     if (path === "/console/feed" && request.method === "GET") {
-      const problem = options.upgradeProblem(request.headers);
-      if (problem) {
-        return { response: respond(problem, "text/plain; charset=utf-8", { status: 400 }) };
-      }
+      const refusal = options.upgradeRefusal(request.headers);
+      if (refusal) return { response: await withHeaders(refusal, SECURITY_HEADERS) };
       const keyed = authOn ? logins.keyed(request) : undefined;
       if (authOn && keyed === undefined) {
         const reason = login === undefined

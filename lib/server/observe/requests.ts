@@ -1,8 +1,8 @@
 /**
  * What a served request tells the operator: its count and duration by
  * method, and the audit events of the requests that change things
- * ({@linkcode REQUEST_AUDITS}: `fs.write`, `fs.remove`, `fs.copy`,
- * `http.request`) or that the server refused (`permission.denied`).
+ * ({@linkcode REQUEST_AUDITS}: `session.open`, `fs.write`, `fs.remove`,
+ * `fs.copy`, `http.request`) or that the server refused (`permission.denied`).
  *
  * @module
  */
@@ -15,6 +15,7 @@ import {
   type ResultOf,
 } from "../../protocol/methods.ts";
 import { pathFromUri } from "../host/path_uri.ts";
+import { keptClientName } from "../session/registry.ts";
 import { type AnsweredRequest, REQUEST_ANSWERED } from "../session/request_events.ts";
 import { audit } from "./audit.ts";
 import type { Labels } from "./metrics.ts";
@@ -71,6 +72,13 @@ function onSuccess<M extends ClientRequestName>(
  * the child runs.
  */
 const REQUEST_AUDITS: { readonly [M in ClientRequestName]?: RequestAudit<M> } = {
+  "initialize": onSuccess((params, session) =>
+    audit("session.open", {
+      session,
+      clientName: keptClientName(params.clientName),
+      resumed: params.resumeSessionId !== undefined,
+    })
+  ),
   "fs/writeFile": onSuccess((params, session) =>
     audit("fs.write", { session, method: "fs/writeFile", path: pathOf(params.path) })
   ),

@@ -14,6 +14,29 @@ import { ProcessTable } from "../process/table.ts";
 /** Default time a detached session waits for a resume, in ms (the reference's about 80 s). */
 export const DEFAULT_SESSION_TTL_MS = 80_000;
 
+/** Longest client name a session keeps, in UTF-16 code units: a longer `clientName` is cut to it. */
+export const MAX_CLIENT_NAME_CHARS = 256;
+
+/**
+ * An `initialize`'s `clientName` as the server keeps it (the audit log, the
+ * console): its first {@linkcode MAX_CLIENT_NAME_CHARS} code units, without
+ * a half of a surrogate pair at the cut, and `…` when it was cut.
+ *
+ * @example
+ * ```ts
+ * import { keptClientName, MAX_CLIENT_NAME_CHARS } from "./registry.ts";
+ * console.log(keptClientName("codex")); // "codex"
+ * console.log(keptClientName("x".repeat(1000)).length === MAX_CLIENT_NAME_CHARS + 1); // true
+ * ```
+ *
+ * @param clientName The name the client sent.
+ */
+export function keptClientName(clientName: string): string {
+  if (clientName.length <= MAX_CLIENT_NAME_CHARS) return clientName;
+  const cut = clientName.slice(0, MAX_CLIENT_NAME_CHARS);
+  return `${/[\ud800-\udbff]$/.test(cut) ? cut.slice(0, -1) : cut}…`;
+}
+
 /** Options for {@linkcode SessionRegistry}. */
 export interface SessionRegistryOptions {
   /**
@@ -36,6 +59,8 @@ export class Session {
   readonly id: string;
   /** The session's processes. */
   readonly processes: ProcessTable;
+  /** The `clientName` of the connection that created or last resumed it (see {@linkcode keptClientName}). */
+  clientName = "";
   #owner: object | undefined;
   #expiry: ReturnType<typeof setTimeout> | undefined;
 
@@ -60,12 +85,13 @@ export class Session {
     return this.#owner === owner;
   }
 
-  /** Attaches a connection: notifications go to `sink` from now on. */
-  attach(owner: object, sink: NotificationSink): void {
+  /** Attaches a connection (of the client `clientName`): notifications go to `sink` from now on. */
+  attach(owner: object, sink: NotificationSink, clientName: string): void {
     // Only when set: Deno loads its Node timers module on the first timer call (~9 ms at start-up).
     if (this.#expiry !== undefined) clearTimeout(this.#expiry);
     this.#expiry = undefined;
     this.#owner = owner;
+    this.clientName = keptClientName(clientName);
     this.processes.sink = sink;
   }
 
@@ -113,20 +139,20 @@ export class SessionRegistry {
     return [...this.#sessions.values()];
   }
 
-  /** Creates a new attached session. */
-  create(owner: object, sink: NotificationSink): Session {
+  /** Creates a new session, attached to the connection of the client `clientName`. */
+  create(owner: object, sink: NotificationSink, clientName: string): Session {
     const id = crypto.randomUUID();
     const session = new Session(
       id,
       new ProcessTable({ retentionMs: this.#retentionMs, sessionId: id }),
     );
-    session.attach(owner, sink);
+    session.attach(owner, sink, clientName);
     this.#sessions.set(session.id, session);
     return session;
   }
 
   /** Re-attaches a detached session; errors as the reference (unknown id -32600, attached -32010). */
-  resume(id: string, owner: object, sink: NotificationSink): Session {
+  resume(id: string, owner: object, sink: NotificationSink, clientName: string): Session {
     const session = this.#sessions.get(id);
     if (!session) throw kindError("unknownSession", `unknown session id ${id}`);
     if (session.attached) {
@@ -135,7 +161,7 @@ export class SessionRegistry {
         `session ${id} is already attached to another connection`,
       );
     }
-    session.attach(owner, sink);
+    session.attach(owner, sink, clientName);
     return session;
   }
 

@@ -85,8 +85,8 @@ export function serveConnection(
     initialize(params: ParamsOf<"initialize">) {
       if (session) throw invalidRequest("initialize may only be sent once per connection");
       session = params.resumeSessionId === undefined
-        ? registry.create(owner, sink)
-        : registry.resume(params.resumeSessionId, owner, sink);
+        ? registry.create(owner, sink, params.clientName)
+        : registry.resume(params.resumeSessionId, owner, sink, params.clientName);
       return { sessionId: session.id, environmentInfo: environmentInfo() };
     },
     state,
