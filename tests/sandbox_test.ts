@@ -532,6 +532,18 @@ Deno.test("landlockRules() grants a writable root's entries, never its protected
   assert.ok((around & FS.READ_DIR) !== 0);
 });
 
+/** What `/proc` says of a process's signals and terminal, for a failure message. */
+async function readProcessState(pid: number): Promise<string> {
+  try {
+    const status = await Deno.readTextFile(`/proc/${pid}/status`);
+    const stat = await Deno.readTextFile(`/proc/${pid}/stat`);
+    return status.split("\n").filter((line) => /^(State|Sig|Shd)/.test(line)).join("; ") +
+      `; stat ${stat.slice(stat.lastIndexOf(")") + 2)}`;
+  } catch (err) {
+    return String(err);
+  }
+}
+
 /** SIGKILLs a process group that may already be gone. */
 function killGroup(pid: number): void {
   try {
@@ -862,7 +874,21 @@ for (const t of TEST_LAYERS) {
         await until("ready");
         assert.match(out, /got:hello/);
         await child.write(new Uint8Array([3]));
-        while ((await child.read()) !== null) { /* drain */ }
+        // Bounded: a Ctrl-C that did not end it fails here instead of waiting for the sleep.
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        const ended = await Promise.race([
+          (async () => {
+            while ((await child.read()) !== null) { /* drain */ }
+            return true;
+          })(),
+          new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), 20_000))),
+        ]);
+        clearTimeout(timer);
+        if (!ended) {
+          const state = await readProcessState(child.pid);
+          killGroup(child.pid);
+          assert.fail(`Ctrl-C did not end the sandboxed shell: ${state}`);
+        }
         const status = await child.status;
         assert.ok(status.code !== 0, "a signal death");
       } finally {

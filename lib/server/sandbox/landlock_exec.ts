@@ -212,8 +212,14 @@ export function landlockExecMain(args: string[]): never {
   if (lib.prctl(PR_SET_SECCOMP, BigInt(SECCOMP_MODE_FILTER), address(program16), 0n, 0n) !== 0) {
     die(126, `cannot load the seccomp filter: ${describe(errno())}`);
   }
-  // Deno ignores SIGPIPE, which execve would pass on: the command gets it back as by default.
-  lib.signal(13, null);
+  // Deno ignores SIGPIPE (and may block signals in this thread), which execve would pass on:
+  // the command starts with every signal at its default and none blocked, as a spawn gives it.
+  for (let signal = 1; signal < 32; signal++) {
+    if (signal !== 9 && signal !== 19) lib.signal(signal, null);
+  }
+  const RT_SIGPROCMASK = Deno.build.arch === "aarch64" ? 135 : 14;
+  const emptySet = new Uint8Array(8);
+  call(RT_SIGPROCMASK, 2n, /* SIG_SETMASK */ address(emptySet), 0n, 8n);
   const pointers = (strings: string[]) => {
     const buffers = strings.map(cString);
     const table = new BigUint64Array(strings.length + 1);

@@ -154,6 +154,23 @@ function launchBubblewrap(
 }
 
 /**
+ * A fresh directory for a Landlock sandbox's private `/tmp`, under the host's
+ * `/tmp` (else the server's `TMPDIR`); `undefined` where neither can be
+ * written (a read-only container): the sandbox then has no temporary
+ * directory, and the host's `/tmp` stays denied.
+ */
+function makePrivateTmp(): string | undefined {
+  for (const dir of ["/tmp", undefined]) {
+    try {
+      return Deno.realPathSync(Deno.makeTempDirSync({ dir, prefix: "exec-server-sandbox-tmp-" }));
+    } catch {
+      // Not writable here: the next.
+    }
+  }
+  return undefined;
+}
+
+/**
  * The Landlock layer: the launcher with the plan's rules. A private `/tmp`
  * is a fresh directory under the host's `/tmp` (which is denied), named by
  * `TMPDIR`, removed when the sandbox is released.
@@ -170,17 +187,14 @@ function launchLandlock(
   let privateTmp: string | undefined;
   let effective = plan;
   if (plan.privateTmp) {
-    privateTmp = Deno.realPathSync(
-      Deno.makeTempDirSync({ dir: "/tmp", prefix: "exec-server-sandbox-tmp-" }),
-    );
-    env.TMPDIR = privateTmp;
+    privateTmp = makePrivateTmp();
+    if (privateTmp !== undefined) env.TMPDIR = privateTmp;
+    const own: SandboxPlan["mounts"] = privateTmp === undefined
+      ? []
+      : [{ path: privateTmp, access: "write", node: "directory" }];
     effective = {
       ...plan,
-      mounts: [
-        { path: "/tmp", access: "deny", node: "directory" },
-        ...plan.mounts,
-        { path: privateTmp, access: "write", node: "directory" },
-      ],
+      mounts: [{ path: "/tmp", access: "deny", node: "directory" }, ...plan.mounts, ...own],
     };
   }
   const removeTmp = () => {

@@ -143,37 +143,11 @@ export function serverSandbox(options: ServerSandboxOptions = {}): ServerSandbox
   };
 }
 
-function isDirectory(path: string): boolean {
-  try {
-    return Deno.statSync(path).isDirectory;
-  } catch {
-    return false;
-  }
-}
-
-/**
- * Makes the private parent of a sandbox's temporary directory: under
- * `/var/tmp` first (not under `/tmp`, where it would show in every
- * process's private `/tmp`), else under the server's `TMPDIR`. Where the
- * server may write to neither (its `--allow-write` scope, a read-only
- * system), there is none and the sandbox keeps the host's.
- */
-function makeSandboxTempBase(): string | undefined {
-  const parents = isDirectory("/var/tmp") ? ["/var/tmp", undefined] : [undefined];
-  for (const dir of parents) {
-    try {
-      return Deno.realPathSync(Deno.makeTempDirSync({ dir, prefix: "exec-server-sandbox-" }));
-    } catch {
-      // Not writable for this server: the next candidate.
-    }
-  }
-  return undefined;
-}
-
 /**
  * Gives a confining sandbox its own temporary directory: a new directory
  * `tmp` inside a private one (mode `0700`) under `/var/tmp` (else the
- * server's `TMPDIR`: not `/tmp`, which every process sees private), writable for processes and fs calls (the private directory is
+ * server's `TMPDIR`: not `/tmp`, which every process sees private; where
+ * neither can be written, none), writable for processes and fs calls (the private directory is
  * the writable root, so the read-only covers of `.git` and the like a root
  * gets stay out of `tmp`), removed when the server exits normally (a
  * SIGKILL leaves it). Without a confining mode the sandbox is returned as is.
@@ -183,13 +157,26 @@ function makeSandboxTempBase(): string | undefined {
  */
 export function withSandboxTempDir(sandbox: ServerSandbox): ServerSandbox {
   if (!confines(sandbox) || sandbox.tempDir !== undefined) return sandbox;
-  const base = makeSandboxTempBase();
+  // Not under /tmp if it can be helped: it would show in every process's private /tmp. A
+  // read-only root (a container's) may have neither: then the sandbox has no directory of its own.
+  let base: string | undefined;
+  for (const parent of ["/var/tmp", undefined]) {
+    try {
+      base = Deno.realPathSync(
+        Deno.makeTempDirSync({ dir: parent, prefix: "exec-server-sandbox-" }),
+      );
+      break;
+    } catch {
+      // Not writable here: the next.
+    }
+  }
   if (base === undefined) return sandbox;
-  const tempDir = `${base}/tmp`;
+  const made = base;
+  const tempDir = `${made}/tmp`;
   Deno.mkdirSync(tempDir);
   globalThis.addEventListener("unload", () => {
     try {
-      Deno.removeSync(base, { recursive: true });
+      Deno.removeSync(made, { recursive: true });
     } catch {
       // Best effort.
     }
