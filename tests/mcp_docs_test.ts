@@ -135,6 +135,21 @@ Deno.test("docs: the mcpServers entry and Codex's [mcp_servers] run the document
   assert.match(toml, /^tool_timeout_sec = \d+$/m);
 });
 
+Deno.test("docs: the README's MCP recipe is the guide's mcpServers entry and [mcp_servers] table", async () => {
+  const readme = await Deno.readTextFile(new URL("../README.md", import.meta.url));
+  const section = readme.split(/^## /m).find((part) =>
+    part.startsWith("Other agents, through MCP\n")
+  );
+  assert.ok(section, "README has no MCP section");
+  const json = (text: string) => JSON.parse(/```json\n([\s\S]*?)```/.exec(text)![1]!);
+  assert.deepEqual(json(section), json(GUIDE));
+  const tomlLines = (text: string) => /```toml\n([\s\S]*?)```/.exec(text)![1]!.split("\n");
+  const guideToml = new Set(tomlLines(GUIDE));
+  const readmeToml = tomlLines(section).filter((line) => line !== "");
+  assert.ok(readmeToml.length >= 3);
+  for (const line of readmeToml) assert.ok(guideToml.has(line), `not in the guide: ${line}`);
+});
+
 Deno.test("docs: the tools table lists every tool, in order", () => {
   const names = tableRows("The tools").map((row) => row[0]!.replaceAll("`", ""));
   assert.deepEqual(names, TOOLS.map((tool) => tool.name));
