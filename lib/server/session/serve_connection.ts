@@ -12,6 +12,7 @@ import { parseParams, SchemaError } from "../../protocol/schema.ts";
 import { Connection, type Schedule } from "../../rpc/connection.ts";
 import { Semaphore } from "../../rpc/semaphore.ts";
 import type { OutboundText, Transport } from "../../rpc/transport.ts";
+import { StreamedJson } from "../../protocol/streamed_json.ts";
 import { environmentInfo } from "./environment.ts";
 import { type HandlerContext, HANDLERS } from "./handlers.ts";
 import { ConnectionState } from "./connection_state.ts";
@@ -130,7 +131,13 @@ export function serveConnection(
       params: unknown,
       context: HandlerContext,
     ) => unknown;
-    return handler(params, context);
+    const result = handler(params, context);
+    const field = spec.streamed;
+    if (field === undefined) return result;
+    // The member the method table marks streamed may be made while the reply is sent.
+    const streamed = (value: unknown) =>
+      value !== null && typeof value === "object" ? StreamedJson.of(value, field) ?? value : value;
+    return result instanceof Promise ? result.then(streamed) : streamed(result);
   }
 
   function fatal(): void {
