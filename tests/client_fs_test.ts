@@ -213,7 +213,7 @@ Deno.test("client.fs.realPath and copy", async () => {
   });
 });
 
-Deno.test("client.fs reads and writes a file beyond one reply's 32 MiB, in blocks", async () => {
+Deno.test("client.fs writes a file beyond 32 MiB in blocks and reads it back in one streamed reply", async () => {
   await withFs(async (client, dir) => {
     const size = 32 * 1024 * 1024 + 1;
     const data = new Uint8Array(size).map((_, i) => (i * 31) & 0xff);

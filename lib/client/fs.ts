@@ -128,8 +128,8 @@ export class RemoteFs {
   }
 
   /**
-   * Reads a whole file. One beyond what one reply may carry (32 MiB on this
-   * server, `data.kind` `replyTooLarge`) is read in 1 MiB blocks instead.
+   * Reads a whole file. One beyond what one reply may carry (512 MiB on this
+   * server and the reference, `data.kind` `replyTooLarge`) is read in 1 MiB blocks instead.
    *
    * @param path The file.
    */
