@@ -14,10 +14,18 @@
 import assert from "node:assert/strict";
 import { READ_FILE_LIMIT } from "../lib/server/fs/read_file.ts";
 import { handshake, type Json, ServerProcess } from "./helpers/server_harness.ts";
-import { readOverStdio, readOverWebSocket, writeFileOf } from "./helpers/streamed_reply.ts";
+import {
+  memoryKib,
+  readOverStdio,
+  readOverWebSocket,
+  resetPeak,
+  writeFileOf,
+} from "./helpers/streamed_reply.ts";
 
 /** Bound of the server's peak RSS growth while it serves the 400 MiB file. */
 const PEAK_GROWTH_BOUND_KIB = 64 * 1024;
+/** Bound of the server's peak RSS growth while it takes a 40 MiB `fs/writeFile` (a 53 MiB message). */
+const WRITE_GROWTH_BOUND_KIB = 8 * 40 * 1024;
 
 Deno.test("a 400 MiB file comes back through fs/readFile over WebSocket and stdio, byte-identical, with the server's peak RSS growing by under 64 MiB", async (t) => {
   const dir = await Deno.makeTempDir({ prefix: "es-stream-" });
@@ -60,8 +68,13 @@ Deno.test("a 40 MiB file round-trips through fs/writeFile and fs/readFile over W
       await using client = listen === "ws" ? await server.connect() : server.stdio!;
       await handshake(client);
       const path = `file://${dir}/${listen}`;
+      const before = resetPeak(server.pid);
       const wrote = await client.request(2, "fs/writeFile", { path, dataBase64 }, 60_000);
       assert.deepEqual(wrote.result, {}, JSON.stringify(wrote).slice(0, 300));
+      const growthKib = memoryKib(server.pid).hwm - before;
+      console.log(`written ${JSON.stringify({ transport: listen, mib: 40, growthKib })}`);
+      // The message, its decoded bytes and the write: a few times the file, never unbounded.
+      assert.ok(growthKib < WRITE_GROWTH_BOUND_KIB, `peak RSS grew by ${growthKib} KiB`);
       const read = await client.request(3, "fs/readFile", { path }, 60_000);
       const back = (read.result as Json | undefined)?.dataBase64;
       assert.ok(typeof back === "string", JSON.stringify(read).slice(0, 300));

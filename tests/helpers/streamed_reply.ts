@@ -41,7 +41,7 @@ export function memoryKib(pid: number): { hwm: number; rss: number } {
  * Resets the peak RSS of `pid` to its current RSS (`clear_refs` 5, Linux 4.0+), so the peak
  * measured next is this request's; returns the RSS it starts from.
  */
-function resetPeak(pid: number): number {
+export function resetPeak(pid: number): number {
   try {
     Deno.writeTextFileSync(`/proc/${pid}/clear_refs`, "5");
   } catch {
