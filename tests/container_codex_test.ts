@@ -28,6 +28,7 @@
 import assert from "node:assert/strict";
 import { CODEX_CONFIG_TOML, findCodexBin, runCodexExec } from "./interop/harness.ts";
 import { startMockModel } from "./interop/mock_model.ts";
+import { LAYER_TRAITS, type SandboxLayer } from "../lib/server/sandbox/layer.ts";
 import {
   denyUserNamespaces,
   exists,
@@ -52,7 +53,6 @@ type Mode = "workspace-write" | "read-only" | "danger-full-access";
 interface Turn {
   product: number;
   toolOutput: string;
-  exitCode: unknown;
   code: number;
   stderr: string;
   /** The `sandboxLayer` of each `process.start` the server logged. */
@@ -99,8 +99,10 @@ async function codexTurn(
   const command = [
     `x=$(( ${a} * ${b} ))`,
     `echo "INTEROP_RESULT_$x"`,
-    `if echo "$x" > '${scene.workspace}/marker-${name}.txt' 2>/dev/null; ` +
+    `if echo "$x" > '${scene.workspace}/sub/marker-${name}.txt' 2>/dev/null; ` +
     `then echo INTEROP_INSIDE=written; else echo INTEROP_INSIDE=denied; fi`,
+    `if echo "$x" > '${scene.workspace}/top-${name}.txt' 2>/dev/null; ` +
+    `then echo INTEROP_TOP=written; else echo INTEROP_TOP=denied; fi`,
     `if echo escaped > '${scene.outside}/escape-${name}.txt' 2>/dev/null; ` +
     `then echo INTEROP_OUTSIDE=written; else echo INTEROP_OUTSIDE=denied; fi`,
     `echo "INTEROP_NET:$(/bin/bash -c 'exec 3<>/dev/tcp/127.0.0.1/9' 2>&1 | tr '\\n' ' ')"`,
@@ -116,10 +118,6 @@ async function codexTurn(
     modelBaseUrl: model.baseUrl,
     sandbox: mode,
   });
-  const item = result.events
-    .filter((event) => event.type === "item.completed")
-    .map((event) => event.item as Record<string, unknown>)
-    .findLast((it) => it?.type === "command_execution");
   let logText = "";
   try {
     logText = await Deno.readTextFile(log);
@@ -132,7 +130,6 @@ async function codexTurn(
   return {
     product: a * b,
     toolOutput: model.toolOutputs().join("\n"),
-    exitCode: item?.exit_code,
     code: result.code,
     stderr: `codex exit ${result.code}\ncodex stderr:\n${result.stderr}\nserver log:\n${logText}`,
     layers,
@@ -144,7 +141,8 @@ function assertRan(turn: Turn): string {
   const diagnostics = `${turn.stderr}\ntool output:\n${turn.toolOutput}`;
   assert.equal(turn.code, 0, diagnostics);
   assert.ok(turn.toolOutput.includes(`INTEROP_RESULT_${turn.product}`), diagnostics);
-  assert.equal(turn.exitCode, 7, `Codex saw the command's exit code\n${diagnostics}`);
+  // What Codex told the model (its JSONL events carry no command item for a sandboxed command).
+  assert.match(turn.toolOutput, /Process exited with code 7/, diagnostics);
   return diagnostics;
 }
 
@@ -153,17 +151,21 @@ async function confinedTurns(
   scene: Scene,
   seccomp: string | undefined,
   prefix: string,
-  layer: string,
+  layer: SandboxLayer,
 ): Promise<void> {
   const ww = `${prefix}-ww-${crypto.randomUUID().slice(0, 8)}`;
   const written = await codexTurn(scene, ww, seccomp, "workspace-write");
   const wwDiagnostics = assertRan(written);
   assert.match(written.toolOutput, /INTEROP_INSIDE=written/, wwDiagnostics);
   assert.equal(
-    (await Deno.readTextFile(`${scene.workspace}/marker-${ww}.txt`)).trim(),
+    (await Deno.readTextFile(`${scene.workspace}/sub/marker-${ww}.txt`)).trim(),
     String(written.product),
     "the sandboxed command wrote in its workspace",
   );
+  // A new name directly in the workspace: on Landlock the workspace's own entries are fixed
+  // (its missing .git and .codex stay read-only: LAYER_TRAITS.rootEntriesWritable).
+  const top = LAYER_TRAITS[layer].rootEntriesWritable ? "written" : "denied";
+  assert.match(written.toolOutput, new RegExp(`INTEROP_TOP=${top}`), wwDiagnostics);
   assert.match(written.toolOutput, /INTEROP_OUTSIDE=denied/, wwDiagnostics);
   assert.equal(exists(`${scene.outside}/escape-${ww}.txt`), false);
   assert.match(written.toolOutput, /INTEROP_NET:.*Operation not permitted/, wwDiagnostics);
@@ -173,7 +175,8 @@ async function confinedTurns(
   const readOnly = await codexTurn(scene, ro, seccomp, "read-only");
   const roDiagnostics = assertRan(readOnly);
   assert.match(readOnly.toolOutput, /INTEROP_INSIDE=denied/, roDiagnostics);
-  assert.equal(exists(`${scene.workspace}/marker-${ro}.txt`), false);
+  assert.equal(exists(`${scene.workspace}/sub/marker-${ro}.txt`), false);
+  assert.match(readOnly.toolOutput, /INTEROP_TOP=denied/, roDiagnostics);
   assert.match(readOnly.toolOutput, /INTEROP_OUTSIDE=denied/, roDiagnostics);
   assert.equal(exists(`${scene.outside}/escape-${ro}.txt`), false);
   assert.deepEqual(readOnly.layers, [layer], roDiagnostics);
@@ -196,6 +199,7 @@ Deno.test({
     const control = await codexTurn(scene, open, undefined, "danger-full-access");
     const diagnostics = assertRan(control);
     assert.match(control.toolOutput, /INTEROP_INSIDE=written/, diagnostics);
+    assert.match(control.toolOutput, /INTEROP_TOP=written/, diagnostics);
     assert.match(control.toolOutput, /INTEROP_OUTSIDE=written/, diagnostics);
     assert.match(control.toolOutput, /INTEROP_NET:.*Connection refused/, diagnostics);
     assert.deepEqual(control.layers, [null], diagnostics);
