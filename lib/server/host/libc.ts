@@ -338,8 +338,8 @@ export function writeFd(fd: number, bytes: Uint8Array<ArrayBuffer>): number {
 
 /**
  * `faccessat(AT_FDCWD, path, mode, 0)`: 0 when this process (its real uid and gid) may access
- * `path` in `mode` (`C.X_OK | C.W_OK`…), else the `errno` (`EACCES`, `EROFS` for a read-only
- * mount, `ENOENT`…).
+ * `path` in `mode` (`C.X_OK | C.W_OK`), else the `errno` (`EACCES`, `EROFS` for a read-only
+ * mount, `ENOENT`, and so on).
  */
 export function accessError(path: string, mode: number): number {
   const cPath = cString(path);
