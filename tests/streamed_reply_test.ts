@@ -13,7 +13,8 @@
 
 import assert from "node:assert/strict";
 import { READ_FILE_LIMIT } from "../lib/server/fs/read_file.ts";
-import { handshake, type Json, ServerProcess } from "./helpers/server_harness.ts";
+import { eventually, handshake, type Json, ServerProcess } from "./helpers/server_harness.ts";
+import { RawWebSocket } from "./helpers/reliability_server.ts";
 import {
   memoryKib,
   readOverStdio,
@@ -99,6 +100,50 @@ Deno.test("fs/readFile of a file over 512 MiB is refused before reading, with th
       message: "file is too large to read: limit is 536870912 bytes",
       data: { kind: "replyTooLarge" },
     });
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+/** Paths of the descriptors `pid` has open. */
+function openPaths(pid: number): string[] {
+  const paths: string[] = [];
+  for (const entry of Deno.readDirSync(`/proc/${pid}/fd`)) {
+    try {
+      paths.push(Deno.readLinkSync(`/proc/${pid}/fd/${entry.name}`));
+    } catch {
+      // Closed meanwhile.
+    }
+  }
+  return paths;
+}
+
+Deno.test("a client that goes away in the middle of a streamed reply leaves no open file behind, and the server serves on", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "es-stream-" });
+  try {
+    await writeFileOf(`${dir}/big`, 64);
+    await using server = await ServerProcess.start({ listen: "ws" });
+    const socket = await RawWebSocket.connect(server.port);
+    await socket.sendText(
+      JSON.stringify({ id: 1, method: "initialize", params: { clientName: "x" } }),
+    );
+    await socket.sendText(JSON.stringify({ method: "initialized", params: {} }));
+    assert.match((await socket.readMessage())!, /"sessionId"/);
+    await socket.sendText(
+      JSON.stringify({ id: 2, method: "fs/readFile", params: { path: `file://${dir}/big` } }),
+    );
+    // The reply has begun (its first bytes are here) and the file is open; then the client is gone.
+    assert.ok((await socket.conn.read(new Uint8Array(4096))) !== null);
+    assert.ok(openPaths(server.pid).includes(`${dir}/big`), "the file is open while it streams");
+    socket.close();
+    assert.ok(
+      await eventually(() => !openPaths(server.pid).includes(`${dir}/big`)),
+      "the file is closed once the client is gone",
+    );
+    await using client = await server.connect();
+    await handshake(client);
+    const status = await client.request(2, "environment/status");
+    assert.deepEqual(status.result, { status: "ready" });
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

@@ -190,10 +190,12 @@ export class FrameWriter {
       await this.#fragments(message);
     } finally {
       this.#streaming = false;
-      // What was held runs in order, until it starts another streamed message.
+      // What was held runs in order, until it starts another streamed message; after a close
+      // frame, nothing held is sent.
       while (!this.#streaming && this.#held.length > 0 && !this.#closed) {
         const { run, done } = this.#held.shift()!;
-        run().then(done, done);
+        if (this.#closeQueued) done();
+        else run().then(done, done);
       }
     }
   }
