@@ -212,11 +212,12 @@ Deno.test("a streamed reply that no transport took (the connection closed first)
   const transport = new DroppingTransport();
   let released = 0;
   const answered = Promise.withResolvers<StreamedJson>();
-  const connection = new Connection(transport, {
+  const held: { connection?: Connection } = {};
+  held.connection = new Connection(transport, {
     handlers: {
       request: async () => {
         // The reply is made while the connection closes.
-        connection.close();
+        held.connection!.close();
         await tick();
         const json = new StreamedJson(
           "[",
