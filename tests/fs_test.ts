@@ -7,6 +7,7 @@ import { decodeBase64 } from "../lib/protocol/base64.ts";
 import { RpcError } from "../lib/protocol/errors.ts";
 import type { ParamsOf, ResultOf } from "../lib/protocol/methods.ts";
 import { StreamedString } from "../lib/protocol/streamed_json.ts";
+import { whole } from "./helpers/streamed_whole.ts";
 import { READ_CHUNK_BYTES, READ_FILE_LIMIT } from "../lib/server/fs/read_file.ts";
 import { FileHandleTable } from "../lib/server/fs/handles.ts";
 import { type FsMethod, runFsOperation } from "../lib/server/fs/operations.ts";
@@ -22,19 +23,6 @@ function request<M extends FsMethod>(
   const context = { files, watches: new MissingWatchTable(), notify() {} };
   return async (params) =>
     await whole(await runFsOperation(method, params, context)) as ResultOf<M>;
-}
-
-/** A reply with its streamed member (if any) joined into one string. */
-async function whole<R>(reply: R): Promise<R> {
-  if (reply === null || typeof reply !== "object") return reply;
-  const joined: Record<string, unknown> = { ...reply as Record<string, unknown> };
-  for (const [key, value] of Object.entries(joined)) {
-    if (!(value instanceof StreamedString)) continue;
-    let text = "";
-    for await (const chunk of value.take()) text += chunk;
-    joined[key] = text;
-  }
-  return joined as R;
 }
 
 const readFile = request("fs/readFile");

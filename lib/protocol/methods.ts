@@ -784,7 +784,7 @@ export const METHODS = {
     object({ watching: boolean() }, { name: "FsWatchMissingResponse" }),
   ),
 
-  "http/request": request(
+  "http/request": streamedRequest(
     "http",
     "Performs an HTTP request from the server, buffered or streamed.",
     object({
@@ -819,6 +819,7 @@ export const METHODS = {
         name: "HttpRequestResponse",
       },
     ),
+    "bodyBase64",
   ),
 
   "capabilityRoots/discoverV1": request(

@@ -7,6 +7,14 @@
  */
 
 /**
+ * Bytes encoded per chunk of a streamed base64 member: 93 KiB. A multiple of 3 (each chunk's
+ * base64 has no padding, so the chunks concatenate), and small enough that a chunk's base64
+ * (124 KiB) is a young V8 object, collected at once rather than piling up in the large-object
+ * space (768 KiB chunks raised a 400 MiB read's peak RSS by 74–83 MiB, 93 KiB ones by 26–34).
+ */
+export const STREAMED_CHUNK_BYTES = 93 * 1024;
+
+/**
  * A string member produced in chunks, each already valid inside a JSON
  * string without escaping (base64, say): the chunks are written between the
  * quotes as they are.
@@ -36,6 +44,46 @@ export class StreamedString {
   constructor(chunks: AsyncIterable<string>, release: () => void = () => {}) {
     this.#chunks = chunks;
     this.#release = release;
+  }
+
+  /**
+   * The base64 of bytes held in parts, made a piece of at most `pieceBytes` at a time (each
+   * part is let go of once encoded).
+   *
+   * @example
+   * ```ts
+   * import { StreamedString } from "./streamed_json.ts";
+   * const text = StreamedString.ofBytes([new Uint8Array([104]), new Uint8Array([105])], 3);
+   * let joined = "";
+   * for await (const chunk of text.take()) joined += chunk;
+   * console.log(joined); // "aGk="
+   * ```
+   *
+   * @param parts The bytes, in order (the array is emptied as they are encoded).
+   * @param pieceBytes Most bytes per chunk, a multiple of 3.
+   */
+  static ofBytes(parts: Uint8Array[], pieceBytes: number): StreamedString {
+    async function* chunks(): AsyncGenerator<string> {
+      let carry = new Uint8Array(0);
+      for (let i = 0; i < parts.length; i++) {
+        const part = parts[i]!;
+        parts[i] = carry;
+        let bytes = part;
+        if (carry.length > 0) {
+          bytes = new Uint8Array(carry.length + part.length);
+          bytes.set(carry);
+          bytes.set(part, carry.length);
+        }
+        const whole = bytes.length - (bytes.length % 3);
+        for (let at = 0; at < whole; at += pieceBytes) {
+          yield bytes.subarray(at, Math.min(whole, at + pieceBytes)).toBase64();
+        }
+        carry = bytes.slice(whole);
+      }
+      parts.length = 0;
+      if (carry.length > 0) yield carry.toBase64();
+    }
+    return new StreamedString(chunks(), () => (parts.length = 0));
   }
 
   /** The chunks, for the one consumer that iterates them. */

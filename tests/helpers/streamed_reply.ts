@@ -133,14 +133,15 @@ class Base64Hasher {
 }
 
 /**
- * Reads messages until the reply to request `id`, which must carry `"dataBase64"`: the
+ * Reads messages until the reply to request `id`, which must carry `member`: the
  * SHA-256 of its decoded data and the count of its bytes. Other messages are skipped.
  */
 async function digestReadFileReply(
   pieces: AsyncIterator<Piece>,
   id: number,
+  member = "dataBase64",
 ): Promise<{ digest: string; bytes: number }> {
-  const marker = '"dataBase64":"';
+  const marker = `"${member}":"`;
   const latin1 = new TextDecoder("latin1");
   const next = async () => {
     const { value, done } = await pieces.next();
@@ -187,6 +188,17 @@ async function digestReadFileReply(
 
 const INITIALIZE = JSON.stringify({ id: 1, method: "initialize", params: { clientName: "big" } });
 const INITIALIZED = JSON.stringify({ method: "initialized", params: {} });
+/**
+ * The request a read sends (id 2) and the reply's base64 member: `fs/readFile` of a path, or
+ * any other request given as its text.
+ */
+export interface BigRequest {
+  /** The request's JSON text, with id 2. */
+  text: string;
+  /** The reply's base64 member. */
+  member: string;
+}
+
 const readFileRequest = (path: string) =>
   JSON.stringify({ id: 2, method: "fs/readFile", params: { path: `file://${path}` } });
 
@@ -205,6 +217,7 @@ export interface BigRead {
 export async function readOverWebSocket(
   path: string,
   options: StartServerOptions = {},
+  request?: BigRequest,
 ): Promise<BigRead> {
   await using server = await ServerProcess.start({ ...options, listen: "ws" });
   await using socket = await RawWebSocket.connect(server.port);
@@ -214,9 +227,9 @@ export async function readOverWebSocket(
   assert.match((await socket.readMessage())!, /"sessionId"/);
   const before = resetPeak(server.pid);
   const started = performance.now();
-  await socket.sendText(readFileRequest(path));
+  await socket.sendText(request?.text ?? readFileRequest(path));
   const pieces = framePieces(socket.conn, socket.takeBuffered());
-  const read = await digestReadFileReply(pieces, 2);
+  const read = await digestReadFileReply(pieces, 2, request?.member);
   const seconds = (performance.now() - started) / 1000;
   return { ...read, growthKib: memoryKib(server.pid).hwm - before, seconds };
 }
@@ -225,6 +238,7 @@ export async function readOverWebSocket(
 export async function readOverStdio(
   path: string,
   options: StartServerOptions = {},
+  request?: BigRequest,
 ): Promise<BigRead> {
   await using server = await ServerProcess.start({
     ...options,
@@ -247,8 +261,8 @@ export async function readOverStdio(
     assert.match(line, /"sessionId"/);
     const before = resetPeak(server.pid);
     const started = performance.now();
-    await writer.write(encoder.encode(`${readFileRequest(path)}\n`));
-    const read = await digestReadFileReply(pieces, 2);
+    await writer.write(encoder.encode(`${request?.text ?? readFileRequest(path)}\n`));
+    const read = await digestReadFileReply(pieces, 2, request?.member);
     const seconds = (performance.now() - started) / 1000;
     const growthKib = memoryKib(server.pid).hwm - before;
     await pieces.return(undefined);

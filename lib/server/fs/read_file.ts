@@ -6,7 +6,7 @@
 
 import { invalidRequest, kindError, type RpcError } from "../../protocol/errors.ts";
 import type { ReplyOf } from "../../protocol/methods.ts";
-import { StreamedString } from "../../protocol/streamed_json.ts";
+import { STREAMED_CHUNK_BYTES, StreamedString } from "../../protocol/streamed_json.ts";
 import { fsError } from "../host/os_errors.ts";
 import { close, F, fsSyscallsAvailable, fstatat, readInto } from "../host/fs_syscalls.ts";
 import type { SandboxPlan } from "../sandbox/policy.ts";
@@ -20,14 +20,12 @@ import { openForRead } from "./resolve.ts";
 export const READ_FILE_LIMIT = 512 * 1024 * 1024;
 
 /**
- * Files up to this size (93 KiB) are answered with one string; larger ones are
- * streamed: read and encoded a chunk of this size at a time while the reply is
- * sent, so the server holds about a chunk of the file at once, not the file.
- * A multiple of 3 (each chunk's base64 has no padding, so the chunks
- * concatenate), and small enough that a chunk's base64 (124 KiB) is a young
- * V8 object, collected at once rather than piling up in the large-object space.
+ * Files up to this size (93 KiB, {@linkcode STREAMED_CHUNK_BYTES}) are answered
+ * with one string; larger ones are streamed: read and encoded a chunk of this
+ * size at a time while the reply is sent, so the server holds about a chunk of
+ * the file at once, not the file.
  */
-export const READ_CHUNK_BYTES = 93 * 1024;
+export const READ_CHUNK_BYTES = STREAMED_CHUNK_BYTES;
 
 /** An open regular file: its size when opened, how to read it, how to close it. */
 interface OpenFile {
