@@ -69,6 +69,18 @@ function gatedChunks(gate: Promise<void>, state: { closed: boolean }, fail = fal
   })();
 }
 
+/** A frame writer streaming `{"d":"AAAA` and waiting at `gate` before `BBBB"}`. */
+async function streamingWriter() {
+  const { conn, bytes } = recordingConn();
+  const writer = new FrameWriter(conn, 1 << 20, () => {});
+  const gate = Promise.withResolvers<void>();
+  const state = { closed: false };
+  const chunks = new StreamedString(gatedChunks(gate.promise, state));
+  const streaming = writer.stream(new StreamedJson('{"d":"', chunks, '"}'));
+  await tick();
+  return { writer, bytes, gate, state, streaming };
+}
+
 const tick = () => new Promise<void>((resolve) => setTimeout(resolve, 0));
 
 Deno.test("StreamedJson keeps the object's member order around the streamed member, and is undefined for a plain one", async () => {
@@ -83,17 +95,7 @@ Deno.test("StreamedJson keeps the object's member order around the streamed memb
 });
 
 Deno.test("WebSocket edge: a streamed message goes in fragments; a ping may come between them, a text frame waits for the last", async () => {
-  const { conn, bytes } = recordingConn();
-  const writer = new FrameWriter(conn, 1 << 20, () => {});
-  const gate = Promise.withResolvers<void>();
-  const state = { closed: false };
-  const message = new StreamedJson(
-    '{"d":"',
-    new StreamedString(gatedChunks(gate.promise, state)),
-    '"}',
-  );
-  const streaming = writer.stream(message);
-  await tick();
+  const { writer, bytes, gate, state, streaming } = await streamingWriter();
   const after = writer.text("after");
   void writer.frame(0x9, new TextEncoder().encode("p"));
   gate.resolve();
@@ -112,17 +114,7 @@ Deno.test("WebSocket edge: a streamed message goes in fragments; a ping may come
 });
 
 Deno.test("WebSocket edge: a close frame queued during a streamed message ends it; no data frame follows the close", async () => {
-  const { conn, bytes } = recordingConn();
-  const writer = new FrameWriter(conn, 1 << 20, () => {});
-  const gate = Promise.withResolvers<void>();
-  const state = { closed: false };
-  const message = new StreamedJson(
-    '{"d":"',
-    new StreamedString(gatedChunks(gate.promise, state)),
-    '"}',
-  );
-  const streaming = writer.stream(message);
-  await tick();
+  const { writer, bytes, gate, state, streaming } = await streamingWriter();
   void writer.text("held");
   void writer.frame(0x8, new Uint8Array([0x03, 0xe8]));
   gate.resolve();
