@@ -224,3 +224,13 @@ Deno.test("client.fs writes a file beyond 32 MiB in blocks and reads it back in 
     assert.deepEqual(read, data);
   });
 });
+
+Deno.test("client.fs reads a 100 MiB file, whose one reply would pass its 64 MiB message limit, in blocks", async () => {
+  await withFs(async (client, dir) => {
+    const data = new Uint8Array(100 << 20).map((_, i) => (i * 13 + (i >> 16)) & 0xff);
+    await Deno.writeFile(`${dir}/huge`, data);
+    const read = await client.fs.readFile(`${dir}/huge`);
+    assert.equal(read.length, data.length);
+    assert.ok(read.every((byte, i) => byte === data[i]), "the bytes read back differ");
+  });
+});
