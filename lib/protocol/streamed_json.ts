@@ -10,7 +10,7 @@
  * Bytes encoded per chunk of a streamed base64 member: 93 KiB. A multiple of 3 (each chunk's
  * base64 has no padding, so the chunks concatenate), and small enough that a chunk's base64
  * (124 KiB) is a young V8 object, collected at once rather than piling up in the large-object
- * space (768 KiB chunks raised a 400 MiB read's peak RSS by 74–83 MiB, 93 KiB ones by 26–34).
+ * space (768 KiB chunks raised a 400 MiB read's peak RSS by 74 to 83 MiB, 93 KiB ones by 26 to 34).
  */
 export const STREAMED_CHUNK_BYTES = 93 * 1024;
 

@@ -131,10 +131,17 @@ export function serveConnection(
       params: unknown,
       context: HandlerContext,
     ) => unknown;
-    const result = handler(params, context);
-    const field = spec.streamed;
+    return handler(params, context);
+  }
+
+  /**
+   * The reply to send for a result: the member the method table marks streamed, when it is a
+   * streamed string, made while the reply is sent (audits have seen the result as it is).
+   */
+  function replyOf(method: string, result: unknown): unknown {
+    const spec = lookupMethod(method);
+    const field = spec?.kind === "request" ? spec.streamed : undefined;
     if (field === undefined) return result;
-    // The member the method table marks streamed may be made while the reply is sent.
     const streamed = (value: unknown) =>
       value !== null && typeof value === "object" ? StreamedJson.of(value, field) ?? value : value;
     return result instanceof Promise ? result.then(streamed) : streamed(result);
@@ -148,7 +155,10 @@ export function serveConnection(
     maxHeldUnits: options.maxHeldUnits,
     handlers: {
       request: (method, params) =>
-        answerRequest(method, params, () => session?.id, () => handleRequest(method, params)),
+        replyOf(
+          method,
+          answerRequest(method, params, () => session?.id, () => handleRequest(method, params)),
+        ),
       notification(method) {
         if (method === "initialized" && session) initializedNotified = true;
         else fatal();
