@@ -19,7 +19,11 @@ import {
   type Container,
   containerSkipReason,
   freePort,
+  IMAGE_TAG,
+  PODMAN,
+  podman,
   podmanOk,
+  removeContainer,
   REPO_DIR,
   runContainer,
   TOKEN_DIR_IN_CONTAINER,
@@ -173,3 +177,132 @@ containerTest("the image without a token file exits non-zero at once with one li
   assert.match(lines[0]!, /\/run\/secrets\/exec-server\/token/);
   assert.doesNotMatch(lines[0]!, /\bat \S+:\d+|TypeError|Error:/);
 });
+
+containerTest(
+  "the image starts with --network none and answers initialize over stdio",
+  async () => {
+    const image = await buildImage();
+    const request = JSON.stringify({ id: 1, method: "initialize", params: { clientName: "t" } });
+    const name = `${PREFIX}stdio-${crypto.randomUUID().slice(0, 8)}`;
+    try {
+      const child = new Deno.Command(PODMAN!, {
+        args: [
+          "run",
+          "-i",
+          "--rm",
+          "--name",
+          name,
+          "--network",
+          "none",
+          ...HARDENED,
+          image,
+          "--listen",
+          "stdio",
+        ],
+        stdin: "piped",
+        stdout: "piped",
+        stderr: "piped",
+      }).spawn();
+      const writer = child.stdin.getWriter();
+      await writer.write(new TextEncoder().encode(`${request}\n`));
+      const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+      let text = "";
+      while (!text.includes("\n")) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        text += value;
+      }
+      await writer.close();
+      reader.releaseLock();
+      await child.stdout.cancel().catch(() => {});
+      await child.stderr.cancel();
+      await child.status;
+      const response = JSON.parse(text.split("\n")[0]!) as {
+        id: number;
+        result: { sessionId: string };
+      };
+      assert.equal(response.id, 1);
+      assert.equal(typeof response.result.sessionId, "string");
+    } finally {
+      await removeContainer(name);
+    }
+  },
+);
+
+containerTest("podman healthcheck run passes through the server's /healthz", async () => {
+  await using served = await serve();
+  const result = await podman(["healthcheck", "run", served.box.name]);
+  assert.equal(result.code, 0, result.stderr);
+  const inspect = JSON.parse(await podmanOk(["image", "inspect", IMAGE_TAG])) as {
+    Healthcheck?: { Test: string[] };
+    Config: {
+      StopSignal?: string;
+      Labels: Record<string, string>;
+    };
+  }[];
+  assert.match(inspect[0]!.Healthcheck!.Test.join(" "), /healthcheck\.ts/);
+  assert.equal(inspect[0]!.Config.StopSignal, "SIGTERM");
+  const labels = inspect[0]!.Config.Labels;
+  assert.ok(labels["org.opencontainers.image.source"]);
+  assert.ok(labels["org.opencontainers.image.licenses"]);
+  assert.equal(labels["org.opencontainers.image.version"], "0.1.0");
+});
+
+containerTest(
+  "exec-server run inside the container reaches the server with the token",
+  async () => {
+    await using served = await serve();
+    const result = await served.box.exec([
+      "exec-server",
+      "run",
+      "--url",
+      "ws://127.0.0.1:8080",
+      "--token-file",
+      `${TOKEN_DIR_IN_CONTAINER}/token`,
+      "--",
+      "sh",
+      "-c",
+      "echo ran as $(id -u); exit 3",
+    ]);
+    assert.equal(result.code, 3, result.stderr);
+    assert.equal(result.stdout, "ran as 10001\n");
+  },
+);
+
+containerTest(
+  "podman stop ends a container running sleep 600 children: exit 0 in under 5 s",
+  async () => {
+    await using served = await serve();
+    for (let i = 0; i < 2; i++) {
+      const started = await served.box.exec([
+        "exec-server",
+        "run",
+        "--url",
+        "ws://127.0.0.1:8080",
+        "--token-file",
+        `${TOKEN_DIR_IN_CONTAINER}/token`,
+        "--",
+        "sh",
+        "-c",
+        "sleep 600 >/dev/null 2>&1 & echo started",
+      ]);
+      assert.equal(started.stdout, "started\n", started.stderr);
+    }
+    const sleeping = await served.box.exec([
+      "sh",
+      "-c",
+      "grep -l '^sleep' /proc/[0-9]*/comm | wc -l",
+    ]);
+    assert.ok(Number(sleeping.stdout.trim()) >= 2, `sleep children: ${sleeping.stdout}`);
+    const t0 = performance.now();
+    const stopped = await served.box.stop(10);
+    const seconds = (performance.now() - t0) / 1000;
+    assert.equal(stopped.code, 0, stopped.stderr);
+    const state = JSON.parse(await podmanOk(["container", "inspect", served.box.name])) as {
+      State: { ExitCode: number; Running: boolean };
+    }[];
+    assert.equal(state[0]!.State.Running, false);
+    assert.equal(state[0]!.State.ExitCode, 0);
+    assert.ok(seconds < 5, `podman stop took ${seconds.toFixed(1)} s`);
+  },
+);
