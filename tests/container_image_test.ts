@@ -31,6 +31,8 @@ import {
   writeTokenDir,
 } from "./helpers/container.ts";
 import { RawWebSocket } from "./helpers/reliability_server.ts";
+import { CODEX_CONFIG_TOML, findCodexBin, runCodexExec } from "./interop/harness.ts";
+import { startMockModel } from "./interop/mock_model.ts";
 
 const PREFIX = "es-image-";
 const SKIP = containerSkipReason();
@@ -306,3 +308,69 @@ containerTest(
     assert.ok(seconds < 5, `podman stop took ${seconds.toFixed(1)} s`);
   },
 );
+
+const CODEX_SKIP = SKIP ??
+  (findCodexBin() === undefined ? " (ignored: Codex CLI not installed; set CODEX_BIN)" : undefined);
+
+Deno.test({
+  name: `codex runs a command through the container's published port in danger-full-access${
+    CODEX_SKIP ?? ""
+  }`,
+  ignore: CODEX_SKIP !== undefined,
+  sanitizeResources: false,
+  sanitizeOps: false,
+  async fn() {
+    const home = Deno.env.get("HOME") ?? "/root";
+    const workBase = `${home}/.cache/exec-server-interop`;
+    await Deno.mkdir(workBase, { recursive: true });
+    const codexHome = await Deno.makeTempDir({ dir: workBase, prefix: "container-" });
+    // Codex sends its working directory as each command's cwd: the same path in the container,
+    // under /tmp (inside the image's read and write scope).
+    const workspace = await Deno.makeTempDir({ prefix: "es-image-ws-" });
+    await Deno.chmod(workspace, 0o777);
+    try {
+      await using served = await serve(["-v", `${workspace}:${workspace}`]);
+      await Deno.writeTextFile(`${codexHome}/config.toml`, CODEX_CONFIG_TOML);
+      await Deno.writeTextFile(
+        `${codexHome}/environments.toml`,
+        [
+          'default = "box"',
+          "include_local = false",
+          "",
+          "[[environments]]",
+          'id = "box"',
+          `url = "ws://127.0.0.1:${served.port}"`,
+          `auth_bearer_token = "${TOKEN}"`,
+          "",
+        ].join("\n"),
+      );
+      const a = 1000 + Math.floor(Math.random() * 9000);
+      await using model = startMockModel({
+        toolCalls: [{
+          arguments: {
+            cmd: `echo "CONTAINER_RESULT_$(( ${a} * 7 ))_uid$(id -u)"; exit 5`,
+            "yield_time_ms": 10_000,
+          },
+        }],
+      });
+      const result = await runCodexExec("Run the container command.", {
+        codexBin: findCodexBin()!,
+        codexHome,
+        workspace,
+        modelBaseUrl: model.baseUrl,
+        sandbox: "danger-full-access",
+      });
+      const output = model.toolOutputs().join("\n");
+      assert.equal(result.code, 0, result.stderr);
+      assert.match(output, new RegExp(`CONTAINER_RESULT_${a * 7}_uid10001`), output);
+      const item = result.events
+        .filter((event) => event.type === "item.completed")
+        .map((event) => event.item as Record<string, unknown>)
+        .findLast((it) => it?.type === "command_execution");
+      assert.equal(item?.exit_code, 5);
+    } finally {
+      await Deno.remove(codexHome, { recursive: true });
+      await Deno.remove(workspace, { recursive: true });
+    }
+  },
+});
