@@ -17,6 +17,7 @@ import assert from "node:assert/strict";
 import {
   buildImage,
   type Container,
+  containerName,
   containerSkipReason,
   freePort,
   IMAGE_TAG,
@@ -33,6 +34,7 @@ import {
 import { RawWebSocket } from "./helpers/reliability_server.ts";
 import { CODEX_CONFIG_TOML, findCodexBin, runCodexExec } from "./interop/harness.ts";
 import { startMockModel } from "./interop/mock_model.ts";
+import { docBlock } from "./helpers/doc_blocks.ts";
 
 const PREFIX = "es-image-";
 const SKIP = containerSkipReason();
@@ -331,18 +333,13 @@ Deno.test({
     try {
       await using served = await serve(["-v", `${workspace}:${workspace}`]);
       await Deno.writeTextFile(`${codexHome}/config.toml`, CODEX_CONFIG_TOML);
+      // The README's environments.toml, with the test's port and token.
+      const readme = docBlock("readme-container-environments");
+      assert.match(readme, /^url = "ws:\/\/127\.0\.0\.1:8080"$/m);
+      assert.match(readme, /^auth_bearer_token = "<the token>"$/m);
       await Deno.writeTextFile(
         `${codexHome}/environments.toml`,
-        [
-          'default = "box"',
-          "include_local = false",
-          "",
-          "[[environments]]",
-          'id = "box"',
-          `url = "ws://127.0.0.1:${served.port}"`,
-          `auth_bearer_token = "${TOKEN}"`,
-          "",
-        ].join("\n"),
+        readme.replace("127.0.0.1:8080", `127.0.0.1:${served.port}`).replace("<the token>", TOKEN),
       );
       const a = 1000 + Math.floor(Math.random() * 9000);
       await using model = startMockModel({
@@ -373,4 +370,39 @@ Deno.test({
       await Deno.remove(workspace, { recursive: true });
     }
   },
+});
+
+containerTest("the README's container recipe runs a server that accepts its token", async () => {
+  const image = await buildImage();
+  const lines = docBlock("readme-container-run").trim().split("\n");
+  // The build line is the image buildImage() made (with the test machine's CA for deno cache).
+  assert.equal(lines[0], "podman build --format docker -t exec-server .");
+  const tokenDir = await Deno.makeTempDir({ prefix: "es-image-readme-" });
+  await Deno.chmod(tokenDir, 0o755);
+  const name = containerName(PREFIX);
+  const port = freePort();
+  const script = lines.slice(1).join("\n")
+    .replaceAll("~/.config/exec-server", tokenDir)
+    .replace("--name exec-server", `--name ${name}`)
+    .replace("127.0.0.1:8080:8080", `127.0.0.1:${port}:8080`)
+    .replace(/ exec-server$/, ` ${image}`);
+  try {
+    const run = await new Deno.Command("/bin/bash", {
+      args: ["-euo", "pipefail", "-c", script],
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    assert.ok(run.success, new TextDecoder().decode(run.stderr));
+    assert.ok(await waitForHealthz(port), "the recipe's container never served /healthz");
+    const token = (await Deno.readTextFile(`${tokenDir}/token`)).trim();
+    assert.ok(token.length >= 40, token);
+    await using socket = await RawWebSocket.connect(port, {
+      headers: { Authorization: `Bearer ${token}` },
+    });
+    assert.equal(socket.answer.status, 101);
+    assert.equal((await initialize(socket)).id, 1);
+  } finally {
+    await removeContainer(name);
+    await Deno.remove(tokenDir, { recursive: true });
+  }
 });
