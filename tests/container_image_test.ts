@@ -35,6 +35,7 @@ import { RawWebSocket } from "./helpers/reliability_server.ts";
 import { CODEX_CONFIG_TOML, findCodexBin, runCodexExec } from "./interop/harness.ts";
 import { startMockModel } from "./interop/mock_model.ts";
 import { docBlock } from "./helpers/doc_blocks.ts";
+import { firstLine } from "./helpers/server_harness.ts";
 
 const PREFIX = "es-image-";
 const SKIP = containerSkipReason();
@@ -97,6 +98,23 @@ async function serve(options: string[] = []): Promise<Served> {
     throw err;
   }
   return { box, port, [Symbol.asyncDispose]: dispose };
+}
+
+/** Runs `sh -c SCRIPT` through the container's server with `exec-server run` inside it. */
+function runThroughServer(box: Container, script: string) {
+  const token = `${TOKEN_DIR_IN_CONTAINER}/token`;
+  return box.exec([
+    "exec-server",
+    "run",
+    "--url",
+    "ws://127.0.0.1:8080",
+    "--token-file",
+    token,
+    "--",
+    "sh",
+    "-c",
+    script,
+  ]);
 }
 
 /** Sends `initialize` over an accepted raw WebSocket and returns the response. */
@@ -209,19 +227,12 @@ containerTest(
       }).spawn();
       const writer = child.stdin.getWriter();
       await writer.write(new TextEncoder().encode(`${request}\n`));
-      const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
-      let text = "";
-      while (!text.includes("\n")) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        text += value;
-      }
+      const { line, rest } = await firstLine(child.stdout);
       await writer.close();
-      reader.releaseLock();
-      await child.stdout.cancel().catch(() => {});
+      await rest;
       await child.stderr.cancel();
       await child.status;
-      const response = JSON.parse(text.split("\n")[0]!) as {
+      const response = JSON.parse(line ?? "null") as {
         id: number;
         result: { sessionId: string };
       };
@@ -256,18 +267,7 @@ containerTest(
   "exec-server run inside the container reaches the server with the token",
   async () => {
     await using served = await serve();
-    const result = await served.box.exec([
-      "exec-server",
-      "run",
-      "--url",
-      "ws://127.0.0.1:8080",
-      "--token-file",
-      `${TOKEN_DIR_IN_CONTAINER}/token`,
-      "--",
-      "sh",
-      "-c",
-      "echo ran as $(id -u); exit 3",
-    ]);
+    const result = await runThroughServer(served.box, "echo ran as $(id -u); exit 3");
     assert.equal(result.code, 3, result.stderr);
     assert.equal(result.stdout, "ran as 10001\n");
   },
@@ -278,18 +278,10 @@ containerTest(
   async () => {
     await using served = await serve();
     for (let i = 0; i < 2; i++) {
-      const started = await served.box.exec([
-        "exec-server",
-        "run",
-        "--url",
-        "ws://127.0.0.1:8080",
-        "--token-file",
-        `${TOKEN_DIR_IN_CONTAINER}/token`,
-        "--",
-        "sh",
-        "-c",
+      const started = await runThroughServer(
+        served.box,
         "sleep 600 >/dev/null 2>&1 & echo started",
-      ]);
+      );
       assert.equal(started.stdout, "started\n", started.stderr);
     }
     const sleeping = await served.box.exec([
