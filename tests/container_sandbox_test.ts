@@ -27,6 +27,7 @@
 import assert from "node:assert/strict";
 import { handshake, type Json, ServerProcess } from "./helpers/server_harness.ts";
 import { PYTHON3, sandboxValue } from "./helpers/attack.ts";
+import { DEFAULT_SECCOMP_PROFILE, denyUserNamespaces } from "./helpers/seccomp.ts";
 
 const PODMAN = ["/usr/bin/podman", "/usr/local/bin/podman"].find((path) => {
   try {
@@ -37,7 +38,6 @@ const PODMAN = ["/usr/bin/podman", "/usr/local/bin/podman"].find((path) => {
 });
 const DENO_CACHE = Deno.env.get("DENO_DIR") ??
   `${Deno.env.get("XDG_CACHE_HOME") ?? `${Deno.env.get("HOME")}/.cache`}/deno`;
-const DEFAULT_PROFILE = "/usr/share/containers/seccomp.json";
 const REPO = new URL("..", import.meta.url).pathname.replace(/\/$/, "");
 const USER = "65534:65534";
 /** Podman's own environment. */
@@ -47,8 +47,8 @@ const SKIP = PODMAN === undefined
   ? " (ignored: podman is not installed)"
   : Deno.uid() !== 0
   ? " (ignored: these containers are made as root here)"
-  : !exists(DEFAULT_PROFILE)
-  ? ` (ignored: no ${DEFAULT_PROFILE} to copy)`
+  : !exists(DEFAULT_SECCOMP_PROFILE)
+  ? ` (ignored: no ${DEFAULT_SECCOMP_PROFILE} to copy)`
   : !exists(DENO_CACHE)
   ? ` (ignored: no Deno cache at ${DENO_CACHE})`
   : "";
@@ -60,27 +60,6 @@ function exists(path: string): boolean {
   } catch {
     return false;
   }
-}
-
-/** Podman's default seccomp profile, denying user namespaces as Docker's default does. */
-function denyUserNamespaces(profile: string): string {
-  const json = JSON.parse(Deno.readTextFileSync(DEFAULT_PROFILE)) as {
-    syscalls: { names: string[]; action: string }[];
-  };
-  for (const rule of json.syscalls) {
-    if (rule.action === "SCMP_ACT_ALLOW") {
-      rule.names = rule.names.filter((name) => !["unshare", "clone", "clone3"].includes(name));
-    }
-  }
-  // CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET: none may be set.
-  json.syscalls.push({
-    names: ["clone"],
-    action: "SCMP_ACT_ALLOW",
-    args: [{ index: 0, value: 0x7e020000, valueTwo: 0, op: "SCMP_CMP_MASKED_EQ" }],
-  } as never);
-  json.syscalls.push({ names: ["clone3"], action: "SCMP_ACT_ERRNO", errnoRet: 38 } as never);
-  Deno.writeTextFileSync(profile, JSON.stringify(json));
-  return profile;
 }
 
 /** The container's root, a workspace and an outside volume, under /var/tmp. */

@@ -14,6 +14,7 @@ import { connect, ConnectError } from "../mod.ts";
 import { parseFlags } from "../lib/cli/flags.ts";
 import { SERVER_FLAGS } from "../lib/cli/server_flags.ts";
 import { docBlock, fencedBlocks } from "./helpers/doc_blocks.ts";
+import { DEFAULT_SECCOMP_PROFILE, denyUserNamespaces } from "./helpers/seccomp.ts";
 
 const ROOT = new URL("../", import.meta.url);
 const DEPLOYMENT_FILE = "deploy/kubernetes/exec-server.yaml";
@@ -29,7 +30,7 @@ const CLIENT_LABEL = { "exec-server-client": "true" };
 type Obj = Record<string, any>;
 
 /** Every YAML document of a repository file, strictly parsed (no duplicate keys, no warnings). */
-export function yamlDocuments(path: string): Obj[] {
+function yamlDocuments(path: string): Obj[] {
   const text = Deno.readTextFileSync(new URL(path, ROOT));
   return parseAllDocuments(text, { strict: true, uniqueKeys: true }).map((doc, i) => {
     const problems = [...doc.errors, ...doc.warnings].map((e) => e.message);
@@ -176,7 +177,7 @@ type Schema =
   | { type: "embedded" };
 
 /** Where `value` breaks `schema`: unknown or missing fields, wrong types, values out of range. */
-export function schemaErrors(value: unknown, schema: Schema, path = ""): string[] {
+function schemaErrors(value: unknown, schema: Schema, path = ""): string[] {
   const at = path || "(root)";
   switch (schema.type) {
     case "embedded":
@@ -391,17 +392,22 @@ Deno.test("the guide's SandboxClaim claims the SandboxTemplate of sandbox-templa
   );
 });
 
-const PODMAN = ["/usr/bin/podman", "/usr/local/bin/podman"].find((path) => {
+function exists(path: string): boolean {
   try {
-    return Deno.statSync(path).isFile;
+    Deno.statSync(path);
+    return true;
   } catch {
     return false;
   }
-});
+}
+
+const PODMAN = ["/usr/bin/podman", "/usr/local/bin/podman"].find(exists);
 const PODMAN_SKIP = PODMAN === undefined
   ? " (ignored: podman is not installed)"
   : Deno.uid() !== 0
   ? " (ignored: the pod is made as root here)"
+  : !exists(DEFAULT_SECCOMP_PROFILE)
+  ? ` (ignored: no ${DEFAULT_SECCOMP_PROFILE} to copy)`
   : "";
 /** Podman's own environment. */
 const PODMAN_ENV = { PATH: "/usr/sbin:/usr/bin:/sbin:/bin", HOME: Deno.env.get("HOME") ?? "/root" };
@@ -449,116 +455,149 @@ async function get(port: number, path: string, token?: string) {
   return { status: response.status, body: await response.text() };
 }
 
+/** `exec-server run` of `command` inside the pod, with the token, in the project directory. */
+async function runInPod(container: string, command: string) {
+  return await run([
+    PODMAN!,
+    "exec",
+    container,
+    "exec-server",
+    "run",
+    "--url",
+    "ws://127.0.0.1:8080",
+    "--token-file",
+    TOKEN_PATH,
+    "-w",
+    "/workspace/project",
+    "--",
+    "sh",
+    "-c",
+    command,
+  ]);
+}
+
+/**
+ * Plays the Deployment as the guide's podman blocks do, with the test's names, the image and a
+ * port published on 127.0.0.1 (and, with `seccompDir`, the pod under the profile `deny.json` of
+ * that directory), checks the pod from outside and inside, and removes it all.
+ *
+ * @returns The sandbox layer `/metrics` counted the in-pod commands under.
+ */
+async function playDeployment(seccompDir?: string): Promise<string> {
+  const image = await kubeImage();
+  const id = `es-kube-${crypto.randomUUID().slice(0, 8)}`;
+  const dir = await Deno.makeTempDir({ prefix: `${id}-` });
+  const manifest = `${dir}/exec-server.yaml`;
+  const port = freePort();
+  const container = `${id}-pod-0-exec-server`;
+  // The guide's blocks, with the test's names: its pod, its secret, its copy of the manifest.
+  const names: [string, string][] = [
+    ["exec-server-token", `${id}-token`],
+    ["deploy/kubernetes/exec-server.yaml", manifest],
+    ["exec-server-pod-0-exec-server", container],
+  ];
+  if (seccompDir !== undefined) {
+    names.push(["podman kube play ", `podman kube play --seccomp-profile-root ${seccompDir} `]);
+  }
+  try {
+    // The manifest as a user would play it, but for the image, the names and a published port.
+    const docs = structuredClone(deploymentDocs);
+    const played = one(docs, "Deployment");
+    played.metadata.name = id;
+    const spec = played.spec.template.spec;
+    spec.containers[0].image = image;
+    spec.containers[0].ports[0].hostIP = "127.0.0.1";
+    spec.containers[0].ports[0].hostPort = port;
+    spec.volumes.find((v: Obj) => v.secret).secret.secretName = `${id}-token`;
+    if (seccompDir !== undefined) {
+      // podman 4.3 takes a Localhost profile from this annotation (it ignores seccompProfile's).
+      played.spec.template.metadata.annotations["seccomp.security.alpha.kubernetes.io/pod"] =
+        "localhost/deny.json";
+    }
+    await Deno.writeTextFile(manifest, docs.map((d) => stringify(d)).join("---\n"));
+    await Deno.writeTextFile(`${dir}/token`, `${crypto.randomUUID()}\n`, { mode: 0o600 });
+
+    const block = await runGuideBlock("kube-podman-play", names, dir);
+    assert.equal(block.code, 0, block.stderr + block.stdout);
+    // After podman's own lines (the secret's, the pod's and the container's IDs), the command's.
+    assert.match(block.stdout, /(^|\n)10001\nhello\n$/, block.stdout);
+
+    // podman 4.3 writes the Secret's data as it stands (base64): read back what the server reads.
+    const file = await run([PODMAN!, "exec", container, "cat", TOKEN_PATH]);
+    assert.equal(file.code, 0, file.stderr);
+    const token = file.stdout.trim();
+
+    // The probes, as the kubelet would send them, on the published port.
+    assert.deepEqual(await get(port, "/healthz"), { status: 200, body: "ok\n" });
+    assert.equal((await get(port, "/readyz")).status, 200);
+    assert.equal((await get(port, "/metrics")).status, 401);
+
+    // A WebSocket client without the token is refused; with it, it is answered initialize.
+    const url = `ws://127.0.0.1:${port}`;
+    await assert.rejects(connect(url), (err: unknown) => {
+      assert.ok(err instanceof ConnectError, String(err));
+      assert.equal(err.status, 401);
+      return true;
+    });
+    await assert.rejects(connect(url, { token: "not-the-token" }), ConnectError);
+    {
+      await using client = await connect(url, { token });
+      assert.equal(client.environmentInfo.platformOs, "linux");
+    }
+
+    // A command in the pod cannot read the server's token, and what it writes in /tmp is not
+    // in the pod's /tmp (a private one, or denied).
+    const leak = await runInPod(container, `cat ${TOKEN_PATH}`);
+    assert.notEqual(leak.code, 0, leak.stdout);
+    assert.ok(!leak.stdout.includes(token), "the token leaked to a command");
+    const writes = await runInPod(container, "(echo x > /tmp/cmd) 2>/dev/null; echo x > cmd");
+    assert.equal(writes.code, 0, writes.stderr);
+    const seen = await run([PODMAN!, "exec", container, "ls", "/tmp", "/workspace/project"]);
+    const [tmp, project] = seen.stdout.split("/workspace/project:");
+    assert.doesNotMatch(tmp!, /\bcmd\b/);
+    assert.match(project!, /\bcmd\b/);
+
+    const metrics = await get(port, "/metrics", token);
+    assert.equal(metrics.status, 200);
+    const started = /^exec_server_sandboxed_processes_started_total\{layer="([^"]+)"\} [1-9]/gm;
+    const layers = [...metrics.body.matchAll(started)].map((m) => m[1]!);
+    assert.equal(layers.length, 1, metrics.body);
+    return layers[0]!;
+  } finally {
+    const down = await runGuideBlock("kube-podman-down", names, dir);
+    // Whatever the block left (it failed, or the play did): gone by name.
+    await run([PODMAN!, "pod", "rm", "-f", `${id}-pod-0`]);
+    await run([PODMAN!, "secret", "rm", `${id}-token`]);
+    await Deno.remove(dir, { recursive: true });
+    assert.equal(down.code, 0, down.stderr);
+    assert.notEqual((await run([PODMAN!, "pod", "exists", `${id}-pod-0`])).code, 0);
+    assert.notEqual((await run([PODMAN!, "secret", "inspect", `${id}-token`])).code, 0);
+  }
+}
+
 Deno.test({
   name:
     "podman kube play runs the Deployment: exec-server run in the pod reaches the server with the token, a client without it is refused" +
     PODMAN_SKIP,
   ignore: PODMAN_SKIP !== "",
-  sanitizeResources: false,
-  sanitizeOps: false,
   async fn() {
-    const image = await kubeImage();
-    const id = `es-kube-${crypto.randomUUID().slice(0, 8)}`;
-    const dir = await Deno.makeTempDir({ prefix: `${id}-` });
-    const manifest = `${dir}/exec-server.yaml`;
-    const port = freePort();
-    // The guide's blocks, with the test's names: its pod, its secret, its copy of the manifest.
-    const names: [string, string][] = [
-      ["exec-server-token", `${id}-token`],
-      ["deploy/kubernetes/exec-server.yaml", manifest],
-      ["exec-server-pod-0-exec-server", `${id}-pod-0-exec-server`],
-    ];
-    const container = `${id}-pod-0-exec-server`;
+    // Podman's default profile allows user namespaces but not a fresh /proc.
+    assert.equal(await playDeployment(), "bubblewrap-no-proc");
+  },
+});
+
+Deno.test({
+  name:
+    "under a seccomp profile denying user namespaces, as RuntimeDefault does, the pod's commands run under Landlock" +
+    PODMAN_SKIP,
+  ignore: PODMAN_SKIP !== "",
+  async fn() {
+    const dir = await Deno.makeTempDir({ prefix: "es-kube-seccomp-" });
     try {
-      // The manifest as a user would play it, but for the image, the names and a published port.
-      const docs = structuredClone(deploymentDocs);
-      const played = one(docs, "Deployment");
-      played.metadata.name = id;
-      const spec = played.spec.template.spec;
-      spec.containers[0].image = image;
-      spec.containers[0].ports[0].hostIP = "127.0.0.1";
-      spec.containers[0].ports[0].hostPort = port;
-      spec.volumes.find((v: Obj) => v.secret).secret.secretName = `${id}-token`;
-      await Deno.writeTextFile(manifest, docs.map((d) => stringify(d)).join("---\n"));
-      const token = crypto.randomUUID();
-      await Deno.writeTextFile(`${dir}/token`, `${token}\n`, { mode: 0o600 });
-
-      const playBlock = await runGuideBlock("kube-podman-play", names, dir);
-      assert.equal(playBlock.code, 0, playBlock.stderr + playBlock.stdout);
-      assert.match(playBlock.stdout, /^10001\nhello\n$/m, playBlock.stdout);
-
-      // podman 4.3 writes the Secret's data as it stands (base64): read back what the server reads.
-      const file = await run([PODMAN!, "exec", container, "cat", TOKEN_PATH]);
-      assert.equal(file.code, 0, file.stderr);
-      const served = file.stdout.trim();
-
-      // The probes, as the kubelet would send them, on the published port.
-      assert.deepEqual(await get(port, "/healthz"), { status: 200, body: "ok\n" });
-      assert.equal((await get(port, "/readyz")).status, 200);
-      assert.equal((await get(port, "/metrics")).status, 401);
-      const metrics = await get(port, "/metrics", served);
-      assert.equal(metrics.status, 200);
-      assert.match(metrics.body, /^# HELP exec_server_/m);
-
-      // A WebSocket client without the token is refused; with it, it is answered initialize.
-      const url = `ws://127.0.0.1:${port}`;
-      await assert.rejects(connect(url), (err: unknown) => {
-        assert.ok(err instanceof ConnectError, String(err));
-        assert.equal(err.status, 401);
-        return true;
-      });
-      await assert.rejects(connect(url, { token: "not-the-token" }), ConnectError);
-      {
-        await using client = await connect(url, { token: served });
-        assert.equal(client.environmentInfo.platformOs, "linux");
-      }
-
-      // A command in the pod cannot read the server's token.
-      const leak = await run([
-        PODMAN!,
-        "exec",
-        container,
-        "exec-server",
-        "run",
-        "--url",
-        "ws://127.0.0.1:8080",
-        "--token-file",
-        TOKEN_PATH,
-        "--",
-        "cat",
-        TOKEN_PATH,
-      ]);
-      assert.notEqual(leak.code, 0, leak.stdout);
-      assert.ok(!leak.stdout.includes(served), "the token leaked to a command");
-      // Its /tmp is the sandbox's own, not the pod's: what it writes there stays inside.
-      const tmp = await run([
-        PODMAN!,
-        "exec",
-        container,
-        "exec-server",
-        "run",
-        "--url",
-        "ws://127.0.0.1:8080",
-        "--token-file",
-        TOKEN_PATH,
-        "--",
-        "sh",
-        "-c",
-        "echo x > /tmp/from-command && echo x > /workspace/from-command",
-      ]);
-      assert.equal(tmp.code, 0, tmp.stderr);
-      const seen = await run([PODMAN!, "exec", container, "ls", "/tmp", "/workspace"]);
-      assert.doesNotMatch(seen.stdout.split("/workspace:")[0]!, /from-command/);
-      assert.match(seen.stdout.split("/workspace:")[1]!, /from-command/);
+      denyUserNamespaces(`${dir}/deny.json`);
+      assert.equal(await playDeployment(dir), "landlock");
     } finally {
-      const down = await runGuideBlock("kube-podman-down", names, dir);
-      // Whatever the block left (it failed, or the play did): gone by id.
-      await run([PODMAN!, "pod", "rm", "-f", `${id}-pod-0`]);
-      await run([PODMAN!, "secret", "rm", `${id}-token`]);
       await Deno.remove(dir, { recursive: true });
-      assert.equal(down.code, 0, down.stderr);
-      assert.notEqual((await run([PODMAN!, "pod", "exists", `${id}-pod-0`])).code, 0);
-      assert.notEqual((await run([PODMAN!, "secret", "inspect", `${id}-token`])).code, 0);
     }
   },
 });
