@@ -89,6 +89,30 @@ Deno.test("the Deployment runs one replica of one container, non-root with a rea
   );
 });
 
+/** The exec form of a Containerfile instruction (`CMD [...]`), the last one of the file. */
+function execForm(containerfile: string, instruction: string): string[] {
+  const lines = containerfile.replace(/\\\n/g, " ").split("\n");
+  const line = lines.findLast((l) => l.startsWith(`${instruction} `));
+  assert.ok(line, `the Containerfile has ${instruction}`);
+  return JSON.parse(line.slice(instruction.length + 1)) as string[];
+}
+
+Deno.test("the container's args are the image's default command, then the in-pod sandbox's flags", () => {
+  const containerfile = Deno.readTextFileSync(new URL("Containerfile", ROOT));
+  const cmd = execForm(containerfile, "CMD");
+  assert.equal(container.command, undefined, "the image's ENTRYPOINT stays");
+  assert.ok(execForm(containerfile, "ENTRYPOINT").length > 0);
+  assert.deepEqual(container.args.slice(0, cmd.length), cmd);
+  assert.deepEqual(container.args.slice(cmd.length), [
+    "--sandbox",
+    "workspace-write",
+    "--writable-root",
+    "/workspace",
+    "--log-format",
+    "json",
+  ]);
+});
+
 Deno.test("the container asks for and is limited in CPU and memory", () => {
   for (const kind of ["requests", "limits"]) {
     for (const resource of ["cpu", "memory"]) {
