@@ -13,6 +13,7 @@ import { parseAllDocuments, stringify } from "yaml";
 import { connect, ConnectError } from "../mod.ts";
 import { parseFlags } from "../lib/cli/flags.ts";
 import { SERVER_FLAGS } from "../lib/cli/server_flags.ts";
+import { pathExists } from "./helpers/attack.ts";
 import { docBlock, fencedBlocks } from "./helpers/doc_blocks.ts";
 import { DEFAULT_SECCOMP_PROFILE, denyUserNamespaces } from "./helpers/seccomp.ts";
 
@@ -416,21 +417,12 @@ Deno.test("the guide's SandboxClaim claims the SandboxTemplate of sandbox-templa
   );
 });
 
-function exists(path: string): boolean {
-  try {
-    Deno.statSync(path);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-const PODMAN = ["/usr/bin/podman", "/usr/local/bin/podman"].find(exists);
+const PODMAN = ["/usr/bin/podman", "/usr/local/bin/podman"].find(pathExists);
 const PODMAN_SKIP = PODMAN === undefined
   ? " (ignored: podman is not installed)"
   : Deno.uid() !== 0
   ? " (ignored: the pod is made as root here)"
-  : !exists(DEFAULT_SECCOMP_PROFILE)
+  : !pathExists(DEFAULT_SECCOMP_PROFILE)
   ? ` (ignored: no ${DEFAULT_SECCOMP_PROFILE} to copy)`
   : "";
 /** Podman's own environment. */
