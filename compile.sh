@@ -12,6 +12,8 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 PERMISSIONS=(--allow-run --allow-read --allow-write --allow-net --allow-env --allow-sys --allow-ffi)
+# main.ts loads `exec-server mcp` through a specifier deno compile does not follow (see loadMcpCommand).
+INCLUDES=(--include lib/cli/mcp_command.ts)
 ALL_TARGETS="x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu x86_64-apple-darwin aarch64-apple-darwin x86_64-pc-windows-msvc"
 
 if ! command -v deno >/dev/null 2>&1; then
@@ -48,7 +50,7 @@ for target in $targets; do
   case "$target" in *windows*) suffix=".exe" ;; esac
   out="dist/exec-server-${target}${suffix}"
   echo "compile.sh: building $out"
-  if ! errors="$(deno compile --quiet --no-prompt "${PERMISSIONS[@]}" --target "$target" --output "$out" main.ts 2>&1)"; then
+  if ! errors="$(deno compile --quiet --no-prompt "${PERMISSIONS[@]}" "${INCLUDES[@]}" --target "$target" --output "$out" main.ts 2>&1)"; then
     if [ -z "${DENORT_BIN:-}" ] && grep -q 'denort-' <<<"$errors"; then
       echo "compile.sh: could not download the Deno runtime (denort) for $target; set DENORT_BIN=/path/to/denort to build without the download" >&2
     else

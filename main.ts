@@ -118,6 +118,26 @@ async function consoleAuthFromFlags(
   }
 }
 
+/**
+ * `exec-server mcp`, with the MCP SDK, through a specifier `deno run` does not see: it fetches
+ * and resolves every literal `import()` of the graph before the first line runs, and the SDK's
+ * npm packages cost every server start about 15 ms of that. Loaded this way the module needs
+ * read access to this directory under `deno run` (a binary carries it: compile.sh's
+ * `--include`).
+ */
+async function loadMcpCommand(): Promise<typeof import("./lib/cli/mcp_command.ts")> {
+  const module = new URL("./lib/cli/mcp_command.ts", import.meta.url);
+  const local = module.protocol === "file:";
+  if (local && Deno.permissions.querySync({ name: "read", path: module }).state !== "granted") {
+    fail(
+      `exec-server mcp loads its modules when it starts: start it with --allow-read=${
+        new URL("./", import.meta.url).pathname
+      }`,
+    );
+  }
+  return await import(module.href);
+}
+
 async function main(args: string[]): Promise<void> {
   if (args[0] === LAUNCHER_SUBCOMMAND) {
     // A compiled binary as the Landlock layer's launcher (lib/server/sandbox/landlock_exec.ts).
@@ -130,8 +150,7 @@ async function main(args: string[]): Promise<void> {
     Deno.exit(await runCommand(args.slice(1)));
   }
   if (args[0] === "mcp") {
-    // Loaded on demand, with the MCP SDK: neither is part of the server's start-up path.
-    const { mcpCommand } = await import("./lib/cli/mcp_command.ts");
+    const { mcpCommand } = await loadMcpCommand();
     Deno.exit(await mcpCommand(args.slice(1)));
   }
   let flags: ServerFlags;

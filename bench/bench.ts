@@ -8,7 +8,8 @@
 import { parseArgs } from "node:util";
 import { dirname, relative } from "node:path";
 import { fileURLToPath as fromFileUrl } from "node:url";
-import { type MetricContext, type MetricDef, METRICS } from "./metrics.ts";
+import { type MetricContext, type MetricDef, METRICS as CORE_METRICS } from "./metrics.ts";
+import { LOAD_METRICS } from "./load.ts";
 import { RpcClient } from "./rpc_client.ts";
 import {
   cpuMs,
@@ -22,6 +23,9 @@ import { formatNumber, markdownTable, summarize, type Summary } from "./stats.ts
 import { type HostShare, hostShare, hostSnapshot } from "./host_load.ts";
 import { connectBuiltinWebSocket, connectWebSocket, type Transport } from "./transport.ts";
 
+/** Every metric, in run order. */
+const METRICS: readonly MetricDef[] = [...CORE_METRICS, ...LOAD_METRICS];
+
 const HELP = `Usage: deno task bench [options]
 
 Options:
@@ -29,6 +33,8 @@ Options:
                            "--listen ws://127.0.0.1:0" (or "--listen stdio") is appended and the
                            server must print its ws:// URL as the first stdout line
   --reference "<command>"  second server, run in the same session with alternating order
+  --floor "<command>"      a third, e.g. "deno run --allow-all bench/floor_server.ts": the order
+                           rotates over the three, and a second table sets us against it
   --url ws://...           benchmark an already running server instead of starting one
                            (its pid is looked up from the port for RSS/CPU; no cold start)
   --reps N                 repetitions per metric and server (default 3)
@@ -261,12 +267,17 @@ function fmt3(s: Summary): string[] {
   return [s.min, s.median, s.max].map(formatNumber);
 }
 
+/**
+ * Our medians against another server's, per measure; the targets (set against the reference)
+ * are judged only in the table against the reference.
+ */
 function comparisonTable(
   us: string,
   ref: string,
   metrics: readonly MetricDef[],
   results: Results,
 ): { table: string; rows: Record<string, unknown>[] } {
+  const judged = ref === "reference";
   const rows: string[][] = [];
   const json: Record<string, unknown>[] = [];
   for (const metric of metrics) {
@@ -274,7 +285,8 @@ function comparisonTable(
       ...metric.measures,
       { key: "__server_cpu", label: "server CPU (whole metric)", unit: "ms", target: undefined },
     ];
-    for (const m of measures) {
+    for (const measure of measures) {
+      const m = judged ? measure : { ...measure, target: undefined };
       const pick = (label: string) =>
         m.key === "__server_cpu"
           ? summarize(results[label]![metric.name]!.map((r) => r.serverCpuMs)).median
@@ -349,6 +361,7 @@ async function main(): Promise<void> {
       options: {
         server: { type: "string" },
         reference: { type: "string" },
+        floor: { type: "string" },
         url: { type: "string" },
         reps: { type: "string", default: "3" },
         only: { type: "string" },
@@ -397,6 +410,9 @@ async function main(): Promise<void> {
   if (args.reference !== undefined) {
     subjects.push({ label: "reference", command: args.reference, url: null, handle: null });
   }
+  if (args.floor !== undefined) {
+    subjects.push({ label: "floor", command: args.floor, url: null, handle: null });
+  }
 
   const calibration = calibrateClient();
   console.log(
@@ -419,7 +435,10 @@ async function main(): Promise<void> {
     }
     for (const metric of metrics) {
       for (let rep = 0; rep < reps; rep++) {
-        const order = rep % 2 === 0 ? subjects : [...subjects].reverse();
+        // Two servers alternate which goes first; three rotate.
+        const order = subjects.length === 2 && rep % 2 === 1
+          ? [...subjects].reverse()
+          : subjects.map((_, i) => subjects[(i + rep) % subjects.length]!);
         for (const s of order) {
           console.log(`[${metric.name}] rep ${rep + 1}/${reps} ${s.label}`);
           const run = await runOnce(metric, s, { quick: args.quick, timeoutMs, connect });
@@ -447,11 +466,11 @@ async function main(): Promise<void> {
     );
     report.push(hostTable(subjects, metrics, results));
   }
-  let comparison: Record<string, unknown>[] | null = null;
-  if (subjects.length === 2) {
-    const c = comparisonTable("us", "reference", metrics, results);
-    comparison = c.rows;
-    report.push(`\n### us / reference (medians over ${reps} interleaved repetitions)\n`);
+  const comparisons: Record<string, Record<string, unknown>[]> = {};
+  for (const other of subjects.slice(1)) {
+    const c = comparisonTable("us", other.label, metrics, results);
+    comparisons[other.label] = c.rows;
+    report.push(`\n### us / ${other.label} (medians over ${reps} interleaved repetitions)\n`);
     report.push(c.table);
   }
   console.log(report.join("\n"));
@@ -473,7 +492,8 @@ async function main(): Promise<void> {
         return [m.name, { measures, runs }];
       })),
     })),
-    comparison,
+    comparison: comparisons.reference ?? comparisons.floor ?? null,
+    ...(comparisons.floor && comparisons.reference ? { floorComparison: comparisons.floor } : {}),
   };
   await Deno.mkdir(dirname(args.out!), { recursive: true });
   await Deno.writeTextFile(args.out!, JSON.stringify(out, null, 2) + "\n");

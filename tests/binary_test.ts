@@ -85,3 +85,15 @@ Deno.test({
     );
   },
 });
+
+Deno.test({
+  name: binary
+    ? "compiled binary carries exec-server mcp, which main.ts loads through a specifier deno compile does not follow"
+    : "compiled binary carries exec-server mcp (skipped: no binary; run ./compile.sh or set EXEC_SERVER_BIN)",
+  ignore: binary === undefined,
+  async fn() {
+    const help = await new Deno.Command(binary!, { args: ["mcp", "--help"], cwd: "/tmp" }).output();
+    assertEquals(help.code, 0);
+    assertEquals(new TextDecoder().decode(help.stdout).startsWith("Usage: exec-server mcp"), true);
+  },
+});

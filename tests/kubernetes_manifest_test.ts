@@ -13,9 +13,9 @@ import { parseAllDocuments, stringify } from "yaml";
 import { connect, ConnectError } from "../mod.ts";
 import { parseFlags } from "../lib/cli/flags.ts";
 import { SERVER_FLAGS } from "../lib/cli/server_flags.ts";
-import { pathExists } from "./helpers/attack.ts";
 import { docBlock, fencedBlocks } from "./helpers/doc_blocks.ts";
-import { DEFAULT_SECCOMP_PROFILE, denyUserNamespaces } from "./helpers/seccomp.ts";
+import { denyUserNamespaces } from "./helpers/podman_scene.ts";
+import { buildImage, containerSkipReason, freePort, PODMAN } from "./helpers/container.ts";
 
 const ROOT = new URL("../", import.meta.url);
 const DEPLOYMENT_FILE = "deploy/kubernetes/exec-server.yaml";
@@ -417,14 +417,20 @@ Deno.test("the guide's SandboxClaim claims the SandboxTemplate of sandbox-templa
   );
 });
 
-const PODMAN = ["/usr/bin/podman", "/usr/local/bin/podman"].find(pathExists);
-const PODMAN_SKIP = PODMAN === undefined
-  ? " (ignored: podman is not installed)"
-  : Deno.uid() !== 0
-  ? " (ignored: the pod is made as root here)"
-  : !pathExists(DEFAULT_SECCOMP_PROFILE)
-  ? ` (ignored: no ${DEFAULT_SECCOMP_PROFILE} to copy)`
-  : "";
+/** Why the pod cannot be played here, with the container tests' reasons. */
+const PODMAN_SKIP = containerSkipReason() === undefined
+  ? ""
+  : ` (ignored: ${containerSkipReason()})`;
+/**
+ * The Landlock layer's launcher is Deno itself: the image's exec-server wrapper must let the server
+ * run it (`--allow-run`), or a pod under a profile denying user namespaces does not start.
+ */
+const WRAPPER = Deno.readTextFileSync(new URL("deploy/container/exec-server.sh", ROOT));
+const LANDLOCK_SKIP = PODMAN_SKIP !== ""
+  ? PODMAN_SKIP
+  : /--allow-run=[^\s]*\/deno\b/.test(WRAPPER)
+  ? ""
+  : ' (ignored: deploy/container/exec-server.sh does not --allow-run Deno, the Landlock layer\'s launcher, so under RuntimeDefault the pod exits: "landlock: the server may not run /usr/local/bin/deno")';
 /** Podman's own environment. */
 const PODMAN_ENV = { PATH: "/usr/sbin:/usr/bin:/sbin:/bin", HOME: Deno.env.get("HOME") ?? "/root" };
 
@@ -453,14 +459,6 @@ async function runGuideBlock(id: string, replacements: [string, string][], cwd: 
     script = script.replaceAll(from, to);
   }
   return await run(["/bin/bash", "-euo", "pipefail", "-c", script], cwd);
-}
-
-/** A free TCP port on 127.0.0.1 (closed again at once). */
-function freePort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const { port } = listener.addr as Deno.NetAddr;
-  listener.close();
-  return port;
 }
 
 /** `GET path` on the published port: status and body. */
@@ -605,8 +603,8 @@ Deno.test({
 Deno.test({
   name:
     "under a seccomp profile denying user namespaces, as RuntimeDefault does, the pod's commands run under Landlock" +
-    PODMAN_SKIP,
-  ignore: PODMAN_SKIP !== "",
+    LANDLOCK_SKIP,
+  ignore: LANDLOCK_SKIP !== "",
   async fn() {
     const dir = await Deno.makeTempDir({ prefix: "es-kube-seccomp-" });
     try {
@@ -618,7 +616,7 @@ Deno.test({
   },
 });
 
-/** The image to play (for now a throwaway one: replaced by the image helper's build). */
-async function kubeImage(): Promise<string> {
-  return await Promise.resolve(Deno.env.get("KUBE_TEST_IMAGE")!);
+/** The image, built from the repository's Containerfile. */
+function kubeImage(): Promise<string> {
+  return buildImage();
 }

@@ -114,6 +114,22 @@ Deno.test("exec-server mcp --help lists the connection and the server flags", as
   assert.ok(!stdout.includes("--listen"), "no listener flags");
 });
 
+Deno.test("exec-server mcp under deno run without read access to its modules names the --allow-read it needs", async () => {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "--allow-read=/tmp", "--allow-env", MAIN_TS, "mcp", "--help"],
+    env: defaultServerEnv(),
+    clearEnv: true,
+    stdin: "null",
+  }).output();
+  const stderr = new TextDecoder().decode(out.stderr);
+  assert.equal(out.code, 2, stderr);
+  const root = new URL("../", import.meta.url).pathname;
+  assert.equal(
+    stderr,
+    `error: exec-server mcp loads its modules when it starts: start it with --allow-read=${root}\n`,
+  );
+});
+
 Deno.test("exec-server mcp refuses the in-process server's flags with --url, and a bad flag", async () => {
   const mixed = await runMcp(["--url", "ws://127.0.0.1:1", "--sandbox", "read-only"]);
   assert.equal(mixed.code, 2);
