@@ -8,7 +8,8 @@
 import { parseArgs } from "node:util";
 import { dirname, relative } from "node:path";
 import { fileURLToPath as fromFileUrl } from "node:url";
-import { type MetricContext, type MetricDef, METRICS } from "./metrics.ts";
+import { type MetricContext, type MetricDef, METRICS as CORE_METRICS } from "./metrics.ts";
+import { LOAD_METRICS } from "./load.ts";
 import { RpcClient } from "./rpc_client.ts";
 import {
   cpuMs,
@@ -21,6 +22,9 @@ import {
 import { formatNumber, markdownTable, summarize, type Summary } from "./stats.ts";
 import { type HostShare, hostShare, hostSnapshot } from "./host_load.ts";
 import { connectBuiltinWebSocket, connectWebSocket, type Transport } from "./transport.ts";
+
+/** Every metric, in run order. */
+const METRICS: readonly MetricDef[] = [...CORE_METRICS, ...LOAD_METRICS];
 
 const HELP = `Usage: deno task bench [options]
 

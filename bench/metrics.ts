@@ -71,11 +71,13 @@ const CWD = "file:///tmp";
 const ENV = { PATH: "/usr/bin:/bin" };
 const MIB = 1024 * 1024;
 
-function remaining(ctx: MetricContext): number {
+/** Milliseconds left until the metric's deadline (0 once it has passed). */
+export function remaining(ctx: MetricContext): number {
   return Math.max(0, ctx.deadline - Date.now());
 }
 
-function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+/** Rejects with "Timed out after `ms` ms: `what`" unless `promise` settles first. */
+export function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: ReturnType<typeof setTimeout> | undefined;
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new Error(`Timed out after ${ms} ms: ${what}`)), ms);
@@ -83,12 +85,17 @@ function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
-function sleep(ms: number): Promise<void> {
+/** Resolves after `ms` ms. */
+export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
 /** Runs `fn(0..n-1)` with at most `window` calls in flight. */
-async function pool(n: number, window: number, fn: (i: number) => Promise<void>): Promise<void> {
+export async function pool(
+  n: number,
+  window: number,
+  fn: (i: number) => Promise<void>,
+): Promise<void> {
   let next = 0;
   const worker = async () => {
     while (next < n) await fn(next++);
@@ -96,7 +103,8 @@ async function pool(n: number, window: number, fn: (i: number) => Promise<void>)
   await Promise.all(Array.from({ length: Math.min(window, n) }, worker));
 }
 
-async function openClient(ctx: MetricContext, url: string | null): Promise<RpcClient> {
+/** Connects to `url` and initializes a session. */
+export async function openClient(ctx: MetricContext, url: string | null): Promise<RpcClient> {
   if (url === null) throw new Error("Cannot connect: the server has no WebSocket URL");
   const client = new RpcClient(await withTimeout(ctx.connect(url), 10_000, "connect"));
   await withTimeout(client.initialize(), 10_000, "initialize");
@@ -106,20 +114,26 @@ async function openClient(ctx: MetricContext, url: string | null): Promise<RpcCl
 let processCounter = 0;
 
 /** Unique-per-harness process id. */
-function nextProcessId(prefix: string): string {
+export function nextProcessId(prefix: string): string {
   return `${prefix}-${++processCounter}`;
 }
 
-interface Watched {
+/** A started process: settles once its `process/closed` arrived. */
+export interface Watched {
+  /** Resolves on `process/closed`. */
   closed: Promise<void>;
 }
 
-/** Registers a listener, then sends `process/start`; resolves after the start response. */
-async function startProcess(
+/**
+ * Registers a listener, then sends `process/start` (a pipe process unless `tty`); resolves after
+ * the start response.
+ */
+export async function startProcess(
   client: RpcClient,
   processId: string,
   argv: string[],
-  listener: { onOutput?(chunk: string, seq: number): void; pipeStdin?: boolean } = {},
+  listener: { onOutput?(chunk: string, seq: number): void; pipeStdin?: boolean; tty?: boolean } =
+    {},
 ): Promise<Watched> {
   const { promise, resolve } = Promise.withResolvers<void>();
   client.watch(processId, {
@@ -134,7 +148,7 @@ async function startProcess(
     argv,
     cwd: CWD,
     env: ENV,
-    tty: false,
+    tty: listener.tty ?? false,
     pipeStdin: listener.pipeStdin ?? false,
   });
   return { closed: promise };
@@ -493,7 +507,7 @@ async function runStdin(ctx: MetricContext): Promise<Record<string, number>> {
 }
 
 /** Starts a fresh WebSocket server unless benchmarking a given `--url`. */
-async function freshServer(ctx: MetricContext): Promise<ServerHandle> {
+export async function freshServer(ctx: MetricContext): Promise<ServerHandle> {
   return ctx.command === null ? ctx.server : await startServer(ctx.command);
 }
 

@@ -237,6 +237,24 @@ Deno.test("audit log: http/request is http.request with the method, the origin (
   );
 });
 
+Deno.test("audit log: an http/request whose body is streamed into the reply is audited with its status", async () => {
+  await using target = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    () => new Response(new Uint8Array(1 << 20), { status: 203 }),
+  );
+  const { events } = await capturedLog(async () => {
+    await using server = await InProcessServer.websocket();
+    await using client = await server.connect();
+    await handshake(client);
+    await call(client, "http/request", {
+      method: "GET",
+      url: `http://127.0.0.1:${target.addr.port}/`,
+      requestId: "r1",
+    });
+  });
+  assert.equal(only(events, "http.request")[0]?.status, 203);
+});
+
 Deno.test("audit log: consecutive http/requests to different origins each name their own origin", async () => {
   await using first = Deno.serve(
     { hostname: "127.0.0.1", port: 0, onListen() {} },

@@ -213,7 +213,7 @@ Deno.test("client.fs.realPath and copy", async () => {
   });
 });
 
-Deno.test("client.fs reads and writes a file beyond one reply's 32 MiB, in blocks", async () => {
+Deno.test("client.fs writes a file beyond 32 MiB in blocks and reads it back in one streamed reply", async () => {
   await withFs(async (client, dir) => {
     const size = 32 * 1024 * 1024 + 1;
     const data = new Uint8Array(size).map((_, i) => (i * 31) & 0xff);
@@ -222,5 +222,15 @@ Deno.test("client.fs reads and writes a file beyond one reply's 32 MiB, in block
     const read = await client.fs.readFile(`${dir}/big`);
     assert.equal(read.length, size);
     assert.deepEqual(read, data);
+  });
+});
+
+Deno.test("client.fs reads a 100 MiB file, whose one reply would pass its 64 MiB message limit, in blocks", async () => {
+  await withFs(async (client, dir) => {
+    const data = new Uint8Array(100 << 20).map((_, i) => (i * 13 + (i >> 16)) & 0xff);
+    await Deno.writeFile(`${dir}/huge`, data);
+    const read = await client.fs.readFile(`${dir}/huge`);
+    assert.equal(read.length, data.length);
+    assert.ok(read.every((byte, i) => byte === data[i]), "the bytes read back differ");
   });
 });

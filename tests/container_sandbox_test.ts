@@ -10,14 +10,8 @@
  *   Docker's does (no `unshare`, `clone` without namespace flags only,
  *   `clone3` answering `ENOSYS`): the server picks `landlock`.
  *
- * The container's root is a directory holding the host's `/usr` and `/etc`
- * (read-only volumes: Deno, bubblewrap and a shell come from the host), the
- * repository read-only at `/src` and Deno's cache read-only, so no image is
- * built. The workspace and a writable "outside" volume are host directories
- * mounted at the same paths. The server speaks stdio through `podman run -i`
- * and the container has no network (`--network none`: the network checks
- * are about the sandbox's seccomp filter, which refuses the socket before
- * any route matters). Containers are named `es-sandbox-*` and removed
+ * The containers are tests/helpers/podman_scene.ts's (the host's `/usr` and
+ * `/etc`, no image built; stdio through `podman run -i`, no network). Containers are named `es-sandbox-*` and removed
  * at the end. Without podman (or as a non-root user, who cannot make the
  * containers here) the tests are ignored, saying why.
  *
@@ -27,142 +21,14 @@
 import assert from "node:assert/strict";
 import { handshake, type Json, ServerProcess } from "./helpers/server_harness.ts";
 import { PYTHON3, sandboxValue } from "./helpers/attack.ts";
-
-const PODMAN = ["/usr/bin/podman", "/usr/local/bin/podman"].find((path) => {
-  try {
-    return Deno.statSync(path).isFile;
-  } catch {
-    return false;
-  }
-});
-const DENO_CACHE = Deno.env.get("DENO_DIR") ??
-  `${Deno.env.get("XDG_CACHE_HOME") ?? `${Deno.env.get("HOME")}/.cache`}/deno`;
-const DEFAULT_PROFILE = "/usr/share/containers/seccomp.json";
-const REPO = new URL("..", import.meta.url).pathname.replace(/\/$/, "");
-const USER = "65534:65534";
-/** Podman's own environment. */
-const PODMAN_ENV = { PATH: "/usr/sbin:/usr/bin:/sbin:/bin", HOME: Deno.env.get("HOME") ?? "/root" };
-
-const SKIP = PODMAN === undefined
-  ? " (ignored: podman is not installed)"
-  : Deno.uid() !== 0
-  ? " (ignored: these containers are made as root here)"
-  : !exists(DEFAULT_PROFILE)
-  ? ` (ignored: no ${DEFAULT_PROFILE} to copy)`
-  : !exists(DENO_CACHE)
-  ? ` (ignored: no Deno cache at ${DENO_CACHE})`
-  : "";
-
-function exists(path: string): boolean {
-  try {
-    Deno.statSync(path);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** Podman's default seccomp profile, denying user namespaces as Docker's default does. */
-function denyUserNamespaces(profile: string): string {
-  const json = JSON.parse(Deno.readTextFileSync(DEFAULT_PROFILE)) as {
-    syscalls: { names: string[]; action: string }[];
-  };
-  for (const rule of json.syscalls) {
-    if (rule.action === "SCMP_ACT_ALLOW") {
-      rule.names = rule.names.filter((name) => !["unshare", "clone", "clone3"].includes(name));
-    }
-  }
-  // CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET: none may be set.
-  json.syscalls.push({
-    names: ["clone"],
-    action: "SCMP_ACT_ALLOW",
-    args: [{ index: 0, value: 0x7e020000, valueTwo: 0, op: "SCMP_CMP_MASKED_EQ" }],
-  } as never);
-  json.syscalls.push({ names: ["clone3"], action: "SCMP_ACT_ERRNO", errnoRet: 38 } as never);
-  Deno.writeTextFileSync(profile, JSON.stringify(json));
-  return profile;
-}
-
-/** The container's root, a workspace and an outside volume, under /var/tmp. */
-interface Scene extends AsyncDisposable {
-  base: string;
-  workspace: string;
-  outside: string;
-  /** Podman's arguments before the command. */
-  podman(name: string, seccomp: string | undefined): string[];
-}
-
-async function makeScene(): Promise<Scene> {
-  const base = await Deno.realPath(
-    await Deno.makeTempDir({ dir: "/var/tmp", prefix: "es-sandbox-" }),
-  );
-  const root = `${base}/root`;
-  const workspace = `${base}/workspace`;
-  const outside = `${base}/outside`;
-  for (const dir of ["usr", "etc", "proc", "sys", "dev", "tmp", "src", "deno"]) {
-    await Deno.mkdir(`${root}/${dir}`, { recursive: true });
-  }
-  for (const link of ["bin", "lib", "lib64", "sbin"]) {
-    if (exists(`/usr/${link}`)) await Deno.symlink(`usr/${link}`, `${root}/${link}`);
-  }
-  for (const dir of [workspace, `${workspace}/sub`, outside]) {
-    await Deno.mkdir(dir, { recursive: true });
-    await Deno.mkdir(`${root}${dir}`, { recursive: true });
-    await Deno.chown(dir, 65534, 65534);
-  }
-  await Deno.writeTextFile(`${workspace}/existing.txt`, "old\n");
-  await Deno.chown(`${workspace}/existing.txt`, 65534, 65534);
-  const names: string[] = [];
-  return {
-    base,
-    workspace,
-    outside,
-    podman(name, seccomp) {
-      names.push(name);
-      return [
-        PODMAN!,
-        "--runtime",
-        "runc",
-        "run",
-        "-i",
-        "--rm",
-        "--name",
-        name,
-        "--read-only",
-        "--network",
-        "none",
-        "--user",
-        USER,
-        "--ulimit",
-        "nofile=4096:4096",
-        "--ulimit",
-        "nproc=4096:4096",
-        ...(seccomp === undefined ? [] : ["--security-opt", `seccomp=${seccomp}`]),
-        ...["-v", "/usr:/usr:ro", "-v", "/etc:/etc:ro", "-v", `${REPO}:/src:ro`],
-        ...["-v", `${DENO_CACHE}:/deno:ro`, "-v", `${workspace}:${workspace}`],
-        ...["-v", `${outside}:${outside}`],
-        ...["-e", "HOME=/tmp", "-e", "DENO_DIR=/deno", "-e", "PATH=/usr/bin:/bin"],
-        "--rootfs",
-        root,
-        "deno",
-        "run",
-        "-A",
-        "--cached-only",
-        "/src/main.ts",
-      ];
-    },
-    async [Symbol.asyncDispose]() {
-      for (const name of names) {
-        await new Deno.Command(PODMAN!, {
-          args: ["rm", "-f", "--ignore", name],
-          stdout: "null",
-          stderr: "null",
-        }).output();
-      }
-      await Deno.remove(base, { recursive: true }).catch(() => {});
-    },
-  };
-}
+import {
+  denyUserNamespaces,
+  exists,
+  makeScene,
+  PODMAN_ENV,
+  PODMAN_SKIP as SKIP,
+  type Scene,
+} from "./helpers/podman_scene.ts";
 
 /** Runs `script` in the server's sandbox and returns its stdout, stderr and start result. */
 async function run(
@@ -214,7 +80,7 @@ Deno.test({
     `in a podman container with its default seccomp profile, --sandbox workspace-write confines commands with bubblewrap-no-proc, and a client's read-only sandbox refuses writes${SKIP}`,
   ignore: SKIP !== "",
   async fn() {
-    await using scene = await makeScene();
+    await using scene = await makeScene({ prefix: "es-sandbox-" });
     const name = `es-sandbox-default-${crypto.randomUUID().slice(0, 8)}`;
     const [program, ...leading] = scene.podman(name, undefined);
     await using server = await ServerProcess.start({
@@ -247,10 +113,38 @@ Deno.test({
 
 Deno.test({
   name:
+    `in a podman container, a client's sandbox with a writable root the container's user cannot write (its root-owned /tmp, as Codex's workspace-write names it) runs its command: no cover is made for that root's missing .git${SKIP}`,
+  ignore: SKIP !== "",
+  async fn() {
+    await using scene = await makeScene({ prefix: "es-sandbox-" });
+    const name = `es-sandbox-tmp-${crypto.randomUUID().slice(0, 8)}`;
+    const [program, ...leading] = scene.podman(name, undefined);
+    await using server = await ServerProcess.start({
+      listen: "stdio",
+      command: [program!, ...leading],
+      args: LOG,
+      env: PODMAN_ENV,
+    });
+    await handshake(server.stdio!);
+    // bubblewrap could not make the cover's mount point ("Can't mkdir /tmp/.git").
+    const unwritable = await run(
+      server,
+      "tmp",
+      `echo in > ${scene.workspace}/sub/tmp.txt && echo TMP_ROOT_OK`,
+      scene.workspace,
+      sandboxValue([scene.workspace, "/tmp"], "restricted"),
+    );
+    assert.match(unwritable.stdout, /TMP_ROOT_OK/, unwritable.stderr);
+    assert.deepEqual(await layersLogged(server), ["bubblewrap-no-proc"]);
+  },
+});
+
+Deno.test({
+  name:
     `in a podman container whose seccomp profile denies user namespaces, --sandbox workspace-write --writable-root confines commands with Landlock, and a forced layer that cannot work is refused with sandboxUnavailable${SKIP}`,
   ignore: SKIP !== "",
   async fn() {
-    await using scene = await makeScene();
+    await using scene = await makeScene({ prefix: "es-sandbox-" });
     const profile = denyUserNamespaces(`${scene.base}/seccomp.json`);
     const name = `es-sandbox-nouserns-${crypto.randomUUID().slice(0, 8)}`;
     const [program, ...leading] = scene.podman(name, profile);

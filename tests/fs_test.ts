@@ -6,6 +6,9 @@ import {
 import { decodeBase64 } from "../lib/protocol/base64.ts";
 import { RpcError } from "../lib/protocol/errors.ts";
 import type { ParamsOf, ResultOf } from "../lib/protocol/methods.ts";
+import { StreamedString } from "../lib/protocol/streamed_json.ts";
+import { whole } from "./helpers/streamed_whole.ts";
+import { READ_CHUNK_BYTES, READ_FILE_LIMIT } from "../lib/server/fs/read_file.ts";
 import { FileHandleTable } from "../lib/server/fs/handles.ts";
 import { type FsMethod, runFsOperation } from "../lib/server/fs/operations.ts";
 import type { WalkOptions } from "../lib/server/fs/walk.ts";
@@ -18,7 +21,8 @@ function request<M extends FsMethod>(
   files = new FileHandleTable(),
 ): (params: ParamsOf<M>) => Promise<ResultOf<M>> {
   const context = { files, watches: new MissingWatchTable(), notify() {} };
-  return async (params) => await runFsOperation(method, params, context);
+  return async (params) =>
+    await whole(await runFsOperation(method, params, context)) as ResultOf<M>;
 }
 
 const readFile = request("fs/readFile");
@@ -128,19 +132,32 @@ Deno.test("fs/readFile reports missing paths, non-files and file components", as
   });
 });
 
-Deno.test("fs/readFile refuses files over 32 MiB before reading them, naming fs/open and fs/readBlock", async () => {
+Deno.test("fs/readFile refuses files over 512 MiB before reading them, with the reference's message", async () => {
   await using fx = await fixture();
   await Deno.writeFile(`${fx.dir}/big`, new Uint8Array());
-  await Deno.truncate(`${fx.dir}/big`, 33_554_433); // sparse
+  await Deno.truncate(`${fx.dir}/big`, READ_FILE_LIMIT + 1); // sparse
   const refused = await readFile({ path: fx.at("big") }).catch((err) => err);
   assertEquals([refused.code, refused.message, refused.data], [
     -32600,
-    "file is too large to read: limit is 33554432 bytes; read it in blocks with fs/open and fs/readBlock",
+    "file is too large to read: limit is 536870912 bytes",
     { kind: "replyTooLarge" },
   ]);
-  await Deno.truncate(`${fx.dir}/big`, 33_554_432);
-  const { dataBase64 } = await readFile({ path: fx.at("big") });
-  assertEquals(dataBase64.length, 44_739_244);
+});
+
+Deno.test("fs/readFile answers a file of up to one chunk with one string and a larger one streamed, in chunks that concatenate", async () => {
+  await using fx = await fixture();
+  for (const size of [READ_CHUNK_BYTES, READ_CHUNK_BYTES + 1, 3 * READ_CHUNK_BYTES + 2]) {
+    const data = new Uint8Array(size).map((_, i) => (i * 7 + (i >> 10)) & 0xff);
+    await Deno.writeFile(`${fx.dir}/sized`, data);
+    const reply = await runFsOperation("fs/readFile", { path: fx.at("sized") }, {
+      files: new FileHandleTable(),
+      watches: new MissingWatchTable(),
+      notify() {},
+    });
+    const streamed = reply.dataBase64 instanceof StreamedString;
+    assertEquals(streamed, size > READ_CHUNK_BYTES, `size ${size}`);
+    assertEquals((await whole(reply)).dataBase64, data.toBase64());
+  }
 });
 
 Deno.test("fs/writeFile round-trips every byte value", async () => {

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import type { StreamedString } from "../lib/protocol/streamed_json.ts";
 import type { ParamsOf } from "../lib/protocol/methods.ts";
 import { POOL_MAX_IDLE, POOL_MAX_IDLE_PER_ORIGIN } from "../lib/server/http/pool.ts";
 import { proxyFor, proxySettings } from "../lib/server/http/proxy.ts";
@@ -144,7 +145,9 @@ function get(http: HttpRequestTable, url: string, headers: { name: string; value
   return http.request({ method: "GET", url, headers, requestId: "" });
 }
 
-function text(base64: string): string {
+/** A small body's text (a large one would be a streamed string). */
+function text(base64: string | StreamedString): string {
+  assert.ok(typeof base64 === "string", "a small body is one string");
   return decoder.decode(Uint8Array.fromBase64(base64));
 }
 

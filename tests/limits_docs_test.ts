@@ -12,7 +12,7 @@ import { MAX_JSON_DEPTH, MAX_JSON_VALUES } from "../lib/protocol/json_decode.ts"
 import { INBOUND_QUEUE_LIMIT } from "../lib/rpc/connection.ts";
 import { OUTBOUND_HIGH_WATER_BYTES } from "../lib/rpc/transport.ts";
 import { WALK_REPLY_CHARS } from "../lib/server/fs/walk.ts";
-import { MAX_REPLY_DATA_BYTES } from "../lib/server/host/reply_limit.ts";
+import { READ_CHUNK_BYTES, READ_FILE_LIMIT } from "../lib/server/fs/read_file.ts";
 import {
   MAX_PENDING_CHARS,
   WATCHDOG_SCAN_MS,
@@ -53,7 +53,8 @@ const EXPECTED: [string, string][] = [
   ["INBOUND_QUEUE_LIMIT", `${INBOUND_QUEUE_LIMIT} messages`],
   ["--concurrent-requests", String(SERVER_FLAGS["concurrent-requests"].default)],
   ["OUTBOUND_HIGH_WATER_BYTES", bytes(OUTBOUND_HIGH_WATER_BYTES)],
-  ["MAX_REPLY_DATA_BYTES", bytes(MAX_REPLY_DATA_BYTES)],
+  ["READ_FILE_LIMIT", bytes(READ_FILE_LIMIT)],
+  ["READ_CHUNK_BYTES", `${READ_CHUNK_BYTES / 1024} KiB`],
   ["MAX_BUFFERED_BODY_BYTES", bytes(MAX_BUFFERED_BODY_BYTES)],
   ["MAX_RESPONSE_HEAD_BYTES", bytes(MAX_RESPONSE_HEAD_BYTES)],
   ["MAX_REDIRECTS", `${MAX_REDIRECTS}, else`],

@@ -87,6 +87,12 @@ export interface FsHost {
 
 /** Largest block of one `fs/readBlock` or `fs/writeBlock` (the server's limit): 1 MiB. */
 const MAX_BLOCK = 1024 * 1024;
+/**
+ * Largest file `readFile` asks for in one `fs/readFile` (larger ones are read in blocks): 47 MiB,
+ * whose reply (under 63 MiB of base64) fits the 64 MiB message limit of this client's transports,
+ * as of Codex's WebSocket client. A larger reply never arrives: the transport drops it.
+ */
+const MAX_WHOLE_READ_BYTES = 47 * 1024 * 1024;
 /** Largest `writeFile` sent as one `fs/writeFile` (larger ones go in blocks): 32 MiB. */
 const MAX_WHOLE_WRITE_BYTES = 32 * 1024 * 1024;
 /** Entries whose metadata `readDir` asks for at once. */
@@ -128,12 +134,22 @@ export class RemoteFs {
   }
 
   /**
-   * Reads a whole file. One beyond what one reply may carry (32 MiB on this
-   * server, `data.kind` `replyTooLarge`) is read in 1 MiB blocks instead.
+   * Reads a whole file: its size first, then, up to 47 MiB, the file in one `fs/readFile`
+   * (a larger reply would pass the 64 MiB message limit of the client's transports); a larger
+   * one, or one the server will not send whole (`data.kind` `replyTooLarge`), in 1 MiB blocks.
    *
    * @param path The file.
    */
   async readFile(path: RemotePath): Promise<Uint8Array> {
+    // A failed stat (a path outside the server's read scope looks missing) leaves the error to
+    // the read, which names the refusal.
+    const size = await this.stat(path).then((info) => info.size, () => 0);
+    if (size <= MAX_WHOLE_READ_BYTES) return await this.#readWhole(path);
+    return await this.#readBlocks(path);
+  }
+
+  /** The file in one `fs/readFile`, or in blocks when the server will not send it whole. */
+  async #readWhole(path: RemotePath): Promise<Uint8Array> {
     try {
       const { dataBase64 } = await this.#host.request(
         "fs/readFile",
@@ -146,7 +162,11 @@ export class RemoteFs {
         throw fsErrorOf(err, labelOf(path));
       }
     }
-    // Larger than one reply may carry: read it in blocks.
+    return await this.#readBlocks(path);
+  }
+
+  /** The file in 1 MiB blocks through a handle. */
+  async #readBlocks(path: RemotePath): Promise<Uint8Array> {
     await using file = await this.open(path);
     const chunks: Uint8Array[] = [];
     let size = 0;

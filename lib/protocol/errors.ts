@@ -67,7 +67,7 @@ export const ERROR_KINDS = {
   replyTooLarge: {
     codes: [ErrorCode.InvalidRequest],
     description:
-      "The reply would exceed a documented limit (e.g. `fs/readFile` over 32 MiB); the message names the way to get the data in parts (`fs/open` + `fs/readBlock`).",
+      "The reply would exceed a documented limit (e.g. `fs/readFile` over 512 MiB, with the reference's message); the data can be had in parts (`fs/open` + `fs/readBlock`).",
   },
   processExists: {
     codes: [ErrorCode.InvalidRequest],

@@ -28,6 +28,7 @@ import {
   unsigned,
   withJsonSchema,
 } from "./schema.ts";
+import type { StreamedString } from "./streamed_json.ts";
 
 /** Who sends a message. */
 export type Direction = "clientToServer" | "serverToClient";
@@ -58,6 +59,11 @@ export interface RequestSpec<P, R> {
   readonly params: Schema<P>;
   /** Result schema. */
   readonly result: Schema<R>;
+  /**
+   * The result's member a handler may produce as a {@linkcode StreamedString} (a file's
+   * content): the reply is then sent in parts as it is made (see {@linkcode ReplyOf}).
+   */
+  readonly streamed?: string;
 }
 
 /** A notification: no answer. */
@@ -80,6 +86,17 @@ function request<P, R>(
   lane: "control" | "ordinary" = "ordinary",
 ): RequestSpec<P, R> {
   return { kind: "request", direction: "clientToServer", family, lane, doc, params, result };
+}
+
+/** A request whose result member `field` may be streamed ({@linkcode RequestSpec.streamed}). */
+function streamedRequest<P, R, const F extends keyof R & string>(
+  family: Family,
+  doc: string,
+  params: Schema<P>,
+  result: Schema<R>,
+  field: F,
+): RequestSpec<P, R> & { readonly streamed: F } {
+  return { ...request(family, doc, params, result), streamed: field };
 }
 
 function notification<P, D extends Direction>(
@@ -623,11 +640,12 @@ export const METHODS = {
     "control",
   ),
 
-  "fs/readFile": request(
+  "fs/readFile": streamedRequest(
     "filesystem",
     "Reads a whole regular file (at most 512 MiB).",
     object({ path: PathUri, sandbox }, { name: "WireFsReadFileParams" }),
     object({ dataBase64: base64() }, { name: "FsReadFileResponse" }),
+    "dataBase64",
   ),
   "fs/writeFile": request(
     "filesystem",
@@ -766,7 +784,7 @@ export const METHODS = {
     object({ watching: boolean() }, { name: "FsWatchMissingResponse" }),
   ),
 
-  "http/request": request(
+  "http/request": streamedRequest(
     "http",
     "Performs an HTTP request from the server, buffered or streamed.",
     object({
@@ -801,6 +819,7 @@ export const METHODS = {
         name: "HttpRequestResponse",
       },
     ),
+    "bodyBase64",
   ),
 
   "capabilityRoots/discoverV1": request(
@@ -900,6 +919,15 @@ export type ParamsOf<M extends MethodName> = Infer<Methods[M]["params"]>;
 export type ResultOf<M extends ClientRequestName> = Methods[M] extends RequestSpec<unknown, infer R>
   ? R
   : never;
+
+/**
+ * What a handler of a request returns: its result, where the member the table marks
+ * `streamed` may instead be a {@linkcode StreamedString} made while the reply is sent.
+ */
+export type ReplyOf<M extends ClientRequestName> = Methods[M] extends
+  { readonly streamed: infer F extends string }
+  ? { [K in keyof ResultOf<M>]: K extends F ? ResultOf<M>[K] | StreamedString : ResultOf<M>[K] }
+  : ResultOf<M>;
 
 /** Looks up a method by wire name; `undefined` for unknown names (including `__proto__`). */
 export function lookupMethod(

@@ -8,6 +8,7 @@
 
 import {
   decodeMessage,
+  encodeId,
   encodeMessage,
   EnvelopeError,
   type ErrorMessage,
@@ -18,6 +19,7 @@ import {
   type ResponseMessage,
   responseParts,
 } from "../protocol/envelope.ts";
+import { StreamedJson } from "../protocol/streamed_json.ts";
 import { ErrorCode, RpcError, toWireError, type WireError } from "../protocol/errors.ts";
 import type { Semaphore } from "./semaphore.ts";
 import type { Inbound, OutboundText, Transport } from "./transport.ts";
@@ -98,7 +100,10 @@ export type Schedule = "inline" | Semaphore;
 
 /** Callbacks through which a connection hands incoming traffic to its owner. */
 export interface ConnectionHandlers {
-  /** Answers a request: return the result or throw ({@linkcode RpcError} keeps its code). */
+  /**
+   * Answers a request: return the result or throw ({@linkcode RpcError} keeps its code). A
+   * {@linkcode StreamedJson} result is sent in parts as its chunks are made.
+   */
   request?(method: string, params: unknown, id: RequestId): unknown;
   /** Receives a notification. */
   notification?(method: string, params: unknown): void;
@@ -511,13 +516,22 @@ export class Connection {
    * call's answer is not held back to be batched with answers that are not coming.
    */
   async #reply(message: Message, counted?: 0 | 1): Promise<void> {
-    if (this.#closed) return;
+    if (this.#closed) {
+      if (message.kind === "response" && message.result instanceof StreamedJson) {
+        message.result.string.discard();
+      }
+      return;
+    }
     const alone = counted !== undefined && this.#queue.length === 0 &&
       this.#admitted === counted;
-    const text = message.kind === "response"
-      ? responseParts(message.id, message.result)
-      : encodeMessage(message);
+    const text = message.kind !== "response"
+      ? encodeMessage(message)
+      : message.result instanceof StreamedJson
+      ? message.result.within(`{"id":${encodeId(message.id)},"result":`, "}")
+      : responseParts(message.id, message.result);
     await this.#transport.send(text, alone).catch(ignore);
+    // A streamed reply the transport dropped unsent lets go of its source (an open file).
+    if (text instanceof StreamedJson) text.string.discard();
   }
 }
 

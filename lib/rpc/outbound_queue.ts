@@ -5,14 +5,23 @@
  * @module
  */
 
-import { OUTBOUND_HIGH_WATER_BYTES, outboundString, type OutboundText } from "./transport.ts";
+import { StreamedJson } from "../protocol/streamed_json.ts";
+import { type Outbound, OUTBOUND_HIGH_WATER_BYTES, outboundString } from "./transport.ts";
+
+/** A streamed message waiting its turn, and the sender waiting for its end. */
+interface QueuedStream {
+  readonly message: StreamedJson;
+  readonly sent: () => void;
+}
 
 /**
  * Batches outbound messages into as few writes as possible and tracks the
- * buffered size, so senders can wait while the peer is not reading.
+ * buffered size, so senders can wait while the peer is not reading. A
+ * streamed message is written chunk by chunk, each write awaited (the pipe's
+ * own back-pressure), and messages queued meanwhile follow its line.
  */
 export class OutboundQueue {
-  #pending: string[] = [];
+  #pending: (string | QueuedStream)[] = [];
   #bytes = 0;
   #flushing = false;
   #closed = false;
@@ -43,9 +52,18 @@ export class OutboundQueue {
     return this.#bytes;
   }
 
-  /** Queues a message; resolves when the buffer is below the high-water mark. */
-  push(message: OutboundText): Promise<void> {
+  /**
+   * Queues a message; resolves when the buffer is below the high-water mark (a streamed
+   * message: once it is written, or dropped).
+   */
+  push(message: Outbound): Promise<void> {
     if (this.#closed) return Promise.resolve();
+    if (message instanceof StreamedJson) {
+      const { promise, resolve } = Promise.withResolvers<void>();
+      this.#pending.push({ message, sent: resolve });
+      if (!this.#flushing) this.#flush();
+      return promise;
+    }
     const text = outboundString(message);
     this.#pending.push(text);
     this.#bytes += text.length;
@@ -57,6 +75,7 @@ export class OutboundQueue {
   /** Drops everything queued and releases waiters. */
   close(): void {
     this.#closed = true;
+    for (const item of this.#pending) if (typeof item !== "string") item.sent();
     this.#pending = [];
     this.#bytes = 0;
     this.#release();
@@ -72,8 +91,16 @@ export class OutboundQueue {
     this.#flushing = true;
     try {
       while (this.#pending.length > 0 && !this.#closed) {
-        const batch = this.#pending;
-        this.#pending = [];
+        const first = this.#pending[0]!;
+        if (typeof first !== "string") {
+          this.#pending.shift();
+          await this.#stream(first);
+          continue;
+        }
+        // The texts before the next streamed message, if any, in one write.
+        let end = 1;
+        while (end < this.#pending.length && typeof this.#pending[end] === "string") end++;
+        const batch = this.#pending.splice(0, end) as string[];
         let size = 0;
         for (const text of batch) size += text.length;
         await this.#write(batch.join("\n") + "\n");
@@ -85,6 +112,20 @@ export class OutboundQueue {
       this.#onError(err);
     } finally {
       this.#flushing = false;
+    }
+  }
+
+  /** Writes a streamed message as one line, a chunk at a time. */
+  async #stream({ message, sent }: QueuedStream): Promise<void> {
+    try {
+      await this.#write(message.head);
+      for await (const chunk of message.string.take()) {
+        if (this.#closed) return;
+        await this.#write(chunk);
+      }
+      await this.#write(message.tail + "\n");
+    } finally {
+      sent();
     }
   }
 }

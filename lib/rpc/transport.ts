@@ -4,6 +4,8 @@
  * @module
  */
 
+import type { StreamedJson } from "../protocol/streamed_json.ts";
+
 /** A framing failure the transport noticed (e.g. a line over the size limit). */
 export interface TransportFault {
   /** Detail text, reported to the peer as a malformed message. */
@@ -19,6 +21,13 @@ export type Inbound = string | TransportFault;
  * one joined string).
  */
 export type OutboundText = string | readonly string[];
+
+/**
+ * An outbound message: its text, whole or in parts, or a {@linkcode StreamedJson} whose
+ * chunks are made while it is sent (one message all the same: a stdio line written in
+ * pieces, a WebSocket message in continuation frames; nothing else is sent in between).
+ */
+export type Outbound = OutboundText | StreamedJson;
 
 /**
  * The whole text of an outbound message.
@@ -53,14 +62,15 @@ export interface Transport {
    */
   receive?(): Inbound | null | Promise<Inbound | null>;
   /**
-   * Sends one message; resolves when the outbound buffer has room again.
+   * Sends one message; resolves when the outbound buffer has room again (a streamed one:
+   * once its last chunk is queued, each chunk having waited for room).
    *
-   * @param text The message, whole or in parts.
+   * @param text The message, whole, in parts or streamed.
    * @param alone True for the answer to the only request the connection holds (nothing else
    *   queued, running or read ahead): the transport may write it at once instead of waiting to
    *   batch it with other messages of this event-loop turn.
    */
-  send(text: OutboundText, alone?: boolean): Promise<void>;
+  send(text: Outbound, alone?: boolean): Promise<void>;
   /** Closes the channel; idempotent. */
   close(): void;
   /** Prefix for malformed-message replies, e.g. `failed to parse JSON-RPC message from exec-server stdio`. */
@@ -96,6 +106,30 @@ export function receiveStream(
     },
     cancel,
   }, { highWaterMark: 0 });
+}
+
+/**
+ * The whole text of a streamed message, for a transport that cannot send one in parts
+ * (a standard `WebSocket`): as large as the message.
+ *
+ * @example
+ * ```ts
+ * import { StreamedJson, StreamedString } from "../protocol/streamed_json.ts";
+ * import { joinStreamed } from "./transport.ts";
+ * async function* chunks() {
+ *   yield "aGk=";
+ * }
+ * const message = new StreamedJson('{"a":"', new StreamedString(chunks()), '"}');
+ * console.log(await joinStreamed(message)); // {"a":"aGk="}
+ * ```
+ *
+ * @param message The streamed message.
+ */
+export async function joinStreamed(message: StreamedJson): Promise<string> {
+  const parts = [message.head];
+  for await (const chunk of message.string.take()) parts.push(chunk);
+  parts.push(message.tail);
+  return parts.join("");
 }
 
 /** Default high-water mark of outbound buffers, in bytes. */

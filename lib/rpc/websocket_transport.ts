@@ -8,11 +8,13 @@
 
 import {
   type Inbound,
+  joinStreamed,
+  type Outbound,
   OUTBOUND_HIGH_WATER_BYTES,
   outboundString,
-  type OutboundText,
   type Transport,
 } from "./transport.ts";
+import { StreamedJson } from "../protocol/streamed_json.ts";
 
 /** Options for {@linkcode websocketTransport}. */
 export interface WebSocketTransportOptions {
@@ -110,8 +112,10 @@ export function websocketTransport(
       done = true;
     },
   }, { highWaterMark: 0, size: (item) => typeof item === "string" ? item.length : 1 });
-  async function send(text: OutboundText): Promise<void> {
+  async function send(message: Outbound): Promise<void> {
     if (socket.readyState !== WebSocket.OPEN && !(await opened)) return;
+    // A standard WebSocket sends whole messages only.
+    const text = message instanceof StreamedJson ? await joinStreamed(message) : message;
     if (socket.readyState !== WebSocket.OPEN) return;
     socket.send(outboundString(text));
     while (socket.bufferedAmount > highWater && socket.readyState === WebSocket.OPEN) {

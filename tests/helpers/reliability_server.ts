@@ -189,6 +189,13 @@ export class RawWebSocket implements AsyncDisposable {
     return { opcode: b0 & 0x0f, fin: (b0 & 0x80) !== 0, payload };
   }
 
+  /** Bytes read past the last message (for a test that goes on reading `conn` itself). */
+  takeBuffered(): Uint8Array {
+    const buffered = this.#buffer;
+    this.#buffer = new Uint8Array(0);
+    return buffered;
+  }
+
   /** Closes the TCP connection (no close handshake). */
   close(): void {
     if (this.#closed) return;

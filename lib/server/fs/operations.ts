@@ -16,7 +16,7 @@
  * @module
  */
 
-import type { ClientRequestName, ParamsOf, ResultOf } from "../../protocol/methods.ts";
+import type { ClientRequestName, ParamsOf, ReplyOf, ResultOf } from "../../protocol/methods.ts";
 import { requireRead, requireReadOrMissing, requireWrite } from "../host/permissions.ts";
 import { checkFsAccess, fsSandboxChecks, restrictListing } from "../sandbox/fs_guard.ts";
 import { copiesTo, type PathAccess, reads, removes, writes } from "../host/path_access.ts";
@@ -68,7 +68,7 @@ export interface FsOperation<M extends FsMethod, A extends AccessList<M> = Acces
     paths: A,
     context: FsContext,
     plans: readonly SandboxPlan[],
-  ): ResultOf<M> | Promise<ResultOf<M>>;
+  ): ReplyOf<M> | Promise<ReplyOf<M>>;
 }
 
 /** Builds a table entry, typing `run`'s paths after what `access` returns. */
@@ -183,7 +183,7 @@ export function runFsOperation<M extends FsMethod>(
   method: M,
   params: ParamsOf<M>,
   context: FsContext,
-): ResultOf<M> | Promise<ResultOf<M>> {
+): ReplyOf<M> | Promise<ReplyOf<M>> {
   const entry = FS_OPERATIONS[method] as unknown as {
     access(params: ParamsOf<M>): readonly PathAccess[];
     run(
@@ -191,14 +191,14 @@ export function runFsOperation<M extends FsMethod>(
       paths: readonly PathAccess[],
       context: FsContext,
       plans: readonly SandboxPlan[],
-    ): ResultOf<M>;
+    ): ReplyOf<M>;
   };
   // The sandbox first: an invalid one is reported before an invalid path, as by the reference.
   const { client, server } = fsSandboxChecks((params as { sandbox?: unknown }).sandbox);
   const paths = entry.access(params);
   // Only `mkdir -p` can be done without running, and its result is `{}`.
   if (client !== undefined && checkFsAccess(client.plan, paths, client.refusals) === "done") {
-    return {} as ResultOf<M>;
+    return {} as ReplyOf<M>;
   }
   for (const path of paths) {
     if (path.access === "write") requireWrite(path.path);
@@ -207,7 +207,7 @@ export function runFsOperation<M extends FsMethod>(
   }
   // The server's own sandbox last: it resolves paths the server's permissions let it see.
   if (server !== undefined && checkFsAccess(server.plan, paths, server.refusals) === "done") {
-    return {} as ResultOf<M>;
+    return {} as ReplyOf<M>;
   }
   const checks = [client, server].filter((check) => check !== undefined);
   const result = entry.run(params, paths, context, checks.map((check) => check.plan));
@@ -217,6 +217,6 @@ export function runFsOperation<M extends FsMethod>(
     checks.reduce(
       (restricted, check) => restrictListing(check.plan, listing.path, restricted),
       walked as ResultOf<"fs/walk">,
-    ) as ResultOf<M>
+    ) as ReplyOf<M>
   );
 }

@@ -5,27 +5,44 @@
  */
 
 import { invalidRequest, kindError, type RpcError } from "../../protocol/errors.ts";
-import type { ResultOf } from "../../protocol/methods.ts";
+import type { ReplyOf } from "../../protocol/methods.ts";
+import { STREAMED_CHUNK_BYTES, StreamedString } from "../../protocol/streamed_json.ts";
 import { fsError } from "../host/os_errors.ts";
-import { MAX_REPLY_DATA_BYTES } from "../host/reply_limit.ts";
 import { close, F, fsSyscallsAvailable, fstatat, readInto } from "../host/fs_syscalls.ts";
 import type { SandboxPlan } from "../sandbox/policy.ts";
 import { openForRead } from "./resolve.ts";
 
 /**
- * Largest file `fs/readFile` returns: 32 MiB (a 43 MiB reply). The reference
- * allows 512 MiB, which a Deno server cannot encode as one JSON reply without
- * running out of memory (a 200 MiB file ended the process); larger files are
- * read with `fs/open` and `fs/readBlock`.
+ * Largest file `fs/readFile` returns: 512 MiB, the reference's limit (with its
+ * error, `file is too large to read: limit is 536870912 bytes`). Larger files
+ * are read with `fs/open` and `fs/readBlock`.
  */
-export const READ_FILE_LIMIT = MAX_REPLY_DATA_BYTES;
+export const READ_FILE_LIMIT = 512 * 1024 * 1024;
+
+/**
+ * Files up to this size (93 KiB, {@linkcode STREAMED_CHUNK_BYTES}) are answered
+ * with one string; larger ones are streamed: read and encoded a chunk of this
+ * size at a time while the reply is sent, so the server holds about a chunk of
+ * the file at once, not the file.
+ */
+export const READ_CHUNK_BYTES = STREAMED_CHUNK_BYTES;
+
+/** An open regular file: its size when opened, how to read it, how to close it. */
+interface OpenFile {
+  readonly size: number;
+  read(buffer: Uint8Array): Promise<number | null>;
+  close(): void;
+}
 
 /**
  * `fs/readFile`: returns a regular file's content (symlinks followed).
  *
  * Files larger than {@linkcode READ_FILE_LIMIT} are refused with `-32600`
- * and `data.kind` `replyTooLarge`; read those with `fs/open` and
- * `fs/readBlock` instead.
+ * and `data.kind` `replyTooLarge` (read those with `fs/open` and
+ * `fs/readBlock`). A file over {@linkcode READ_CHUNK_BYTES} is answered with
+ * its base64 as a {@linkcode StreamedString}: chunks of
+ * {@linkcode READ_CHUNK_BYTES} (a multiple of 3, so that their base64
+ * concatenates) read while the reply is written.
  *
  * With `--allow-ffi` the file is opened below the read scope's root and
  * checked after the open ({@linkcode openForRead}): a symlink swapped in
@@ -46,14 +63,22 @@ export const READ_FILE_LIMIT = MAX_REPLY_DATA_BYTES;
 export async function readFile(
   path: string,
   plans: readonly SandboxPlan[] = [],
-): Promise<ResultOf<"fs/readFile">> {
+): Promise<ReplyOf<"fs/readFile">> {
+  let file: OpenFile;
   try {
-    const data = fsSyscallsAvailable()
-      ? await readNonBlocking(path, plans)
-      : await readWithDeno(path);
-    return { dataBase64: data.toBase64() };
+    file = fsSyscallsAvailable() ? openNonBlocking(path, plans) : await openWithDeno(path);
   } catch (err) {
     throw fsError(err);
+  }
+  if (file.size > READ_CHUNK_BYTES) {
+    return { dataBase64: new StreamedString(base64Chunks(file), () => file.close()) };
+  }
+  try {
+    return { dataBase64: (await readToEnd(file.read, file.size)).toBase64() };
+  } catch (err) {
+    throw fsError(err);
+  } finally {
+    file.close();
   }
 }
 
@@ -64,25 +89,31 @@ export async function readFile(
  * scope or at a denied path is refused, a regular file is read on the
  * blocking pool.
  */
-async function readNonBlocking(path: string, plans: readonly SandboxPlan[]): Promise<Uint8Array> {
+function openNonBlocking(path: string, plans: readonly SandboxPlan[]): OpenFile {
   const fd = openForRead(path, plans);
   try {
     const info = fstatat(fd, "", true)!;
     assertReadableFile(path, (info.mode & F.S_IFMT) === F.S_IFREG, info.size);
-    return await readToEnd((buffer) => readInto(fd, buffer), info.size);
-  } finally {
+    return { size: info.size, read: (buffer) => readInto(fd, buffer), close: () => close(fd) };
+  } catch (err) {
     close(fd);
+    throw err;
   }
 }
 
 /** Without FFI: stat before open (opening a FIFO for reading would block), then check again. */
-async function readWithDeno(path: string): Promise<Uint8Array> {
+async function openWithDeno(path: string): Promise<OpenFile> {
   const before = await Deno.stat(path);
   assertReadableFile(path, before.isFile, before.size);
-  using file = await Deno.open(path, { read: true });
-  const info = await file.stat();
-  assertReadableFile(path, info.isFile, info.size);
-  return await readToEnd((buffer) => file.read(buffer), info.size);
+  const file = await Deno.open(path, { read: true });
+  try {
+    const info = await file.stat();
+    assertReadableFile(path, info.isFile, info.size);
+    return { size: info.size, read: (buffer) => file.read(buffer), close: () => file.close() };
+  } catch (err) {
+    file.close();
+    throw err;
+  }
 }
 
 function assertReadableFile(path: string, isFile: boolean, size: number): void {
@@ -91,10 +122,37 @@ function assertReadableFile(path: string, isFile: boolean, size: number): void {
 }
 
 function tooLarge(): RpcError {
-  return kindError(
-    "replyTooLarge",
-    `file is too large to read: limit is ${READ_FILE_LIMIT} bytes; read it in blocks with fs/open and fs/readBlock`,
-  );
+  return kindError("replyTooLarge", `file is too large to read: limit is ${READ_FILE_LIMIT} bytes`);
+}
+
+/**
+ * The file's base64 in chunks of {@linkcode READ_CHUNK_BYTES} bytes (one buffer, reused),
+ * to its end; closes the file when done or abandoned. A file grown past the limit since it
+ * was opened ends the stream with an error (the reply cannot be finished).
+ */
+async function* base64Chunks(file: OpenFile): AsyncGenerator<string> {
+  try {
+    const buffer = new Uint8Array(READ_CHUNK_BYTES);
+    let total = 0;
+    while (true) {
+      let filled = 0;
+      let ended = false;
+      while (filled < buffer.length) {
+        const n = await file.read(buffer.subarray(filled));
+        if (n === null) {
+          ended = true;
+          break;
+        }
+        filled += n;
+      }
+      total += filled;
+      if (total > READ_FILE_LIMIT) throw tooLarge();
+      if (filled > 0) yield buffer.subarray(0, filled).toBase64();
+      if (ended) return;
+    }
+  } finally {
+    file.close();
+  }
 }
 
 /** Reads to the end, expecting about `expected` bytes and enforcing the limit. */

@@ -110,6 +110,8 @@ const SYS = Deno.build.arch === "aarch64"
     wait4: 260,
     prctl: 167,
     prlimit64: 261,
+    faccessat: 48,
+    getuid: 174,
   }
   : {
     openat: 257,
@@ -122,6 +124,8 @@ const SYS = Deno.build.arch === "aarch64"
     wait4: 61,
     prctl: 157,
     prlimit64: 302,
+    faccessat: 269,
+    getuid: 102,
   };
 
 /** The bound spawn, pipe and exit functions ({@linkcode SPAWN_SYMBOLS}). */
@@ -154,6 +158,8 @@ export const C = {
   POLLNVAL: 0x20,
   WNOHANG: 1,
   X_OK: 1,
+  W_OK: 2,
+  AT_FDCWD: -100,
   S_IFMT: 0o170000,
   S_IFDIR: 0o040000,
   ESRCH: 3,
@@ -162,6 +168,7 @@ export const C = {
   EAGAIN: 11,
   ENOENT: 2,
   EACCES: 13,
+  EROFS: 30,
   ENOTDIR: 20,
 } as const;
 
@@ -327,6 +334,23 @@ export function killProcess(pid: number, signal: number): number {
 /** `write(fd, bytes)`: the bytes written, or -1 with {@linkcode errno} set. */
 export function writeFd(fd: number, bytes: Uint8Array<ArrayBuffer>): number {
   return sys(SYS.write, BigInt(fd), address(bytes), BigInt(bytes.length));
+}
+
+/**
+ * `faccessat(AT_FDCWD, path, mode, 0)`: 0 when this process (its real uid and gid) may access
+ * `path` in `mode` (`C.X_OK | C.W_OK`), else the `errno` (`EACCES`, `EROFS` for a read-only
+ * mount, `ENOENT`, and so on).
+ */
+export function accessError(path: string, mode: number): number {
+  const cPath = cString(path);
+  const rc = sys(SYS.faccessat, BigInt(C.AT_FDCWD), address(cPath), BigInt(mode));
+  keepAlive(cPath);
+  return rc === 0 ? 0 : errno();
+}
+
+/** `getuid()`: this process's real user id (needs no `--allow-sys`, unlike `Deno.uid()`). */
+export function realUid(): number {
+  return sys(SYS.getuid);
 }
 
 /** Bytes waiting to be read from a pipe (`ioctl(FIONREAD)`), or -1 with {@linkcode errno} set. */

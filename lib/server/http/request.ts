@@ -14,7 +14,10 @@
  */
 
 import { ErrorCode, RpcError } from "../../protocol/errors.ts";
-import type { ParamsOf, ResultOf } from "../../protocol/methods.ts";
+import type { ParamsOf, ReplyOf } from "../../protocol/methods.ts";
+import { STREAMED_CHUNK_BYTES, StreamedString } from "../../protocol/streamed_json.ts";
+import { concatBytes } from "../../rpc/bytes.ts";
+
 import { bodyChunks, bufferedBody, responseResult } from "./decoding.ts";
 import { BODY_DECODE_ERROR, failed } from "./errors.ts";
 import { Exchange } from "./exchange.ts";
@@ -22,6 +25,12 @@ import { ConnectionPool } from "./pool.ts";
 import { prepareRequest } from "./prepare.ts";
 import { environmentProxySettings, type ProxySettings } from "./proxy.ts";
 import { type ReceivedResponse, send } from "./redirects.ts";
+
+/**
+ * A buffered body over this size (93 KiB) is answered with its base64 made in pieces of this
+ * size while the reply is written.
+ */
+const STREAMED_BODY_BYTES = STREAMED_CHUNK_BYTES;
 
 /** Largest decoded chunk carried by one `http/request/bodyDelta` (1 MiB). */
 export const MAX_DELTA_BYTES: number = 1024 * 1024;
@@ -93,7 +102,7 @@ export class HttpRequestTable {
    * streaming `requestId`; `-32603` for transport failures, timeouts, redirect
    * failures and body errors (buffered); `-32600` from the network policy.
    */
-  async request(params: ParamsOf<"http/request">): Promise<ResultOf<"http/request">> {
+  async request(params: ParamsOf<"http/request">): Promise<ReplyOf<"http/request">> {
     if (this.#closed) throw failed("connection closed");
     const streaming = params.streamResponse === true;
     const exchange = new Exchange(params.requestId, this.#pool);
@@ -117,9 +126,13 @@ export class HttpRequestTable {
       const { result, coding } = responseResult(response);
       if (!streaming) {
         const body = bufferedBody(response, coding);
-        const bytes = body instanceof Promise ? await body : body;
+        const { parts, length } = body instanceof Promise ? await body : body;
         keepConnection(exchange, response);
-        return { ...result, bodyBase64: bytes.toBase64() };
+        // A large body's base64 is made while the reply is written.
+        const bodyBase64 = length > STREAMED_BODY_BYTES
+          ? StreamedString.ofBytes(parts, STREAMED_BODY_BYTES)
+          : (parts.length === 1 ? parts[0]! : concatBytes(parts, length)).toBase64();
+        return { ...result, bodyBase64 };
       }
       handedOff = true;
       const chunks = bodyChunks(response, coding);

@@ -6,6 +6,7 @@
  * @module
  */
 
+import type { StreamedJson } from "../../protocol/streamed_json.ts";
 import type { OutboundText } from "../../rpc/transport.ts";
 import { writeAll } from "./http_head.ts";
 
@@ -20,6 +21,13 @@ const SMALL_BATCH_BYTES = 4 * 1024;
  * many bytes; a larger frame gets a batch of its own size.
  */
 export const BATCH_BYTES = 256 * 1024;
+
+/**
+ * A streamed message's next fragment is encoded once at most this much is queued (1 MiB):
+ * a few batches in flight keep the socket busy, and the buffers in use stay those few
+ * rather than a high-water mark's worth of garbage.
+ */
+export const STREAM_QUEUED_BYTES = 1024 * 1024;
 
 /** How many written batches of {@linkcode BATCH_BYTES} a connection keeps for reuse. */
 const SPARE_BATCHES = 2;
@@ -37,9 +45,15 @@ function headerBytes(length: number): number {
   return length < 126 ? 2 : length < 65536 ? 4 : 10;
 }
 
-/** Writes a final frame's header at `at`; returns the payload's offset. */
-function writeHeader(buffer: Uint8Array, at: number, opcode: number, length: number): number {
-  buffer[at] = 0x80 | opcode;
+/** Writes a frame's header at `at` (a final frame unless `fin` is false); returns the payload's offset. */
+function writeHeader(
+  buffer: Uint8Array,
+  at: number,
+  opcode: number,
+  length: number,
+  fin = true,
+): number {
+  buffer[at] = (fin ? 0x80 : 0) | opcode;
   if (length < 126) {
     buffer[at + 1] = length;
     return at + 2;
@@ -111,8 +125,14 @@ export class FrameWriter {
   /** Bytes queued, including the batch being written. */
   #queued = 0;
   #writing: Promise<void> | undefined;
-  #roomWaiters: (() => void)[] = [];
+  #roomWaiters: { limit: number; wake: () => void }[] = [];
   #closed = false;
+  /** Set once a close frame is queued: no data frame follows it. */
+  #closeQueued = false;
+  /** True while a streamed message is being queued: its fragments are not interleaved with other messages. */
+  #streaming = false;
+  /** Data frames and streamed messages sent meanwhile, in order, and their senders. */
+  #held: { run: () => Promise<void>; done: () => void }[] = [];
 
   /**
    * Creates a writer.
@@ -138,6 +158,69 @@ export class FrameWriter {
    */
   text(text: OutboundText, now = false): Promise<void> {
     if (this.#closed) return Promise.resolve();
+    if (this.#streaming) return this.#hold(() => this.#textFrame(text, 0x1, true, now));
+    return this.#textFrame(text, 0x1, true, now);
+  }
+
+  /**
+   * Queues a streamed message as one text message in fragments: its head as the first
+   * frame, each chunk as a continuation frame (each waits for room below the high-water
+   * mark), its tail as the final one. Resolves once the last is queued, or the stream stops
+   * (the connection closes, or a chunk cannot be made: the connection is then closed, the
+   * message being unfinishable).
+   *
+   * @param message The message.
+   */
+  stream(message: StreamedJson): Promise<void> {
+    if (this.#closed) return Promise.resolve();
+    if (this.#streaming) return this.#hold(() => this.#streamNow(message));
+    return this.#streamNow(message);
+  }
+
+  /** Runs `run` once the streamed message being queued is done (in the order of the calls). */
+  #hold(run: () => Promise<void>): Promise<void> {
+    const { promise, resolve } = Promise.withResolvers<void>();
+    this.#held.push({ run, done: resolve });
+    return promise;
+  }
+
+  async #streamNow(message: StreamedJson): Promise<void> {
+    this.#streaming = true;
+    try {
+      await this.#fragments(message);
+    } finally {
+      this.#streaming = false;
+      // What was held runs in order, until it starts another streamed message; after a close
+      // frame, nothing held is sent.
+      while (!this.#streaming && this.#held.length > 0 && !this.#closed) {
+        const { run, done } = this.#held.shift()!;
+        if (this.#closeQueued) done();
+        else run().then(done, done);
+      }
+    }
+  }
+
+  async #fragments(message: StreamedJson): Promise<void> {
+    const stopped = () => this.#closed || this.#closeQueued;
+    if (stopped()) return;
+    await this.#textFrame(message.head, 0x1, false, false);
+    try {
+      for await (const chunk of message.string.take()) {
+        if (stopped()) return;
+        if (chunk.length === 0) continue;
+        await this.#textFrame(chunk, 0x0, false, false);
+        if (this.#queued > STREAM_QUEUED_BYTES) await this.#room(STREAM_QUEUED_BYTES);
+      }
+    } catch {
+      this.close();
+      this.#onError();
+      return;
+    }
+    if (!stopped()) await this.#textFrame(message.tail, 0x0, true, false);
+  }
+
+  /** Encodes one text frame (or fragment) into the batch. */
+  #textFrame(text: OutboundText, opcode: number, fin: boolean, now: boolean): Promise<void> {
     const parts = typeof text === "string" ? [text] : text;
     // Indexed loops: a `for...of` makes an iterator and a result per step in V8's interpreter,
     // where a connection's few messages run.
@@ -147,7 +230,7 @@ export class FrameWriter {
     const size = headerBytes(length) + length;
     const buffer = this.#reserve(size);
     const start = this.#used;
-    let at = writeHeader(buffer, start, 0x1, length);
+    let at = writeHeader(buffer, start, opcode, length, fin);
     for (let i = 0; i < parts.length; i++) {
       const part = parts[i]!;
       // Only into the frame's room: a non-ASCII part before may have used some of it.
@@ -160,10 +243,11 @@ export class FrameWriter {
       }
       const { read, written } = ENCODER.encodeInto(part, buffer.subarray(at, start + size));
       if (read < part.length) {
-        return this.frame(
-          0x1,
+        return this.#frame(
+          opcode,
           ENCODER.encode(typeof text === "string" ? text : parts.join("")),
           now,
+          fin,
         );
       }
       at += written;
@@ -180,9 +264,18 @@ export class FrameWriter {
    */
   frame(opcode: number, payload: Uint8Array, now = false): Promise<void> {
     if (this.#closed) return Promise.resolve();
+    // Control frames may come between a message's fragments; data frames wait for its end.
+    if (opcode < 0x8 && this.#streaming) {
+      return this.#hold(() => this.#frame(opcode, payload, now, true));
+    }
+    if (opcode === 0x8) this.#closeQueued = true;
+    return this.#frame(opcode, payload, now, true);
+  }
+
+  #frame(opcode: number, payload: Uint8Array, now: boolean, fin: boolean): Promise<void> {
     const size = headerBytes(payload.length) + payload.length;
     const buffer = this.#reserve(size);
-    buffer.set(payload, writeHeader(buffer, this.#used, opcode, payload.length));
+    buffer.set(payload, writeHeader(buffer, this.#used, opcode, payload.length, fin));
     return this.#commit(size, now);
   }
 
@@ -200,7 +293,8 @@ export class FrameWriter {
     this.#spare = [];
     this.#small = undefined;
     this.#queued = 0;
-    for (const wake of this.#roomWaiters.splice(0)) wake();
+    for (const { wake } of this.#roomWaiters.splice(0)) wake();
+    for (const { done } of this.#held.splice(0)) done();
   }
 
   /** A batch with room for `size` more bytes at `#used`. */
@@ -230,7 +324,22 @@ export class FrameWriter {
     this.#queued += size;
     this.#writing ??= this.#drain(now);
     if (this.#queued <= this.#highWater) return Promise.resolve();
-    return new Promise((resolve) => this.#roomWaiters.push(resolve));
+    return this.#room(this.#highWater);
+  }
+
+  /** Resolves once at most `limit` bytes are queued (or the writer is closed). */
+  #room(limit: number): Promise<void> {
+    return new Promise((wake) => this.#roomWaiters.push({ limit, wake }));
+  }
+
+  /** Wakes the senders whose limit the queue is now within. */
+  #wakeWithRoom(): void {
+    const waiting = this.#roomWaiters;
+    this.#roomWaiters = [];
+    for (const waiter of waiting) {
+      if (this.#queued <= waiter.limit) waiter.wake();
+      else this.#roomWaiters.push(waiter);
+    }
   }
 
   async #drain(now: boolean): Promise<void> {
@@ -253,9 +362,7 @@ export class FrameWriter {
         if (buffer.byteLength === BATCH_BYTES && this.#spare.length < SPARE_BATCHES) {
           this.#spare.push(new Uint8Array(buffer));
         } else if (buffer.byteLength === SMALL_BATCH_BYTES) this.#small = new Uint8Array(buffer);
-        if (this.#queued <= this.#highWater) {
-          for (const wake of this.#roomWaiters.splice(0)) wake();
-        }
+        if (this.#roomWaiters.length > 0) this.#wakeWithRoom();
       }
     } catch {
       this.close();

@@ -16,12 +16,13 @@
 
 import {
   type Inbound,
+  type Outbound,
   OUTBOUND_HIGH_WATER_BYTES,
-  type OutboundText,
   receiveStream,
   type Transport,
 } from "../../rpc/transport.ts";
 import { concatBytes } from "../../rpc/bytes.ts";
+import { StreamedJson } from "../../protocol/streamed_json.ts";
 import { FrameWriter } from "./frame_writer.ts";
 import { type HeaderFields, writeAll } from "./http_head.ts";
 import { unmask, wordsOf } from "./unmask.ts";
@@ -602,8 +603,9 @@ export function websocketConnTransport(
       return readable();
     },
     receive,
-    send(text: OutboundText, alone = false): Promise<void> {
+    send(text: Outbound, alone = false): Promise<void> {
       if (closing) return Promise.resolve();
+      if (text instanceof StreamedJson) return writer.stream(text);
       // A lone answer goes at once when no further request is read ahead either (a whole frame
       // buffered): nothing can join it.
       return writer.text(text, alone && !frameBuffered(reader));

@@ -39,6 +39,7 @@ import {
 import { osErrorName } from "../host/os_errors.ts";
 import { grantedEverywhere, requireRun } from "../host/permissions.ts";
 import type { Backend, BackendEvents } from "./backend.ts";
+import { PIPE_BULK_GATE } from "./bulk_gate.ts";
 import { OutputCoalescer, REAL_PACING } from "./output_coalescer.ts";
 import { killGroup, signalExitCode, signalGroup, signalNameOf } from "./signals.ts";
 import { hasExecutableFormat } from "./exec_format.ts";
@@ -348,20 +349,33 @@ function readOutput(
 ): OutputCoalescer {
   let ended = false;
   let release: (() => void) | undefined;
-  const merge = new OutputCoalescer((bytes) => events.output(name, bytes), {
-    pause: () => stream.pause(),
-    resume: () => stream.resume(),
-  }, REAL_PACING);
+  // Paused while the coalescer or the gate holds it (each pauses at most once at a time).
+  let holds = 0;
+  const hold = () => void (holds++ === 0 && stream.pause());
+  const letGo = () => void (--holds === 0 && stream.resume());
+  const merge = new OutputCoalescer(
+    (bytes) => events.output(name, bytes),
+    { pause: hold, resume: letGo },
+    REAL_PACING,
+  );
+  const gate = PIPE_BULK_GATE.stream();
   const end = () => {
     if (ended) return;
     ended = true;
+    gate.end();
     release?.();
     merge.end().then(() => events.streamEnded());
   };
   stream.on("data", (data: Uint8Array) => {
-    if (grow !== undefined && data.length >= FULL_READ_BYTES) {
+    const bulk = data.length >= FULL_READ_BYTES;
+    if (grow !== undefined && bulk) {
       release = grow();
       grow = undefined;
+    }
+    const rest = gate.read(bulk);
+    if (rest !== undefined) {
+      hold();
+      rest.then(letGo);
     }
     merge.push(data);
   });

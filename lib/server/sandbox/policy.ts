@@ -30,6 +30,7 @@ import { ErrorCode, invalidParams, RpcError } from "../../protocol/errors.ts";
 import { pathFromUri } from "../host/path_uri.ts";
 import { SANDBOX_SPECIAL_PATH_KINDS } from "../../protocol/methods.ts";
 import { removeMountPointIfUnused } from "./mount_locks.ts";
+import { accessError, C, libcAvailable, realUid } from "../host/libc.ts";
 
 /** Access of a path inside the sandbox. */
 export type SandboxAccess = "read" | "write" | "deny";
@@ -630,7 +631,7 @@ function resolveMounts(
       if (existing.node === "missing" && entry.access === "deny" && existing.access !== "deny") {
         mounts[mounts.indexOf(existing)] = { ...existing, access: "deny" };
       }
-    } else if (effective(cover) === "write") {
+    } else if (effective(cover) === "write" && !entriesFixed(parentOf(cover))) {
       mounts.push({ path: cover, access: entry.access, node: "missing" });
     }
   }
@@ -675,6 +676,23 @@ function markTraversable(mounts: SandboxMount[], path: string): void {
 function parentOf(path: string): string {
   const cut = path.lastIndexOf("/");
   return cut <= 0 ? "/" : path.slice(0, cut);
+}
+
+/**
+ * True when no process of the server's user can add an entry to `directory`, so that a
+ * missing restriction there needs no cover (whose mount point bubblewrap could not make
+ * either: a container's root-owned `/tmp`, a read-only root file system). That holds on a
+ * read-only mount, and where this user lacks write and search permission and does not own the
+ * directory (an owner could `chmod` it). Without libc (no `--allow-ffi`): false, the cover is
+ * kept.
+ */
+function entriesFixed(directory: string): boolean {
+  if (!libcAvailable()) return false;
+  const code = accessError(directory, C.W_OK | C.X_OK);
+  if (code === C.EROFS) return true;
+  if (code !== C.EACCES) return false;
+  const owner = lstatOrNull(directory)?.uid;
+  return owner !== undefined && owner !== null && owner !== realUid();
 }
 
 /** The first component of `path` that does not exist (synthetic mount points count as missing). */

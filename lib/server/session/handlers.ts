@@ -12,6 +12,7 @@ import {
   lookupMethod,
   METHODS,
   type ParamsOf,
+  type ReplyOf,
   type ResultOf,
 } from "../../protocol/methods.ts";
 import type { JsonSchema } from "../../protocol/schema.ts";
@@ -32,12 +33,12 @@ export interface HandlerContext {
   readonly state: ConnectionState;
 }
 
-/** One handler per client request of the method table. */
+/** One handler per client request of the method table (a streamed member may be made while it is sent). */
 export type Handlers = {
   [M in ClientRequestName]: (
     params: ParamsOf<M>,
     context: HandlerContext,
-  ) => ResultOf<M> | Promise<ResultOf<M>>;
+  ) => ReplyOf<M> | Promise<ReplyOf<M>>;
 };
 
 function unsupported(what: string, capability: string): never {

@@ -12,6 +12,7 @@ import { parseParams, SchemaError } from "../../protocol/schema.ts";
 import { Connection, type Schedule } from "../../rpc/connection.ts";
 import { Semaphore } from "../../rpc/semaphore.ts";
 import type { OutboundText, Transport } from "../../rpc/transport.ts";
+import { StreamedJson } from "../../protocol/streamed_json.ts";
 import { environmentInfo } from "./environment.ts";
 import { type HandlerContext, HANDLERS } from "./handlers.ts";
 import { ConnectionState } from "./connection_state.ts";
@@ -133,6 +134,19 @@ export function serveConnection(
     return handler(params, context);
   }
 
+  /**
+   * The reply to send for a result: the member the method table marks streamed, when it is a
+   * streamed string, made while the reply is sent (audits have seen the result as it is).
+   */
+  function replyOf(method: string, result: unknown): unknown {
+    const spec = lookupMethod(method);
+    const field = spec?.kind === "request" ? spec.streamed : undefined;
+    if (field === undefined) return result;
+    const streamed = (value: unknown) =>
+      value !== null && typeof value === "object" ? StreamedJson.of(value, field) ?? value : value;
+    return result instanceof Promise ? result.then(streamed) : streamed(result);
+  }
+
   function fatal(): void {
     connection.close();
   }
@@ -141,7 +155,10 @@ export function serveConnection(
     maxHeldUnits: options.maxHeldUnits,
     handlers: {
       request: (method, params) =>
-        answerRequest(method, params, () => session?.id, () => handleRequest(method, params)),
+        replyOf(
+          method,
+          answerRequest(method, params, () => session?.id, () => handleRequest(method, params)),
+        ),
       notification(method) {
         if (method === "initialized" && session) initializedNotified = true;
         else fatal();

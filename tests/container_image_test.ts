@@ -1,0 +1,376 @@
+/**
+ * The container image (`Containerfile`, docs/guide/container.md): built with
+ * podman from the repository alone (base images stood in for locally by
+ * tests/helpers/base_images.sh), then each property the guide states is
+ * checked on a real container: non-root uid 10001, read-only root with a
+ * tmpfs `/tmp`, a start with `--network none`, the capability token
+ * (refused without it or with a wrong one, accepted with it, through a port
+ * published on 127.0.0.1), the one-line refusal to start without the token
+ * file, the health check, `exec-server run` inside the container.
+ * Containers are named `es-image-*` and removed however a test ends.
+ * Without podman (or as a non-root user) the tests are ignored, saying why.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import {
+  buildImage,
+  type Container,
+  containerSkipReason,
+  freePort,
+  IMAGE_TAG,
+  PODMAN,
+  podman,
+  podmanOk,
+  removeContainer,
+  REPO_DIR,
+  runContainer,
+  TOKEN_DIR_IN_CONTAINER,
+  waitForHealthz,
+  writeTokenDir,
+} from "./helpers/container.ts";
+import { RawWebSocket } from "./helpers/reliability_server.ts";
+import { CODEX_CONFIG_TOML, findCodexBin, runCodexExec } from "./interop/harness.ts";
+import { startMockModel } from "./interop/mock_model.ts";
+
+const PREFIX = "es-image-";
+const SKIP = containerSkipReason();
+const TOKEN = "container-test-token-0123456789";
+
+/** The hardened way the guide runs the image: read-only root, tmpfs /tmp, no privileges. */
+const HARDENED = [
+  "--read-only",
+  "--tmpfs",
+  "/tmp",
+  "--cap-drop",
+  "all",
+  "--security-opt",
+  "no-new-privileges",
+];
+
+function containerTest(name: string, fn: () => Promise<void>): void {
+  Deno.test({
+    name: `${name}${SKIP ?? ""}`,
+    ignore: SKIP !== undefined,
+    sanitizeResources: false,
+    sanitizeOps: false,
+    fn,
+  });
+}
+
+/** A served container: the image's default command with a token mounted, its port on 127.0.0.1. */
+interface Served extends AsyncDisposable {
+  box: Container;
+  port: number;
+}
+
+async function serve(options: string[] = []): Promise<Served> {
+  const image = await buildImage();
+  const tokenDir = await writeTokenDir(TOKEN);
+  const port = freePort();
+  const box = await runContainer({
+    prefix: PREFIX,
+    image,
+    options: [
+      ...HARDENED,
+      "-v",
+      `${tokenDir}:${TOKEN_DIR_IN_CONTAINER}:ro`,
+      "-p",
+      `127.0.0.1:${port}:8080`,
+      ...options,
+    ],
+  });
+  const dispose = async () => {
+    await box.remove();
+    await Deno.remove(tokenDir, { recursive: true });
+  };
+  try {
+    assert.ok(
+      await waitForHealthz(port),
+      `the container never served /healthz: ${(await box.logs()).stderr}`,
+    );
+  } catch (err) {
+    await dispose();
+    throw err;
+  }
+  return { box, port, [Symbol.asyncDispose]: dispose };
+}
+
+/** Sends `initialize` over an accepted raw WebSocket and returns the response. */
+async function initialize(socket: RawWebSocket): Promise<Record<string, unknown>> {
+  const request = { id: 1, method: "initialize", params: { clientName: "container-test" } };
+  await socket.sendFrame(1, new TextEncoder().encode(JSON.stringify(request)));
+  const text = await socket.readMessage();
+  assert.ok(text !== null, "the connection closed before the initialize response");
+  return JSON.parse(text) as Record<string, unknown>;
+}
+
+Deno.test("the Containerfile pins the Deno image to .deno-version and labels deno.json's version", async () => {
+  const containerfile = await Deno.readTextFile(`${REPO_DIR}/Containerfile`);
+  const deno = (await Deno.readTextFile(`${REPO_DIR}/.deno-version`)).trim();
+  const version =
+    (JSON.parse(await Deno.readTextFile(`${REPO_DIR}/deno.json`)) as { version: string })
+      .version;
+  assert.match(
+    containerfile,
+    new RegExp(
+      `^ARG DENO_IMAGE=docker\\.io/denoland/deno:bin-${deno.replaceAll(".", "\\.")}$`,
+      "m",
+    ),
+  );
+  assert.match(containerfile, /^ARG DEBIAN_IMAGE=docker\.io\/library\/debian:bookworm-slim$/m);
+  assert.match(containerfile, new RegExp(`^ARG VERSION=${version.replaceAll(".", "\\.")}$`, "m"));
+  assert.doesNotMatch(containerfile, /--allow-all|\s-A\s/);
+});
+
+containerTest(
+  "the image runs as uid 10001 in /workspace with a read-only root and serves with the token",
+  async () => {
+    await using served = await serve();
+    const id = await served.box.exec(["id", "-u"]);
+    assert.equal(id.stdout.trim(), "10001");
+    const pwd = await served.box.exec([
+      "sh",
+      "-c",
+      "pwd; touch /workspace/ok && echo wrote; touch /etc/x 2>&1 || echo refused",
+    ]);
+    assert.equal(pwd.stdout.split("\n")[0], "/workspace");
+    assert.match(pwd.stdout, /^wrote$/m);
+    assert.match(pwd.stdout, /Read-only file system/);
+    const inspect = JSON.parse(await podmanOk(["container", "inspect", served.box.name])) as {
+      HostConfig: { ReadonlyRootfs: boolean };
+    }[];
+    assert.equal(inspect[0]!.HostConfig.ReadonlyRootfs, true);
+    await using socket = await RawWebSocket.connect(served.port, {
+      headers: { Authorization: `Bearer ${TOKEN}` },
+    });
+    assert.equal(socket.answer.status, 101);
+    const response = await initialize(socket);
+    assert.equal(response.id, 1);
+    assert.equal(typeof (response.result as { sessionId?: unknown }).sessionId, "string");
+  },
+);
+
+containerTest(
+  "the image refuses an upgrade without the token or with a wrong one (401)",
+  async () => {
+    await using served = await serve();
+    const attempts: Record<string, string>[] = [
+      {},
+      { Authorization: "Bearer wrong-token" },
+      { Authorization: `Bearer ${TOKEN}x` },
+    ];
+    for (const headers of attempts) {
+      await using socket = await RawWebSocket.connect(served.port, { headers });
+      assert.equal(socket.answer.status, 401, JSON.stringify(headers));
+    }
+  },
+);
+
+containerTest("the image without a token file exits non-zero at once with one line", async () => {
+  const image = await buildImage();
+  await using box = await runContainer({ prefix: PREFIX, image, options: HARDENED });
+  const code = await box.wait();
+  assert.notEqual(code, 0);
+  const logs = await box.logs();
+  const lines = `${logs.stdout}${logs.stderr}`.split("\n").filter((line) => line.trim() !== "");
+  assert.equal(lines.length, 1, lines.join("\n"));
+  assert.match(lines[0]!, /\/run\/secrets\/exec-server\/token/);
+  assert.doesNotMatch(lines[0]!, /\bat \S+:\d+|TypeError|Error:/);
+});
+
+containerTest(
+  "the image starts with --network none and answers initialize over stdio",
+  async () => {
+    const image = await buildImage();
+    const request = JSON.stringify({ id: 1, method: "initialize", params: { clientName: "t" } });
+    const name = `${PREFIX}stdio-${crypto.randomUUID().slice(0, 8)}`;
+    try {
+      const child = new Deno.Command(PODMAN!, {
+        args: [
+          "run",
+          "-i",
+          "--rm",
+          "--name",
+          name,
+          "--network",
+          "none",
+          ...HARDENED,
+          image,
+          "--listen",
+          "stdio",
+        ],
+        stdin: "piped",
+        stdout: "piped",
+        stderr: "piped",
+      }).spawn();
+      const writer = child.stdin.getWriter();
+      await writer.write(new TextEncoder().encode(`${request}\n`));
+      const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+      let text = "";
+      while (!text.includes("\n")) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        text += value;
+      }
+      await writer.close();
+      reader.releaseLock();
+      await child.stdout.cancel().catch(() => {});
+      await child.stderr.cancel();
+      await child.status;
+      const response = JSON.parse(text.split("\n")[0]!) as {
+        id: number;
+        result: { sessionId: string };
+      };
+      assert.equal(response.id, 1);
+      assert.equal(typeof response.result.sessionId, "string");
+    } finally {
+      await removeContainer(name);
+    }
+  },
+);
+
+containerTest("podman healthcheck run passes through the server's /healthz", async () => {
+  await using served = await serve();
+  const result = await podman(["healthcheck", "run", served.box.name]);
+  assert.equal(result.code, 0, result.stderr);
+  const inspect = JSON.parse(await podmanOk(["image", "inspect", IMAGE_TAG])) as {
+    Healthcheck?: { Test: string[] };
+    Config: {
+      StopSignal?: string;
+      Labels: Record<string, string>;
+    };
+  }[];
+  assert.match(inspect[0]!.Healthcheck!.Test.join(" "), /healthcheck\.ts/);
+  assert.equal(inspect[0]!.Config.StopSignal, "SIGTERM");
+  const labels = inspect[0]!.Config.Labels;
+  assert.ok(labels["org.opencontainers.image.source"]);
+  assert.ok(labels["org.opencontainers.image.licenses"]);
+  assert.equal(labels["org.opencontainers.image.version"], "0.1.0");
+});
+
+containerTest(
+  "exec-server run inside the container reaches the server with the token",
+  async () => {
+    await using served = await serve();
+    const result = await served.box.exec([
+      "exec-server",
+      "run",
+      "--url",
+      "ws://127.0.0.1:8080",
+      "--token-file",
+      `${TOKEN_DIR_IN_CONTAINER}/token`,
+      "--",
+      "sh",
+      "-c",
+      "echo ran as $(id -u); exit 3",
+    ]);
+    assert.equal(result.code, 3, result.stderr);
+    assert.equal(result.stdout, "ran as 10001\n");
+  },
+);
+
+containerTest(
+  "podman stop ends a container running sleep 600 children: exit 0 in under 5 s",
+  async () => {
+    await using served = await serve();
+    for (let i = 0; i < 2; i++) {
+      const started = await served.box.exec([
+        "exec-server",
+        "run",
+        "--url",
+        "ws://127.0.0.1:8080",
+        "--token-file",
+        `${TOKEN_DIR_IN_CONTAINER}/token`,
+        "--",
+        "sh",
+        "-c",
+        "sleep 600 >/dev/null 2>&1 & echo started",
+      ]);
+      assert.equal(started.stdout, "started\n", started.stderr);
+    }
+    const sleeping = await served.box.exec([
+      "sh",
+      "-c",
+      "grep -l '^sleep' /proc/[0-9]*/comm | wc -l",
+    ]);
+    assert.ok(Number(sleeping.stdout.trim()) >= 2, `sleep children: ${sleeping.stdout}`);
+    const t0 = performance.now();
+    const stopped = await served.box.stop(10);
+    const seconds = (performance.now() - t0) / 1000;
+    assert.equal(stopped.code, 0, stopped.stderr);
+    const state = JSON.parse(await podmanOk(["container", "inspect", served.box.name])) as {
+      State: { ExitCode: number; Running: boolean };
+    }[];
+    assert.equal(state[0]!.State.Running, false);
+    assert.equal(state[0]!.State.ExitCode, 0);
+    assert.ok(seconds < 5, `podman stop took ${seconds.toFixed(1)} s`);
+  },
+);
+
+const CODEX_SKIP = SKIP ??
+  (findCodexBin() === undefined ? " (ignored: Codex CLI not installed; set CODEX_BIN)" : undefined);
+
+Deno.test({
+  name: `codex runs a command through the container's published port in danger-full-access${
+    CODEX_SKIP ?? ""
+  }`,
+  ignore: CODEX_SKIP !== undefined,
+  sanitizeResources: false,
+  sanitizeOps: false,
+  async fn() {
+    const home = Deno.env.get("HOME") ?? "/root";
+    const workBase = `${home}/.cache/exec-server-interop`;
+    await Deno.mkdir(workBase, { recursive: true });
+    const codexHome = await Deno.makeTempDir({ dir: workBase, prefix: "container-" });
+    // Codex sends its working directory as each command's cwd: the same path in the container,
+    // under /tmp (inside the image's read and write scope).
+    const workspace = await Deno.makeTempDir({ prefix: "es-image-ws-" });
+    await Deno.chmod(workspace, 0o777);
+    try {
+      await using served = await serve(["-v", `${workspace}:${workspace}`]);
+      await Deno.writeTextFile(`${codexHome}/config.toml`, CODEX_CONFIG_TOML);
+      await Deno.writeTextFile(
+        `${codexHome}/environments.toml`,
+        [
+          'default = "box"',
+          "include_local = false",
+          "",
+          "[[environments]]",
+          'id = "box"',
+          `url = "ws://127.0.0.1:${served.port}"`,
+          `auth_bearer_token = "${TOKEN}"`,
+          "",
+        ].join("\n"),
+      );
+      const a = 1000 + Math.floor(Math.random() * 9000);
+      await using model = startMockModel({
+        toolCalls: [{
+          arguments: {
+            cmd: `echo "CONTAINER_RESULT_$(( ${a} * 7 ))_uid$(id -u)"; exit 5`,
+            "yield_time_ms": 10_000,
+          },
+        }],
+      });
+      const result = await runCodexExec("Run the container command.", {
+        codexBin: findCodexBin()!,
+        codexHome,
+        workspace,
+        modelBaseUrl: model.baseUrl,
+        sandbox: "danger-full-access",
+      });
+      const output = model.toolOutputs().join("\n");
+      assert.equal(result.code, 0, result.stderr);
+      assert.match(output, new RegExp(`CONTAINER_RESULT_${a * 7}_uid10001`), output);
+      const item = result.events
+        .filter((event) => event.type === "item.completed")
+        .map((event) => event.item as Record<string, unknown>)
+        .findLast((it) => it?.type === "command_execution");
+      assert.equal(item?.exit_code, 5);
+    } finally {
+      await Deno.remove(codexHome, { recursive: true });
+      await Deno.remove(workspace, { recursive: true });
+    }
+  },
+});
