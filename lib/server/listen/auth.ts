@@ -137,7 +137,9 @@ export async function readSecretFile(path: string): Promise<string> {
   try {
     content = await Deno.readTextFile(path);
   } catch (err) {
-    throw new TypeError(`Cannot read secret file "${path}": ${(err as Error).message}`);
+    // Deno appends the operation and the path (`: readfile '/x'`); the message names the path once.
+    const reason = (err as Error).message.replace(/: \w+ '[^']*'$/, "");
+    throw new TypeError(`Cannot read secret file "${path}": ${reason}`);
   }
   const secret = content.trim();
   if (secret === "") throw new TypeError(`Cannot use secret file "${path}": it is empty`);
