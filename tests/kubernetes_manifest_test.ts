@@ -452,9 +452,9 @@ async function run(
   return { code: out.code, stdout: decoder.decode(out.stdout), stderr: decoder.decode(out.stderr) };
 }
 
-/** A guide block with the names of `replacements` replaced, run by bash in `cwd`. */
-async function runGuideBlock(id: string, replacements: [string, string][], cwd: string) {
-  let script = docBlock(id);
+/** A guide block's text with the names of `replacements` replaced, run by bash in `cwd`. */
+async function runGuideBlock(block: string, replacements: [string, string][], cwd: string) {
+  let script = block;
   for (const [from, to] of replacements) {
     script = script.replaceAll(from, to);
   }
@@ -531,7 +531,7 @@ async function playDeployment(seccompDir?: string): Promise<string> {
     await Deno.writeTextFile(manifest, docs.map((d) => stringify(d)).join("---\n"));
     await Deno.writeTextFile(`${dir}/token`, `${crypto.randomUUID()}\n`, { mode: 0o600 });
 
-    const block = await runGuideBlock("kube-podman-play", names, dir);
+    const block = await runGuideBlock(docBlock("kube-podman-play"), names, dir);
     assert.equal(block.code, 0, block.stderr + block.stdout);
     // After podman's own lines (the secret's, the pod's and the container's IDs), the command's.
     assert.match(block.stdout, /(^|\n)10001\nhello\n$/, block.stdout);
@@ -578,7 +578,7 @@ async function playDeployment(seccompDir?: string): Promise<string> {
     assert.equal(layers.length, 1, metrics.body);
     return layers[0]!;
   } finally {
-    const down = await runGuideBlock("kube-podman-down", names, dir);
+    const down = await runGuideBlock(docBlock("kube-podman-down"), names, dir);
     // Whatever the block left (it failed, or the play did): gone by name.
     await run([PODMAN!, "pod", "rm", "-f", `${id}-pod-0`]);
     await run([PODMAN!, "secret", "rm", `${id}-token`]);

@@ -29,6 +29,7 @@
  * @module
  */
 
+import { F, fsSyscallsAvailable, fstatat, isType, listDirectoryAt } from "../host/fs_syscalls.ts";
 import type { LauncherSpec } from "./landlock_exec.ts";
 import { accessAt, pathIsUnder, type SandboxAccess, type SandboxPlan } from "./policy.ts";
 import { seccompArch, seccompProgram } from "./seccomp.ts";
@@ -120,6 +121,22 @@ function listEntries(directory: string): { name: string; directory: boolean }[] 
     return [...Deno.readDirSync(directory)]
       .filter((entry) => !entry.isSymlink)
       .map((entry) => ({ name: entry.name, directory: entry.isDirectory }))
+      .sort((a, b) => (a.name < b.name ? -1 : 1));
+  } catch {
+    // Outside the server's --allow-read (the container image's scoped permissions leave `/` out):
+    // the layer needs --allow-ffi anyway, so the kernel lists it.
+    return listEntriesBySyscalls(directory);
+  }
+}
+
+/** {@linkcode listEntries} through libc: what the kernel lets the server's user list. */
+function listEntriesBySyscalls(directory: string): { name: string; directory: boolean }[] {
+  if (!fsSyscallsAvailable()) return [];
+  try {
+    return listDirectoryAt(directory)
+      .map((name) => ({ name, stat: fstatat(F.AT_FDCWD, join(directory, name), false) }))
+      .filter(({ stat }) => stat !== undefined && !isType(stat, F.S_IFLNK))
+      .map(({ name, stat }) => ({ name, directory: isType(stat, F.S_IFDIR) }))
       .sort((a, b) => (a.name < b.name ? -1 : 1));
   } catch {
     // Unreadable: its entries keep the directory's lesser rights.
