@@ -309,6 +309,59 @@ containerTest(
 const CODEX_SKIP = SKIP ??
   (findCodexBin() === undefined ? " (ignored: Codex CLI not installed; set CODEX_BIN)" : undefined);
 
+/** A Codex turn (mock model) through the container's published port: what the command printed. */
+async function codexTurnInContainer(
+  sandbox: "danger-full-access" | "workspace-write",
+  cmd: (workspace: string) => string,
+): Promise<{ output: string; exitCode: unknown }> {
+  const home = Deno.env.get("HOME") ?? "/root";
+  const workBase = `${home}/.cache/exec-server-interop`;
+  await Deno.mkdir(workBase, { recursive: true });
+  const codexHome = await Deno.makeTempDir({ dir: workBase, prefix: "container-" });
+  // Codex sends its working directory as each command's cwd: the same path in the container,
+  // under /tmp (inside the image's read and write scope).
+  const workspace = await Deno.makeTempDir({ prefix: "es-image-ws-" });
+  await Deno.chmod(workspace, 0o777);
+  try {
+    await using served = await serve(["-v", `${workspace}:${workspace}`]);
+    await Deno.writeTextFile(`${codexHome}/config.toml`, CODEX_CONFIG_TOML);
+    // The README's environments.toml, with the test's port and token.
+    const readme = docBlock("readme-container-environments");
+    assert.match(readme, /^url = "ws:\/\/127\.0\.0\.1:8080"$/m);
+    assert.match(readme, /^auth_bearer_token = "<the token>"$/m);
+    await Deno.writeTextFile(
+      `${codexHome}/environments.toml`,
+      readme.replace("127.0.0.1:8080", `127.0.0.1:${served.port}`).replace("<the token>", TOKEN),
+    );
+    const a = 1000 + Math.floor(Math.random() * 9000);
+    await using model = startMockModel({
+      toolCalls: [{
+        arguments: {
+          cmd: cmd(workspace).replaceAll("A7", String(a * 7)),
+          "yield_time_ms": 10_000,
+        },
+      }],
+    });
+    const result = await runCodexExec("Run the container command.", {
+      codexBin: findCodexBin()!,
+      codexHome,
+      workspace,
+      modelBaseUrl: model.baseUrl,
+      sandbox,
+    });
+    const output = model.toolOutputs().join("\n").replaceAll(String(a * 7), "A7");
+    assert.equal(result.code, 0, result.stderr);
+    const item = result.events
+      .filter((event) => event.type === "item.completed")
+      .map((event) => event.item as Record<string, unknown>)
+      .findLast((it) => it?.type === "command_execution");
+    return { output, exitCode: item?.exit_code };
+  } finally {
+    await Deno.remove(codexHome, { recursive: true });
+    await Deno.remove(workspace, { recursive: true });
+  }
+}
+
 Deno.test({
   name: `codex runs a command through the container's published port in danger-full-access${
     CODEX_SKIP ?? ""
@@ -317,53 +370,33 @@ Deno.test({
   sanitizeResources: false,
   sanitizeOps: false,
   async fn() {
-    const home = Deno.env.get("HOME") ?? "/root";
-    const workBase = `${home}/.cache/exec-server-interop`;
-    await Deno.mkdir(workBase, { recursive: true });
-    const codexHome = await Deno.makeTempDir({ dir: workBase, prefix: "container-" });
-    // Codex sends its working directory as each command's cwd: the same path in the container,
-    // under /tmp (inside the image's read and write scope).
-    const workspace = await Deno.makeTempDir({ prefix: "es-image-ws-" });
-    await Deno.chmod(workspace, 0o777);
-    try {
-      await using served = await serve(["-v", `${workspace}:${workspace}`]);
-      await Deno.writeTextFile(`${codexHome}/config.toml`, CODEX_CONFIG_TOML);
-      // The README's environments.toml, with the test's port and token.
-      const readme = docBlock("readme-container-environments");
-      assert.match(readme, /^url = "ws:\/\/127\.0\.0\.1:8080"$/m);
-      assert.match(readme, /^auth_bearer_token = "<the token>"$/m);
-      await Deno.writeTextFile(
-        `${codexHome}/environments.toml`,
-        readme.replace("127.0.0.1:8080", `127.0.0.1:${served.port}`).replace("<the token>", TOKEN),
-      );
-      const a = 1000 + Math.floor(Math.random() * 9000);
-      await using model = startMockModel({
-        toolCalls: [{
-          arguments: {
-            cmd: `echo "CONTAINER_RESULT_$(( ${a} * 7 ))_uid$(id -u)"; exit 5`,
-            "yield_time_ms": 10_000,
-          },
-        }],
-      });
-      const result = await runCodexExec("Run the container command.", {
-        codexBin: findCodexBin()!,
-        codexHome,
-        workspace,
-        modelBaseUrl: model.baseUrl,
-        sandbox: "danger-full-access",
-      });
-      const output = model.toolOutputs().join("\n");
-      assert.equal(result.code, 0, result.stderr);
-      assert.match(output, new RegExp(`CONTAINER_RESULT_${a * 7}_uid10001`), output);
-      const item = result.events
-        .filter((event) => event.type === "item.completed")
-        .map((event) => event.item as Record<string, unknown>)
-        .findLast((it) => it?.type === "command_execution");
-      assert.equal(item?.exit_code, 5);
-    } finally {
-      await Deno.remove(codexHome, { recursive: true });
-      await Deno.remove(workspace, { recursive: true });
-    }
+    const turn = await codexTurnInContainer(
+      "danger-full-access",
+      () => `echo "CONTAINER_RESULT_A7_uid$(id -u)"; exit 5`,
+    );
+    assert.match(turn.output, /CONTAINER_RESULT_A7_uid10001/, turn.output);
+    assert.equal(turn.exitCode, 5);
+  },
+});
+
+Deno.test({
+  name:
+    `codex's default workspace-write turn through the container's published port writes in its workspace and not in /workspace${
+      CODEX_SKIP ?? ""
+    }`,
+  ignore: CODEX_SKIP !== undefined,
+  sanitizeResources: false,
+  sanitizeOps: false,
+  async fn() {
+    const turn = await codexTurnInContainer(
+      "workspace-write",
+      (workspace) =>
+        `echo in > ${workspace}/inside && echo "INSIDE_OK_A7"; ` +
+        `if echo out > /workspace/outside 2>/dev/null; then echo OUTSIDE_WRITTEN; else echo OUTSIDE_REFUSED; fi`,
+    );
+    assert.match(turn.output, /INSIDE_OK_A7/, turn.output);
+    assert.match(turn.output, /OUTSIDE_REFUSED/, turn.output);
+    assert.doesNotMatch(turn.output, /OUTSIDE_WRITTEN/, turn.output);
   },
 });
 
