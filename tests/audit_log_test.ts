@@ -214,23 +214,24 @@ Deno.test("audit log: --log-format text (the default) writes the event and its f
   );
 });
 
-Deno.test("audit log: http/request is http.request with the method, the origin (no path or query) and the status", async () => {
-  await using target = Deno.serve(
-    { hostname: "127.0.0.1", port: 0, onListen() {} },
-    () => new Response("teapot", { status: 418 }),
-  );
+/** The `http.request` events of one `http/request` (GET `path`) to a local server answering `response`. */
+async function auditedGet(response: () => Response, path = "/") {
+  await using target = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, response);
   const origin = `http://127.0.0.1:${target.addr.port}`;
   const { events } = await capturedLog(async () => {
     await using server = await InProcessServer.websocket();
     await using client = await server.connect();
     await handshake(client);
-    await call(client, "http/request", {
-      method: "GET",
-      url: `${origin}/secret/path?key=value`,
-      requestId: "r1",
-    });
+    await call(client, "http/request", { method: "GET", url: `${origin}${path}`, requestId: "r1" });
   });
-  const [request] = only(events, "http.request");
+  return { origin, requests: only(events, "http.request") };
+}
+
+Deno.test("audit log: http/request is http.request with the method, the origin (no path or query) and the status", async () => {
+  const { origin, requests: [request] } = await auditedGet(
+    () => new Response("teapot", { status: 418 }),
+    "/secret/path?key=value",
+  );
   assert.deepEqual(
     [request?.level, request?.method, request?.origin, request?.status],
     ["info", "GET", origin, 418],
@@ -238,21 +239,10 @@ Deno.test("audit log: http/request is http.request with the method, the origin (
 });
 
 Deno.test("audit log: an http/request whose body is streamed into the reply is audited with its status", async () => {
-  await using target = Deno.serve(
-    { hostname: "127.0.0.1", port: 0, onListen() {} },
-    () => new Response(new Uint8Array(1 << 20), { status: 203 }),
+  const { requests } = await auditedGet(() =>
+    new Response(new Uint8Array(1 << 20), { status: 203 })
   );
-  const { events } = await capturedLog(async () => {
-    await using server = await InProcessServer.websocket();
-    await using client = await server.connect();
-    await handshake(client);
-    await call(client, "http/request", {
-      method: "GET",
-      url: `http://127.0.0.1:${target.addr.port}/`,
-      requestId: "r1",
-    });
-  });
-  assert.equal(only(events, "http.request")[0]?.status, 203);
+  assert.equal(requests[0]?.status, 203);
 });
 
 Deno.test("audit log: consecutive http/requests to different origins each name their own origin", async () => {

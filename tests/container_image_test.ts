@@ -52,10 +52,10 @@ const HARDENED = [
   "no-new-privileges",
 ];
 
-function containerTest(name: string, fn: () => Promise<void>): void {
+function containerTest(name: string, fn: () => Promise<void>, skip = SKIP): void {
   Deno.test({
-    name: `${name}${SKIP ?? ""}`,
-    ignore: SKIP !== undefined,
+    name: `${name}${skip ?? ""}`,
+    ignore: skip !== undefined,
     sanitizeResources: false,
     sanitizeOps: false,
     fn,
@@ -362,14 +362,9 @@ async function codexTurnInContainer(
   }
 }
 
-Deno.test({
-  name: `codex runs a command through the container's published port in danger-full-access${
-    CODEX_SKIP ?? ""
-  }`,
-  ignore: CODEX_SKIP !== undefined,
-  sanitizeResources: false,
-  sanitizeOps: false,
-  async fn() {
+containerTest(
+  "codex runs a command through the container's published port in danger-full-access",
+  async () => {
     const turn = await codexTurnInContainer(
       "danger-full-access",
       () => `echo "CONTAINER_RESULT_A7_uid$(id -u)"; exit 5`,
@@ -377,17 +372,12 @@ Deno.test({
     assert.match(turn.output, /CONTAINER_RESULT_A7_uid10001/, turn.output);
     assert.equal(turn.exitCode, 5);
   },
-});
+  CODEX_SKIP,
+);
 
-Deno.test({
-  name:
-    `codex's default workspace-write turn through the container's published port writes in its workspace and not in /workspace${
-      CODEX_SKIP ?? ""
-    }`,
-  ignore: CODEX_SKIP !== undefined,
-  sanitizeResources: false,
-  sanitizeOps: false,
-  async fn() {
+containerTest(
+  "codex's default workspace-write turn through the container's published port writes in its workspace and not in /workspace",
+  async () => {
     const turn = await codexTurnInContainer(
       "workspace-write",
       (workspace) =>
@@ -398,7 +388,8 @@ Deno.test({
     assert.match(turn.output, /OUTSIDE_REFUSED/, turn.output);
     assert.doesNotMatch(turn.output, /OUTSIDE_WRITTEN/, turn.output);
   },
-});
+  CODEX_SKIP,
+);
 
 containerTest("the README's container recipe runs a server that accepts its token", async () => {
   const image = await buildImage();
