@@ -8,7 +8,12 @@
 import { parseArgs } from "node:util";
 import { dirname, relative } from "node:path";
 import { fileURLToPath as fromFileUrl } from "node:url";
-import { type MetricContext, type MetricDef, METRICS as CORE_METRICS } from "./metrics.ts";
+import {
+  type MeasureDef,
+  type MetricContext,
+  type MetricDef,
+  METRICS as CORE_METRICS,
+} from "./metrics.ts";
 import { LOAD_METRICS } from "./load.ts";
 import { RpcClient } from "./rpc_client.ts";
 import {
@@ -277,7 +282,8 @@ function comparisonTable(
   metrics: readonly MetricDef[],
   results: Results,
 ): { table: string; rows: Record<string, unknown>[] } {
-  const judged = ref === "reference";
+  const targetOf = (measure: MeasureDef) =>
+    ref === "reference" ? measure.target : ref === "floor" ? measure.floorTarget : undefined;
   const rows: string[][] = [];
   const json: Record<string, unknown>[] = [];
   for (const metric of metrics) {
@@ -286,7 +292,7 @@ function comparisonTable(
       { key: "__server_cpu", label: "server CPU (whole metric)", unit: "ms", target: undefined },
     ];
     for (const measure of measures) {
-      const m = judged ? measure : { ...measure, target: undefined };
+      const m = { ...measure, target: targetOf(measure) };
       const pick = (label: string) =>
         m.key === "__server_cpu"
           ? summarize(results[label]![metric.name]!.map((r) => r.serverCpuMs)).median
