@@ -97,7 +97,13 @@ export type {
   ProcessHandle,
 } from "./lib/client/process_handle.ts";
 export { ConnectError, SessionLostError } from "./lib/client/errors.ts";
-export { AtCapacityError, ClosedError, RemoteError, TimedOutError } from "./lib/rpc/connection.ts";
+export {
+  AtCapacityError,
+  ClosedError,
+  MessageTooLargeError,
+  RemoteError,
+  TimedOutError,
+} from "./lib/rpc/connection.ts";
 export {
   ERROR_KINDS,
   ErrorCode,

@@ -6,12 +6,13 @@ import {
   type ExecClient,
   FsError,
   fsErrorOf,
+  MessageTooLargeError,
   NotADirectoryError,
   NotFoundError,
   PermissionDeniedError,
   RemoteError,
 } from "../mod.ts";
-import { serveWebSocket } from "../lib/server/listen/listen.ts";
+import { serveStdio, serveWebSocket } from "../lib/server/listen/listen.ts";
 
 /** Runs `fn` with a client of a server in this process and a fresh temp dir (with awkward characters). */
 async function withFs(fn: (client: ExecClient, dir: string) => Promise<void>): Promise<void> {
@@ -22,6 +23,50 @@ async function withFs(fn: (client: ExecClient, dir: string) => Promise<void>): P
     await fn(client, dir);
   } finally {
     await server.shutdown();
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+/**
+ * Runs `fn` with a client of a stdio server in this process (over in-memory streams), a fresh
+ * temp dir, and the methods of the requests the client sent so far (read off its byte stream).
+ */
+async function withCountedFs(
+  options: { maxMessageBytes?: number },
+  fn: (client: ExecClient, dir: string, sent: () => string[]) => Promise<void>,
+): Promise<void> {
+  const dir = await Deno.makeTempDir({ prefix: "es fs counted" });
+  const toServer = new TransformStream<Uint8Array, Uint8Array>();
+  const fromServer = new TransformStream<Uint8Array, Uint8Array>();
+  const methods: string[] = [];
+  let line = "";
+  const decoder = new TextDecoder();
+  const counted = new TransformStream<Uint8Array, Uint8Array>({
+    transform(chunk, controller) {
+      const lines = (line + decoder.decode(chunk, { stream: true })).split("\n");
+      line = lines.pop()!;
+      for (const text of lines) {
+        const method = (JSON.parse(text) as { method?: string }).method;
+        if (method !== undefined) methods.push(method);
+      }
+      controller.enqueue(chunk);
+    },
+  });
+  const piped = counted.readable.pipeTo(toServer.writable);
+  const server = serveStdio({}, toServer.readable, fromServer.writable);
+  try {
+    const client = await connect({
+      readable: fromServer.readable,
+      writable: counted.writable,
+    }, options);
+    try {
+      await fn(client, dir, () => methods.filter((m) => m !== "initialize" && m !== "initialized"));
+    } finally {
+      await client.close();
+    }
+    await server.finished;
+    await piped;
+  } finally {
     await Deno.remove(dir, { recursive: true });
   }
 }
@@ -225,12 +270,70 @@ Deno.test("client.fs writes a file beyond 32 MiB in blocks and reads it back in 
   });
 });
 
-Deno.test("client.fs reads a 100 MiB file, whose one reply would pass its 64 MiB message limit, in blocks", async () => {
+Deno.test("client.fs reads a 100 MiB file, whose one reply passes its 64 MiB message limit, again in blocks", async () => {
   await withFs(async (client, dir) => {
     const data = new Uint8Array(100 << 20).map((_, i) => (i * 13 + (i >> 16)) & 0xff);
     await Deno.writeFile(`${dir}/huge`, data);
     const read = await client.fs.readFile(`${dir}/huge`);
     assert.equal(read.length, data.length);
     assert.ok(read.every((byte, i) => byte === data[i]), "the bytes read back differ");
+  });
+});
+
+Deno.test("client.fs.readFile takes one round trip: one fs/readFile, no stat first", async () => {
+  await withCountedFs({}, async (client, dir, sent) => {
+    await Deno.writeTextFile(`${dir}/f`, "one trip");
+    assert.equal(await client.fs.readTextFile(`${dir}/f`), "one trip");
+    assert.deepEqual(sent(), ["fs/readFile"]);
+    const err = await rejection(client.fs.readFile(`${dir}/missing`));
+    assert.ok(err instanceof NotFoundError, String(err));
+    assert.equal(err.path, `${dir}/missing`);
+    assert.deepEqual(sent(), ["fs/readFile", "fs/readFile"]);
+  });
+});
+
+Deno.test("a reply over the client's maxMessageBytes fails its call with MessageTooLargeError instead of hanging, over stdio", async () => {
+  await withCountedFs({ maxMessageBytes: 4096 }, async (client, dir) => {
+    await Deno.writeFile(`${dir}/8k`, new Uint8Array(8192));
+    const err = await rejection(
+      client.request("fs/readFile", { path: `file://${encodeURI(dir)}/8k` }, { timeoutMs: 5000 }),
+    );
+    assert.ok(err instanceof MessageTooLargeError, String(err));
+    assert.equal(err.limit, 4096);
+    assert.equal(err.method, "fs/readFile");
+    assert.deepEqual(await client.methods["environment/status"](), { status: "ready" });
+  });
+});
+
+Deno.test("a reply over the client's maxMessageBytes fails its call with MessageTooLargeError instead of hanging, over WebSocket", async () => {
+  const dir = await Deno.makeTempDir();
+  const server = await serveWebSocket();
+  try {
+    await using client = await connect(server.url, { maxMessageBytes: 4096 });
+    await Deno.writeFile(`${dir}/8k`, new Uint8Array(8192));
+    const err = await rejection(
+      client.request("fs/readFile", { path: `file://${dir}/8k` }, { timeoutMs: 5000 }),
+    );
+    assert.ok(err instanceof MessageTooLargeError, String(err));
+    assert.equal(err.limit, 4096);
+    assert.equal(err.method, "fs/readFile");
+    assert.equal(client.connected, true, "the connection stays open");
+    assert.deepEqual(await client.methods["environment/status"](), { status: "ready" });
+  } finally {
+    await server.shutdown();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("client.fs.readFile of a file whose reply passes maxMessageBytes reads it in blocks that fit", async () => {
+  await withCountedFs({ maxMessageBytes: 8192 }, async (client, dir, sent) => {
+    const data = new Uint8Array(20_000).map((_, i) => (i * 7) & 0xff);
+    await Deno.writeFile(`${dir}/20k`, data);
+    assert.deepEqual(await client.fs.readFile(`${dir}/20k`), data);
+    const methods = sent();
+    assert.deepEqual(methods.slice(0, 2), ["fs/readFile", "fs/open"]);
+    assert.equal(methods.at(-1), "fs/close");
+    // Blocks of 5376 bytes (their base64 and 1 KiB to spare fit 8 KiB): 4 with data, 1 at the end.
+    assert.deepEqual(methods.slice(2, -1), Array(5).fill("fs/readBlock"));
   });
 });

@@ -7,6 +7,7 @@ import {
   Connection,
   type ConnectionHandlers,
   INBOUND_QUEUE_LIMIT,
+  MessageTooLargeError,
   RemoteError,
   TimedOutError,
 } from "../lib/rpc/connection.ts";
@@ -275,6 +276,141 @@ Deno.test("Connection answers malformed input with -32600 id -1 and keeps readin
   assert.equal(errors[3]!.message, `${prefix}message exceeds the limit of 10 bytes`);
   assert.deepEqual(sent[4], { id: 7, result: { method: "still/alive" } });
   conn.close();
+});
+
+Deno.test("Connection fails the call whose answer passed the size limit with MessageTooLargeError and keeps the connection", async () => {
+  const transport = new MemoryTransport();
+  const conn = new Connection(transport);
+  const big = conn.call("fs/readFile", { path: "file:///big" });
+  const next = conn.call("environment/status");
+  transport.inject(
+    { fault: "message exceeds the limit of 10 bytes", limit: 10, responseId: 1 },
+    { id: 2, result: { status: "ready" } },
+  );
+  const err = await big.then(() => assert.fail("expected a rejection"), (e) => e);
+  assert.ok(err instanceof MessageTooLargeError, String(err));
+  assert.equal(err.limit, 10);
+  assert.equal(err.method, "fs/readFile");
+  assert.deepEqual(await next, { status: "ready" });
+  assert.equal(conn.pendingCalls, 0);
+  assert.equal(conn.isClosed, false);
+  await settle();
+  assert.deepEqual(transport.messages().map((m) => m.method), [
+    "fs/readFile",
+    "environment/status",
+  ]);
+  conn.close();
+});
+
+Deno.test("Connection closes and fails every pending call with MessageTooLargeError when an over-limit message names no pending call", async () => {
+  const transport = new MemoryTransport();
+  const conn = new Connection(transport);
+  const calls = [conn.call("a"), conn.call("b")].map((call) => call.catch((e) => e));
+  transport.inject({ fault: "message exceeds the limit of 10 bytes", limit: 10 });
+  for (const err of await Promise.all(calls)) {
+    assert.ok(err instanceof MessageTooLargeError, String(err));
+    assert.equal(err.limit, 10);
+    assert.equal(err.method, undefined);
+  }
+  await conn.closed;
+  assert.equal(transport.closed, true);
+});
+
+Deno.test("Connection answers an over-limit message that answers none of its calls as malformed", async () => {
+  const transport = new MemoryTransport();
+  const conn = new Connection(transport, { handlers: echo });
+  transport.inject(
+    { fault: "message exceeds the limit of 10 bytes", limit: 10, responseId: 99 },
+    { fault: "message exceeds the limit of 10 bytes", limit: 10 },
+  );
+  const sent = await transport.waitSent(2);
+  assert.deepEqual(sent.map((m) => m.id), [-1, -1]);
+  assert.equal(conn.isClosed, false);
+  conn.close();
+});
+
+/** A stdio client whose line limit is `limit`, fed by hand: the bytes the server would send. */
+function limitedStdioClient(limit: number): {
+  conn: Connection;
+  write(text: string): Promise<void>;
+  dispose(): Promise<void>;
+} {
+  const fromServer = new TransformStream<Uint8Array, Uint8Array>();
+  const toServer = new TransformStream<Uint8Array, Uint8Array>();
+  const drained = toServer.readable.pipeTo(new WritableStream());
+  const conn = new Connection(
+    stdioTransport(fromServer.readable, toServer.writable, { maxLineBytes: limit }),
+  );
+  const writer = fromServer.writable.getWriter();
+  return {
+    conn,
+    write: (text) => writer.write(new TextEncoder().encode(text)),
+    async dispose() {
+      conn.close();
+      await writer.close().catch(() => {});
+      await drained.catch(() => {});
+    },
+  };
+}
+
+Deno.test("Connection over stdio fails a call as soon as its answer's line passes the limit, before the line ends", async () => {
+  const client = limitedStdioClient(64);
+  try {
+    const big = client.conn.call("fs/readFile", null, { timeoutMs: 5000 });
+    await client.write(`{"id":1,"result":{"dataBase64":"${"A".repeat(100)}`);
+    const err = await big.then(() => assert.fail("expected a rejection"), (e) => e);
+    assert.ok(err instanceof MessageTooLargeError, String(err));
+    assert.equal(err.limit, 64);
+    assert.equal(err.method, "fs/readFile");
+    // The rest of the line is skipped; the next line is read as usual.
+    const next = client.conn.call("environment/status", null, { timeoutMs: 5000 });
+    await client.write(`${"A".repeat(100)}"}}\n{"id":2,"result":{"status":"ready"}}\n`);
+    assert.deepEqual(await next, { status: "ready" });
+  } finally {
+    await client.dispose();
+  }
+});
+
+Deno.test("Connection pair over stdio: a reply over the client's line limit fails its call with MessageTooLargeError instead of hanging", async () => {
+  const ab = new TransformStream<Uint8Array, Uint8Array>();
+  const ba = new TransformStream<Uint8Array, Uint8Array>();
+  const server = new Connection(stdioTransport(ba.readable, ab.writable), {
+    handlers: { request: (method) => method === "big" ? "x".repeat(1000) : "small" },
+  });
+  const client = new Connection(stdioTransport(ab.readable, ba.writable, { maxLineBytes: 256 }));
+  try {
+    const err = await client.call("big", null, { timeoutMs: 5000 }).catch((e) => e);
+    assert.ok(err instanceof MessageTooLargeError, String(err));
+    assert.equal(err.method, "big");
+    assert.equal(await client.call("after", null, { timeoutMs: 5000 }), "small");
+  } finally {
+    client.close();
+    await server.closed;
+  }
+});
+
+Deno.test("Connection pair over a WebSocket: a reply over the client's message limit fails its call with MessageTooLargeError instead of hanging", async () => {
+  const serverSide = Promise.withResolvers<Connection>();
+  await using endpoint = await serveUpgrades((socket) =>
+    serverSide.resolve(
+      new Connection(websocketTransport(socket), {
+        handlers: { request: (method) => method === "big" ? "x".repeat(1000) : "small" },
+      }),
+    )
+  );
+  const socket = new WebSocket(endpoint.url);
+  const client = new Connection(websocketTransport(socket, { maxMessageBytes: 256 }));
+  try {
+    const err = await client.call("big", null, { timeoutMs: 5000 }).catch((e) => e);
+    assert.ok(err instanceof MessageTooLargeError, String(err));
+    assert.equal(err.limit, 256);
+    assert.equal(err.method, "big");
+    assert.equal(await client.call("after", null, { timeoutMs: 5000 }), "small");
+    client.close();
+    await (await serverSide.promise).closed;
+  } finally {
+    client.close();
+  }
 });
 
 Deno.test("Connection turns handler errors into error responses without leaking internals", async () => {

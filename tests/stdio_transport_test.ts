@@ -61,14 +61,14 @@ Deno.test("LineSplitStream emits a final unterminated line at EOF", async () => 
 Deno.test("LineSplitStream faults once for an over-long line and resyncs at the next newline", async (t) => {
   await t.step("a long line inside one read", async () => {
     assert.deepEqual(await split(bytes(`${"x".repeat(20)}\n{"ok":1}\n`), 10), [
-      { fault: "message exceeds the limit of 10 bytes" },
+      { fault: "message exceeds the limit of 10 bytes", limit: 10 },
       '{"ok":1}',
     ]);
   });
   await t.step("a long line spread over many reads gives exactly one fault", async () => {
     const chunks = bytes("aaaa", "bbbb", "cccc", "dddd", "eeee\nnext\n");
     assert.deepEqual(await split(chunks, 10), [
-      { fault: "message exceeds the limit of 10 bytes" },
+      { fault: "message exceeds the limit of 10 bytes", limit: 10 },
       "next",
     ]);
   });
@@ -78,10 +78,30 @@ Deno.test("LineSplitStream faults once for an over-long line and resyncs at the 
   await t.step("the limit counts bytes, not characters", async () => {
     // 4 euro signs = 12 bytes.
     assert.deepEqual(await split(bytes("€€€€\n€€€\n"), 10), [
-      { fault: "message exceeds the limit of 10 bytes" },
+      { fault: "message exceeds the limit of 10 bytes", limit: 10 },
       "€€€",
     ]);
   });
+});
+
+Deno.test("LineSplitStream names the id of an over-long response, read from its first bytes", async () => {
+  const fault = (responseId?: number | string) =>
+    responseId === undefined
+      ? { fault: "message exceeds the limit of 16 bytes", limit: 16 }
+      : { fault: "message exceeds the limit of 16 bytes", limit: 16, responseId };
+  assert.deepEqual(
+    await split(
+      bytes(
+        '{"id":7,"res',
+        'ult":"xxxxxxxxxxxx"}\n',
+        '{"jsonrpc":"2.0","id":"a","error":{}}\n',
+        '{"id":8,"method":"x","params":{}}\n',
+        '{"result":"xxxxxxxx","id":9}\n',
+      ),
+      16,
+    ),
+    [fault(7), fault("a"), fault(), fault()],
+  );
 });
 
 Deno.test("LineSplitStream faults on invalid UTF-8 and keeps going", async () => {
@@ -289,7 +309,7 @@ Deno.test("stdioTransport uses a custom prefix and line limit", async () => {
   writer.write(encoder.encode("123456\n1234\n"));
   writer.close();
   assert.deepEqual(await Array.fromAsync(transport.readable), [
-    { fault: "message exceeds the limit of 4 bytes" },
+    { fault: "message exceeds the limit of 4 bytes", limit: 4 },
     "1234",
   ]);
   transport.close();

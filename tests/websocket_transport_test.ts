@@ -100,9 +100,24 @@ Deno.test("websocketTransport faults on a message over the size limit", async ()
   lb.client.send(new Uint8Array(9));
   lb.client.send("12345678");
   assert.deepEqual(await take(reader, 3), [
-    { fault: "message exceeds the limit of 8 bytes" },
-    { fault: "message exceeds the limit of 8 bytes" },
+    { fault: "message exceeds the limit of 8 bytes", limit: 8 },
+    { fault: "message exceeds the limit of 8 bytes", limit: 8 },
     "12345678",
+  ]);
+  reader.releaseLock();
+});
+
+Deno.test("websocketTransport names the id of an over-limit response, read from its first bytes", async () => {
+  await using lb = await loopback({ maxMessageBytes: 16 });
+  const reader = lb.server.readable.getReader();
+  lb.client.send('{"id":7,"result":"xxxxxxxxxxxx"}');
+  lb.client.send(new TextEncoder().encode('{"id":9007199254740993,"error":{}}'));
+  lb.client.send('{"id":8,"method":"x","params":{}}');
+  const fault = "message exceeds the limit of 16 bytes";
+  assert.deepEqual(await take(reader, 3), [
+    { fault, limit: 16, responseId: 7 },
+    { fault, limit: 16, responseId: 9007199254740993n },
+    { fault, limit: 16 },
   ]);
   reader.releaseLock();
 });
@@ -113,7 +128,7 @@ Deno.test("websocketTransport counts the size limit of text messages in UTF-8 by
   lb.client.send("€€€"); // 3 characters, 9 bytes
   lb.client.send("€€"); // 6 bytes
   assert.deepEqual(await take(reader, 2), [
-    { fault: "message exceeds the limit of 8 bytes" },
+    { fault: "message exceeds the limit of 8 bytes", limit: 8 },
     "€€",
   ]);
   reader.releaseLock();

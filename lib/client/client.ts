@@ -181,7 +181,8 @@ export function createClient(
  *
  * Errors: a lost connection fails pending calls with `ClosedError` (a call
  * made after {@linkcode ExecClient.close} fails at once with it), timeouts
- * with `TimedOutError`, too many calls in flight with `AtCapacityError`, and
+ * with `TimedOutError`, too many calls in flight with `AtCapacityError`, an
+ * answer larger than `maxMessageBytes` with `MessageTooLargeError`, and
  * error responses with `RemoteError` (carrying `code`). Connecting fails with
  * {@linkcode ConnectError}.
  *
@@ -244,7 +245,7 @@ export class ExecClient {
       },
     });
     this.methods = buildMethods(this);
-    this.fs = new RemoteFs(this);
+    this.fs = new RemoteFs(this, options.maxMessageBytes);
     const call = (method: string, params: unknown, cleanup = false) =>
       this.#link.call(method, params, { retry: true, cleanup });
     this.#host = {

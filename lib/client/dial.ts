@@ -77,6 +77,12 @@ export interface DialOptions extends DialCredentials {
   timeoutMs: number;
   /** Aborting fails a dial in progress with `ClosedError`. */
   signal: AbortSignal;
+  /**
+   * Largest inbound message in bytes.
+   *
+   * @default {67108864}
+   */
+  maxMessageBytes?: number;
 }
 
 /** An open transport and how to take it down. */
@@ -132,8 +138,9 @@ export function endpointOf(target: ServerTarget): Endpoint {
  * @throws {ConnectError} When the server cannot be reached or refuses the upgrade.
  */
 export async function dial(endpoint: Endpoint, options: DialOptions): Promise<Dialed> {
-  if (endpoint.kind === "stdio") return dialStdio(endpoint.command, endpoint.label);
-  if (endpoint.kind === "streams") return dialStreams(endpoint.streams, endpoint.label);
+  const limit = options.maxMessageBytes;
+  if (endpoint.kind === "stdio") return dialStdio(endpoint.command, endpoint.label, limit);
+  if (endpoint.kind === "streams") return dialStreams(endpoint.streams, endpoint.label, limit);
   const token = typeof options.token === "function" ? await options.token() : options.token;
   return dialWebSocket(endpoint.url, token, options);
 }
@@ -193,15 +200,20 @@ async function dialWebSocket(
   } finally {
     clearTimeout(timer);
   }
-  return { transport: websocketTransport(socket, { label: `exec-server ${url}` }), dispose };
+  const transport = websocketTransport(socket, {
+    label: `exec-server ${url}`,
+    maxMessageBytes: options.maxMessageBytes,
+  });
+  return { transport, dispose };
 }
 
-function dialStreams(streams: StreamTarget, label: string): Dialed {
+function dialStreams(streams: StreamTarget, label: string, maxLineBytes?: number): Dialed {
   if (streams.readable.locked || streams.writable.locked) {
     throw new ConnectError(label, "its streams already carried a connection");
   }
   const transport = stdioTransport(streams.readable, streams.writable, {
     label: `exec-server ${label}`,
+    maxLineBytes,
   });
   return {
     transport,
@@ -212,7 +224,7 @@ function dialStreams(streams: StreamTarget, label: string): Dialed {
   };
 }
 
-function dialStdio(target: StdioCommand, label: string): Dialed {
+function dialStdio(target: StdioCommand, label: string, maxLineBytes?: number): Dialed {
   let child: Deno.ChildProcess;
   try {
     child = new Deno.Command(target.command, {
@@ -226,7 +238,10 @@ function dialStdio(target: StdioCommand, label: string): Dialed {
   } catch (err) {
     throw new ConnectError(label, (err as Error).message, { cause: err });
   }
-  const transport = stdioTransport(child.stdout, child.stdin, { label: `exec-server ${label}` });
+  const transport = stdioTransport(child.stdout, child.stdin, {
+    label: `exec-server ${label}`,
+    maxLineBytes,
+  });
   let disposed: Promise<void> | undefined;
   const dispose = (): Promise<void> => {
     disposed ??= (async () => {

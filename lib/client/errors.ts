@@ -1,7 +1,7 @@
 /**
  * Client-side errors that the RPC layer does not already define. Together
- * with `ClosedError`, `TimedOutError`, `AtCapacityError` and `RemoteError`
- * from the connection module, every failure of the client has its own class.
+ * with `ClosedError`, `TimedOutError`, `AtCapacityError`, `MessageTooLargeError`
+ * and `RemoteError` from the connection module, every failure of the client has its own class.
  *
  * @module
  */

@@ -11,7 +11,8 @@
 import type { RequestArgs, RequestOptions, SessionRequestName } from "./request_types.ts";
 import type { ResultOf } from "../protocol/methods.ts";
 import { errorKind } from "../protocol/errors.ts";
-import { RemoteError } from "../rpc/connection.ts";
+import { MessageTooLargeError, RemoteError } from "../rpc/connection.ts";
+import { DEFAULT_MAX_MESSAGE_BYTES } from "../rpc/transport.ts";
 import { fsErrorOf } from "./fs_errors.ts";
 import { fromPathUri, type RemotePath, toPathUri } from "./paths.ts";
 
@@ -87,12 +88,8 @@ export interface FsHost {
 
 /** Largest block of one `fs/readBlock` or `fs/writeBlock` (the server's limit): 1 MiB. */
 const MAX_BLOCK = 1024 * 1024;
-/**
- * Largest file `readFile` asks for in one `fs/readFile` (larger ones are read in blocks): 47 MiB,
- * whose reply (under 63 MiB of base64) fits the 64 MiB message limit of this client's transports,
- * as of Codex's WebSocket client. A larger reply never arrives: the transport drops it.
- */
-const MAX_WHOLE_READ_BYTES = 47 * 1024 * 1024;
+/** Bytes of an `fs/readBlock` reply besides its block's base64, with room to spare. */
+const READ_BLOCK_OVERHEAD = 1024;
 /** Largest `writeFile` sent as one `fs/writeFile` (larger ones go in blocks): 32 MiB. */
 const MAX_WHOLE_WRITE_BYTES = 32 * 1024 * 1024;
 /** Entries whose metadata `readDir` asks for at once. */
@@ -123,33 +120,30 @@ const RETRY: RequestOptions = { retry: true };
  */
 export class RemoteFs {
   #host: FsHost;
+  #blockBytes: number;
 
   /**
    * Creates the view; use `client.fs`.
    *
    * @param host The client.
+   * @param maxMessageBytes The client's inbound message limit: `fs/readBlock` asks for blocks
+   *   whose replies fit it.
    */
-  constructor(host: FsHost) {
+  constructor(host: FsHost, maxMessageBytes: number = DEFAULT_MAX_MESSAGE_BYTES) {
     this.#host = host;
+    const fits = Math.floor((maxMessageBytes - READ_BLOCK_OVERHEAD) / 4) * 3;
+    this.#blockBytes = Math.max(3, Math.min(MAX_BLOCK, fits));
   }
 
   /**
-   * Reads a whole file: its size first, then, up to 47 MiB, the file in one `fs/readFile`
-   * (a larger reply would pass the 64 MiB message limit of the client's transports); a larger
-   * one, or one the server will not send whole (`data.kind` `replyTooLarge`), in 1 MiB blocks.
+   * Reads a whole file in one `fs/readFile`. A file whose reply passes the client's message
+   * limit (`MessageTooLargeError`: over about 47 MiB with the default 64 MiB), or one the server
+   * will not send whole (`data.kind` `replyTooLarge`, over 512 MiB), is then read again in
+   * blocks of up to 1 MiB: such a file crosses the wire once whole, unread, before its blocks.
    *
    * @param path The file.
    */
   async readFile(path: RemotePath): Promise<Uint8Array> {
-    // A failed stat (a path outside the server's read scope looks missing) leaves the error to
-    // the read, which names the refusal.
-    const size = await this.stat(path).then((info) => info.size, () => 0);
-    if (size <= MAX_WHOLE_READ_BYTES) return await this.#readWhole(path);
-    return await this.#readBlocks(path);
-  }
-
-  /** The file in one `fs/readFile`, or in blocks when the server will not send it whole. */
-  async #readWhole(path: RemotePath): Promise<Uint8Array> {
     try {
       const { dataBase64 } = await this.#host.request(
         "fs/readFile",
@@ -158,19 +152,20 @@ export class RemoteFs {
       );
       return Uint8Array.fromBase64(dataBase64);
     } catch (err) {
-      if (!(err instanceof RemoteError && errorKind(err.data) === "replyTooLarge")) {
-        throw fsErrorOf(err, labelOf(path));
-      }
+      const tooLarge = err instanceof MessageTooLargeError ||
+        (err instanceof RemoteError && errorKind(err.data) === "replyTooLarge");
+      if (!tooLarge) throw fsErrorOf(err, labelOf(path));
     }
     return await this.#readBlocks(path);
   }
 
-  /** The file in 1 MiB blocks through a handle. */
+  /** The file in blocks (of up to 1 MiB) through a handle. */
   async #readBlocks(path: RemotePath): Promise<Uint8Array> {
     await using file = await this.open(path);
     const chunks: Uint8Array[] = [];
     let size = 0;
-    for (let block = new Uint8Array(MAX_BLOCK);; block = new Uint8Array(MAX_BLOCK)) {
+    const blockBytes = this.#blockBytes;
+    for (let block = new Uint8Array(blockBytes);; block = new Uint8Array(blockBytes)) {
       const n = await file.read(block);
       if (n === null) break;
       chunks.push(block.subarray(0, n));
@@ -357,7 +352,7 @@ export class RemoteFs {
         const { chunk, eof } = await this.#call(label, "fs/readBlock", {
           handleId,
           offset: position,
-          len: Math.min(p.length, MAX_BLOCK),
+          len: Math.min(p.length, this.#blockBytes),
         });
         const bytes = Uint8Array.fromBase64(chunk);
         if (bytes.length === 0 && eof) return null;

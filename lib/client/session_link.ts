@@ -52,6 +52,13 @@ export interface SessionLinkOptions extends DialCredentials {
    * @default {every extension this client knows}
    */
   extensions?: readonly string[];
+  /**
+   * Largest message the client reads from the server, in bytes (a WebSocket message or a
+   * stdio line). A larger answer fails its call with `MessageTooLargeError` at once.
+   *
+   * @default {67108864}
+   */
+  maxMessageBytes?: number;
 }
 
 /** What the link tells its owner. */
@@ -255,6 +262,7 @@ export class SessionLink {
     const dialed = await dial(this.#endpoint, {
       token: this.#options.token,
       caCerts: this.#options.caCerts,
+      maxMessageBytes: this.#options.maxMessageBytes,
       timeoutMs,
       signal: this.#abort.signal,
     });

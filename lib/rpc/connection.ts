@@ -22,7 +22,7 @@ import {
 import { StreamedJson } from "../protocol/streamed_json.ts";
 import { ErrorCode, RpcError, toWireError, type WireError } from "../protocol/errors.ts";
 import type { Semaphore } from "./semaphore.ts";
-import type { Inbound, OutboundText, Transport } from "./transport.ts";
+import type { Inbound, OutboundText, Transport, TransportFault } from "./transport.ts";
 
 /** The connection closed before the call was answered (a local condition, never a remote error). */
 export class ClosedError extends Error {
@@ -61,6 +61,45 @@ export class AtCapacityError extends Error {
   constructor(limit: number) {
     super(`Cannot send call: ${limit} calls are already in flight`);
     this.name = "AtCapacityError";
+  }
+}
+
+/**
+ * A message from the peer was larger than this side's inbound message limit, so it was not read:
+ * the call it answered fails with this error instead of waiting for an answer that will never be
+ * read. When the message's first bytes do not show which call it answered, the connection closes
+ * and every pending call fails with it. A call that fails with it is not sent again after a
+ * reconnect (its answer would be as large).
+ *
+ * @example Tell an answer too large to read from other failures
+ * ```ts
+ * import { MessageTooLargeError } from "@exec-server/exec-server";
+ * const err = new MessageTooLargeError(1024, "fs/readFile");
+ * console.log(err instanceof MessageTooLargeError, err.limit, err.method); // true 1024 "fs/readFile"
+ * console.log(err.message);
+ * ```
+ */
+export class MessageTooLargeError extends Error {
+  /** The inbound message limit that the answer passed, in bytes. */
+  readonly limit: number;
+  /** The method of the call whose answer was too large; absent when it is not known. */
+  readonly method?: string;
+
+  /**
+   * Creates the error.
+   *
+   * @param limit The inbound message limit, in bytes.
+   * @param method The call's method, when the answer's id names the call.
+   */
+  constructor(limit: number, method?: string) {
+    super(
+      method === undefined
+        ? `A message from the peer exceeded the limit of ${limit} bytes; the connection was closed`
+        : `The answer to "${method}" exceeded the message limit of ${limit} bytes`,
+    );
+    this.name = "MessageTooLargeError";
+    this.limit = limit;
+    if (method !== undefined) this.method = method;
   }
 }
 
@@ -158,13 +197,14 @@ export interface CallOptions {
 }
 
 interface Pending {
+  method: string;
   resolve(value: unknown): void;
   reject(err: unknown): void;
   timer?: ReturnType<typeof setTimeout>;
   cleanup: boolean;
 }
 
-type Queued = Message | { fault: string };
+type Queued = Message | TransportFault;
 
 /**
  * A JSON-RPC peer. Outgoing calls get integer ids; incoming messages are read
@@ -174,6 +214,12 @@ type Queued = Message | { fault: string };
  * When the transport ends, responses already read are delivered first, then
  * every pending call fails with {@linkcode ClosedError}; queued requests are
  * dropped without a reply (docs/protocol.md section 1.1).
+ *
+ * A message over the transport's size limit fails the call it answers with
+ * {@linkcode MessageTooLargeError} (the connection stays open); when its
+ * first bytes do not name a pending call and calls are pending, the
+ * connection closes and they all fail with it. Otherwise (nothing pending:
+ * a server's side) it is answered as a malformed message.
  *
  * @example Two peers over in-memory streams
  * ```ts
@@ -275,7 +321,7 @@ export class Connection {
     const id = this.#nextId++;
     const key = idKey(id);
     return new Promise((resolve, reject) => {
-      const entry: Pending = { resolve, reject, cleanup: usesReserved };
+      const entry: Pending = { method, resolve, reject, cleanup: usesReserved };
       if (usesReserved) this.#cleanupInFlight++;
       else this.#regularInFlight++;
       this.#pending.set(key, entry);
@@ -310,6 +356,11 @@ export class Connection {
 
   /** Closes the connection: pending calls fail with {@linkcode ClosedError}, queued requests are dropped. */
   close(): void {
+    this.#close(() => new ClosedError());
+  }
+
+  /** Closes the connection, failing each pending call with `error()`. */
+  #close(error: () => Error): void {
     if (this.#closed) return;
     this.#closed = true;
     this.#transport.close();
@@ -320,9 +371,28 @@ export class Connection {
     for (const key of pending) {
       const entry = this.#pending.get(key)!;
       this.#settle(key);
-      entry.reject(new ClosedError());
+      entry.reject(error());
     }
     this.#resolveClosed();
+  }
+
+  /**
+   * Fails what an over-limit message answered: the pending call its id names, else (its id
+   * unknown, calls pending) the connection. False when it answered no call of this side.
+   */
+  #oversized(fault: TransportFault & { limit: number }): boolean {
+    const { limit, responseId } = fault;
+    if (responseId === undefined) {
+      if (this.#pending.size === 0) return false;
+      this.#close(() => new MessageTooLargeError(limit));
+      return true;
+    }
+    const key = idKey(responseId);
+    const entry = this.#pending.get(key);
+    if (!entry) return false;
+    this.#settle(key);
+    entry.reject(new MessageTooLargeError(limit, entry.method));
+    return true;
   }
 
   #settle(key: string): boolean {
@@ -378,6 +448,8 @@ export class Connection {
     for (const { item } of this.#queue) {
       if ("kind" in item && (item.kind === "response" || item.kind === "error")) {
         this.#onResponse(item);
+      } else if ("fault" in item && item.limit !== undefined) {
+        this.#oversized({ ...item, limit: item.limit });
       }
     }
     this.close();
@@ -411,6 +483,7 @@ export class Connection {
   /** Handles one message; true when it was admitted to run later (its units are released then). */
   async #handle(item: Queued, units: number): Promise<boolean> {
     if ("fault" in item) {
+      if (item.limit !== undefined && this.#oversized({ ...item, limit: item.limit })) return false;
       await this.#reply({
         kind: "error",
         id: -1,

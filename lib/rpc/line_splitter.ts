@@ -6,13 +6,19 @@
  */
 
 import { concatBytes } from "./bytes.ts";
-import { DEFAULT_MAX_MESSAGE_BYTES, type Inbound } from "./transport.ts";
+import {
+  DEFAULT_MAX_MESSAGE_BYTES,
+  type Inbound,
+  OVERSIZED_HEAD_BYTES,
+  oversizedFault,
+} from "./transport.ts";
 
 /** Options for {@linkcode LineSplitter}. */
 export interface LineSplitOptions {
   /**
-   * Longest accepted line in bytes; a longer line yields one fault and the
-   * stream resynchronises at the next newline.
+   * Longest accepted line in bytes; a longer line yields one fault as soon as it passes the
+   * limit (naming the limit, and the id of the response it is when its first bytes show one),
+   * its remaining bytes are skipped, and the stream resynchronises at the next newline.
    *
    * @default {64 MiB}
    */
@@ -25,6 +31,19 @@ function isBlank(line: string): boolean {
     if (c !== 32 && c !== 9 && c !== 13) return false;
   }
   return true;
+}
+
+/** The first {@linkcode OVERSIZED_HEAD_BYTES} of the parts, copied. */
+function headOf(parts: readonly Uint8Array[]): Uint8Array {
+  const head = new Uint8Array(OVERSIZED_HEAD_BYTES);
+  let size = 0;
+  for (const part of parts) {
+    if (size === head.length) break;
+    const take = part.subarray(0, head.length - size);
+    head.set(take, size);
+    size += take.length;
+  }
+  return head.subarray(0, size);
 }
 
 /**
@@ -99,8 +118,11 @@ export class LineSplitter {
     if (this.#overflow || piece.length === 0) return;
     if (this.#size + piece.length > this.#max) {
       this.#overflow = true;
+      const head = headOf([...this.#parts, piece]);
       this.#parts = [];
       this.#size = 0;
+      // At once, not at the newline: the rest of the line may be long in coming.
+      this.#emit(oversizedFault(this.#max, new TextDecoder().decode(head)));
       return;
     }
     this.#parts.push(piece);
@@ -114,10 +136,7 @@ export class LineSplitter {
     this.#parts = [];
     this.#size = 0;
     this.#overflow = false;
-    if (overflow) {
-      this.#emit({ fault: `message exceeds the limit of ${this.#max} bytes` });
-      return;
-    }
+    if (overflow) return; // Its fault was emitted when it passed the limit.
     if (size === 0) return;
     let text: string;
     try {

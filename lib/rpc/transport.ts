@@ -4,12 +4,79 @@
  * @module
  */
 
+import type { RequestId } from "../protocol/envelope.ts";
 import type { StreamedJson } from "../protocol/streamed_json.ts";
 
 /** A framing failure the transport noticed (e.g. a line over the size limit). */
 export interface TransportFault {
   /** Detail text, reported to the peer as a malformed message. */
   fault: string;
+  /** For a message over the size limit: the limit, in bytes. */
+  limit?: number;
+  /**
+   * For a message over the size limit: the id of the response it is, when its first bytes
+   * say so ({@linkcode responseIdOf}), so that the call it answers can fail instead of waiting.
+   */
+  responseId?: RequestId;
+}
+
+/** Bytes of an over-limit message that a transport keeps to find its id: 1 KiB. */
+export const OVERSIZED_HEAD_BYTES = 1024;
+
+/**
+ * The fault for a message over the size limit, carrying the limit and the id of the response
+ * the message's first bytes show it to be, if any.
+ *
+ * @example
+ * ```ts
+ * import { oversizedFault } from "./transport.ts";
+ * console.log(oversizedFault(8, '{"id":3,"result":"aaaa')); // { fault: …, limit: 8, responseId: 3 }
+ * ```
+ *
+ * @param limit The size limit, in bytes.
+ * @param head The message's first bytes as text (up to {@linkcode OVERSIZED_HEAD_BYTES}).
+ */
+export function oversizedFault(limit: number, head: string): TransportFault {
+  const fault: TransportFault = { fault: `message exceeds the limit of ${limit} bytes`, limit };
+  const responseId = responseIdOf(head);
+  if (responseId !== undefined) fault.responseId = responseId;
+  return fault;
+}
+
+/** `{"id":…,"result":` or `{"id":…,"error":`, optionally after `"jsonrpc":"2.0",`. */
+const RESPONSE_HEAD =
+  /^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*,\s*"(?:result|error)"\s*:/;
+
+/**
+ * The id of a response, read from the first bytes of its text alone: only when the id is the
+ * object's first member (after `"jsonrpc"`) and a `result` or `error` member follows it, as
+ * exec-server and the reference write responses; otherwise `undefined` (the message may still
+ * be a response, but telling would take parsing all of it).
+ *
+ * @example
+ * ```ts
+ * import { responseIdOf } from "./transport.ts";
+ * console.log(responseIdOf('{"id":7,"result":{"dataBase64":"AAAA')); // 7
+ * console.log(responseIdOf('{"jsonrpc":"2.0","id":"a","error":{')); // "a"
+ * console.log(responseIdOf('{"id":7,"method":"x","params":{')); // undefined (a request)
+ * console.log(responseIdOf('{"result":{"id":7},"id":8}')); // undefined
+ * ```
+ *
+ * @param head The start of the message text.
+ */
+export function responseIdOf(head: string): RequestId | undefined {
+  const match = RESPONSE_HEAD.exec(head);
+  if (match === null) return undefined;
+  const id = match[1]!;
+  if (id.startsWith('"')) {
+    try {
+      return JSON.parse(id) as string;
+    } catch {
+      return undefined; // A malformed escape: not a response this side sent a request for.
+    }
+  }
+  const n = Number(id);
+  return Number.isSafeInteger(n) ? n : BigInt(id);
 }
 
 /** What a transport yields: one message's text, or a framing fault. */

@@ -7,11 +7,14 @@
  */
 
 import {
+  DEFAULT_MAX_MESSAGE_BYTES,
   type Inbound,
   joinStreamed,
   type Outbound,
   OUTBOUND_HIGH_WATER_BYTES,
   outboundString,
+  OVERSIZED_HEAD_BYTES,
+  oversizedFault,
   type Transport,
 } from "./transport.ts";
 import { StreamedJson } from "../protocol/streamed_json.ts";
@@ -23,7 +26,8 @@ export interface WebSocketTransportOptions {
   /** Label for logs, e.g. `exec-server websocket 127.0.0.1:50000`. */
   label?: string;
   /**
-   * Largest inbound message in bytes; a larger one yields a fault.
+   * Largest inbound message in bytes; a larger one yields a fault (naming the limit, and the
+   * id of the response it is when its first bytes show one).
    *
    * @default {64 MiB}
    */
@@ -58,7 +62,7 @@ export function websocketTransport(
 ): Transport {
   socket.binaryType = "arraybuffer";
   const label = options.label ?? "exec-server websocket";
-  const maxBytes = options.maxMessageBytes ?? 64 * 1024 * 1024;
+  const maxBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
   const highWater = options.highWaterBytes ?? OUTBOUND_HIGH_WATER_BYTES;
   const decoder = new TextDecoder("utf-8", { fatal: true });
   const opened = socket.readyState === WebSocket.OPEN
@@ -85,13 +89,14 @@ export function websocketTransport(
         if (typeof data === "string") {
           // A UTF-16 unit is at most 3 UTF-8 bytes: count bytes only when it can matter.
           if (data.length * 3 > maxBytes && new TextEncoder().encode(data).length > maxBytes) {
-            controller.enqueue({ fault: `message exceeds the limit of ${maxBytes} bytes` });
+            controller.enqueue(oversizedFault(maxBytes, data.slice(0, OVERSIZED_HEAD_BYTES)));
           } else controller.enqueue(data);
           return;
         }
         const bytes = new Uint8Array(data as ArrayBuffer);
         if (bytes.length > maxBytes) {
-          controller.enqueue({ fault: `message exceeds the limit of ${maxBytes} bytes` });
+          const head = new TextDecoder().decode(bytes.subarray(0, OVERSIZED_HEAD_BYTES));
+          controller.enqueue(oversizedFault(maxBytes, head));
           return;
         }
         try {
