@@ -30,7 +30,7 @@ export const OVERSIZED_HEAD_BYTES = 1024;
  * @example
  * ```ts
  * import { oversizedFault } from "./transport.ts";
- * console.log(oversizedFault(8, '{"id":3,"result":"aaaa')); // { fault: …, limit: 8, responseId: 3 }
+ * console.log(oversizedFault(8, '{"id":3,"result":"aaaa')); // { fault: ..., limit: 8, responseId: 3 }
  * ```
  *
  * @param limit The size limit, in bytes.
