@@ -43,7 +43,7 @@ export function oversizedFault(limit: number, head: string): TransportFault {
   return fault;
 }
 
-/** `{"id":…,"result":` or `{"id":…,"error":`, optionally after `"jsonrpc":"2.0",`. */
+/** `{"id":...,"result":` or `{"id":...,"error":`, optionally after `"jsonrpc":"2.0",`. */
 const RESPONSE_HEAD =
   /^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*,\s*"(?:result|error)"\s*:/;
 
