@@ -196,6 +196,48 @@ for (
   });
 }
 
+/** How many unrelated processes, older than the server, the crowded-host test runs. */
+const CROWD = 2_000;
+
+Deno.test(`server SIGKILL leaves no descendant within 5 s on a host with ${CROWD} older processes`, async () => {
+  // The watchdog's scan for marks visits every process on the host, in `sh`: reading the limits
+  // of each (1.7 ms apiece here) took it past 5 s per kill; the crowd is older than the server,
+  // so only its start is read.
+  const [t, crowdTag] = [tag(), tag()];
+  const crowd = new Deno.Command("/bin/sh", {
+    args: [
+      "-c",
+      `i=0; while [ $i -lt ${CROWD} ]; do sleep ${crowdTag}.0 & i=$((i + 1)); done; wait`,
+    ],
+    stdin: "null",
+    stdout: "null",
+  }).spawn();
+  let watchdogs: number[] = [];
+  try {
+    assert.ok(
+      await eventually(() => survivors(crowdTag).length === CROWD, 30_000),
+      "the crowd did not start",
+    );
+    await using server = await ServerProcess.start({ listen: "ws" });
+    const client = await server.connect();
+    await handshake(client);
+    await startEscaping(client, t, false);
+    watchdogs = watchdogsOf(server.pid);
+    server.kill("SIGKILL");
+    await server.child.status;
+    await client.close();
+    assert.deepEqual(await leftAfter(t), [], "descendants survived server SIGKILL");
+    assert.ok(await eventually(() => watchdogs.every(ended), 5_000), "the watchdog survived");
+  } finally {
+    // The shells too: a watchdog killed here may have stopped them.
+    killAll(tagged(t));
+    killAll(watchdogs.filter((pid) => !ended(pid)));
+    // The crowd's shell collects them, then exits.
+    killAll(survivors(crowdTag));
+    await crowd.status;
+  }
+});
+
 Deno.test({
   name:
     `process/terminate leaves no descendant of a tty process (--process-namespace)${NAMESPACE_SKIP}`,

@@ -31,9 +31,13 @@
  * a process it was not told about other than a marked one or a descendant of
  * one; a pid reused between its check and its SIGSTOP is continued again,
  * never killed. Its list is pruned of ended processes as it grows, so it
- * stays proportional to the live ones; the scan for marks reads
- * `/proc/<pid>/limits` of every process, once per round, only after the
- * server died.
+ * stays proportional to the live ones; the scan for marks, once per round,
+ * only after the server died, reads `/proc/<pid>/limits` only of processes
+ * that started no earlier than the server (a mark is inherited, never older
+ * than the server that set it): `sh` reads a file a byte at a time, and the
+ * limits are 1.4 KB against the 0.3 KB of `/proc/<pid>/stat` that tells the
+ * start. On the project's 2-core VM one round over 900 processes older than
+ * the server takes 0.5 s this way, 1.7 s reading the limits of each.
  *
  * What still survives a server SIGKILL: a process that set its own soft
  * `RLIMIT_RTTIME` (dropping its mark) and was then re-parented to the
@@ -80,7 +84,8 @@ const EPIPE = 32;
  * reading `pid starttime` lines on its stdin. `stat_of PID` sets `parent` and `began` (its starttime) from
  * `/proc/PID/stat`, `alive PID START` tells whether the process still has that starttime, and
  * `marked PID` whether its soft `RLIMIT_RTTIME` is one of the server's marks (all with builtins
- * only). Both lists are `pid:start` words; the recorded one is pruned of ended processes once
+ * only); `since` is the server's starttime (its parent's, read at its own start: if the server
+ * died before, the reaper's, which is older still). Both lists are `pid:start` words; the recorded one is pruned of ended processes once
  * it doubled.
  */
 export const WATCHDOG_SCRIPT = `trap '' INT TERM HUP QUIT TSTP TTIN TTOU
@@ -91,6 +96,8 @@ stat_of() {
   parent=$2
   began=\${20}
 }
+since=0
+stat_of "$PPID" && since=$began
 alive() {
   stat_of "$1" && [ "$began" = "$2" ]
 }
@@ -143,6 +150,7 @@ while [ -n "$grown" ] && [ "$round" -lt 100 ]; do
     for d in /proc/[0-9]*; do
       p=\${d#/proc/}
       held "$p" && continue
+      stat_of "$p" && [ "$began" -ge "$since" ] || continue
       marked "$p" || continue
       kill -STOP "$p" 2>/dev/null
       if marked "$p" && stat_of "$p"; then
