@@ -811,7 +811,13 @@ for (const t of TEST_LAYERS) {
     async fn() {
       using layout = makeLayout();
       const plan = planFor("read_only", layout.ws);
-      const launch = launchSandboxed(plan, ["/bin/sh", "-c", 'read l; echo "got:$l"; sleep 600'], {
+      // `exec`: with the shell still starting `sleep` when the SIGINT came, both ran on (seen once
+      // in a full run, whose test then waited for an exit that never came).
+      const launch = launchSandboxed(plan, [
+        "/bin/sh",
+        "-c",
+        'read l; echo "got:$l"; exec sleep 600',
+      ], {
         cwd: layout.ws,
         env: ENV,
         availability: t.availability,
