@@ -1,6 +1,11 @@
 import assert from "node:assert/strict";
 import { concatBytes } from "../lib/rpc/bytes.ts";
-import { BATCH_BYTES, FrameWriter } from "../lib/server/listen/frame_writer.ts";
+import {
+  BATCH_BYTES,
+  BULK_FRAME_BYTES,
+  BULK_QUEUED_BYTES,
+  FrameWriter,
+} from "../lib/server/listen/frame_writer.ts";
 
 /** A connection whose writes stay pending until released; records a copy of each write. */
 class HeldConn {
@@ -129,6 +134,28 @@ Deno.test("frame writer holds senders above the high-water mark until the queue 
   await conn.releaseAll(writer);
   await Promise.all(waits);
   assert.equal(settled, 4);
+});
+
+Deno.test("frame writer holds bulk frames above BULK_QUEUED_BYTES while a small frame behind them finds room at once", async () => {
+  const conn = new HeldConn();
+  const writer = new FrameWriter(conn as unknown as Deno.Conn, 8 * BULK_QUEUED_BYTES, () => {});
+  const settled: string[] = [];
+  const chunk = "b".repeat(BULK_FRAME_BYTES * 4);
+  const frames = Math.ceil(BULK_QUEUED_BYTES / chunk.length) + 2;
+  const bulk = Array.from(
+    { length: frames },
+    (_, i) => writer.text(chunk).then(() => settled.push(`bulk ${i}`)),
+  );
+  const small = writer.text('{"method":"process/output","params":{"chunk":"YQ=="}}').then(() =>
+    settled.push("small")
+  );
+  await new Promise((resolve) => setTimeout(resolve, 0));
+  // Without the bulk mark every frame fits under the high-water mark and none waits.
+  assert.ok(!settled.includes(`bulk ${frames - 1}`), "the bulk frames past the mark wait");
+  assert.ok(settled.includes("small"), "the small frame does not wait for the bulk output");
+  await conn.releaseAll(writer);
+  await Promise.all([...bulk, small]);
+  assert.equal(settled.length, frames + 1);
 });
 
 Deno.test("frame writer reports a failed write once, drops what is queued and releases waiting senders", async () => {
