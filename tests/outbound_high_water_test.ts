@@ -2,7 +2,8 @@
  * The outbound high-water mark at its bound (`OUTBOUND_HIGH_WATER_BYTES`, 8 MiB): while the
  * peer takes nothing, a `send` that leaves exactly 8 MiB queued resolves at once and one that
  * leaves one more waits until the peer has taken enough. Stdio counts the characters of queued
- * messages; the server's WebSocket edge counts the bytes of queued frames (header included).
+ * messages; the server's WebSocket edge counts the bytes of queued frames (header included),
+ * and holds a frame of `BULK_FRAME_BYTES` or more to `BULK_QUEUED_BYTES` (256 KiB) instead.
  *
  * @module
  */
@@ -11,6 +12,7 @@ import assert from "node:assert/strict";
 import { OUTBOUND_HIGH_WATER_BYTES } from "../lib/rpc/transport.ts";
 import { OutboundQueue } from "../lib/rpc/outbound_queue.ts";
 import { websocketConnTransport } from "../lib/server/listen/websocket_conn.ts";
+import { BULK_QUEUED_BYTES } from "../lib/server/listen/frame_writer.ts";
 
 /** Header of a server (unmasked) frame whose payload is 65 536 bytes or more. */
 const LONG_FRAME_HEADER = 10;
@@ -86,17 +88,41 @@ Deno.test("stdio: a message that leaves 8 Mi + 1 characters queued waits until t
   peer.close();
 });
 
-Deno.test("WebSocket edge: a frame that leaves exactly 8 MiB queued resolves while the peer takes nothing", async () => {
+/** A small frame: under 126 bytes of payload, so a 2-byte header. */
+const SMALL = "s".repeat(100);
+
+/** Queues bulk output that leaves `free` bytes below the high-water mark for {@linkcode SMALL}. */
+function queueBulk(peer: { send(text: string): Promise<void> }, free: number): void {
+  void peer.send("x".repeat(OUTBOUND_HIGH_WATER_BYTES - LONG_FRAME_HEADER - free));
+}
+
+Deno.test("WebSocket edge: a small frame that leaves exactly 8 MiB queued resolves while the peer takes nothing", async () => {
   const peer = blockedConn();
-  const text = "x".repeat(OUTBOUND_HIGH_WATER_BYTES - LONG_FRAME_HEADER);
+  queueBulk(peer, SMALL.length + 2);
+  const order = await orderOfSend(peer.send, peer.release, SMALL);
+  assert.deepEqual(order, ["send resolved", "peer took the first write"]);
+  peer.close();
+});
+
+Deno.test("WebSocket edge: a small frame that leaves 8 MiB + 1 bytes queued waits until the peer takes it", async () => {
+  const peer = blockedConn();
+  queueBulk(peer, SMALL.length + 1);
+  const order = await orderOfSend(peer.send, peer.release, SMALL);
+  assert.deepEqual(order, ["peer took the first write", "send resolved"]);
+  peer.close();
+});
+
+Deno.test("WebSocket edge: a bulk frame that leaves exactly 256 KiB queued resolves while the peer takes nothing", async () => {
+  const peer = blockedConn();
+  const text = "x".repeat(BULK_QUEUED_BYTES - LONG_FRAME_HEADER);
   const order = await orderOfSend(peer.send, peer.release, text);
   assert.deepEqual(order, ["send resolved", "peer took the first write"]);
   peer.close();
 });
 
-Deno.test("WebSocket edge: a frame that leaves 8 MiB + 1 bytes queued waits until the peer takes it", async () => {
+Deno.test("WebSocket edge: a bulk frame that leaves 256 KiB + 1 bytes queued waits until the peer takes it", async () => {
   const peer = blockedConn();
-  const text = "x".repeat(OUTBOUND_HIGH_WATER_BYTES - LONG_FRAME_HEADER + 1);
+  const text = "x".repeat(BULK_QUEUED_BYTES - LONG_FRAME_HEADER + 1);
   const order = await orderOfSend(peer.send, peer.release, text);
   assert.deepEqual(order, ["peer took the first write", "send resolved"]);
   peer.close();
