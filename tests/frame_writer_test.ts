@@ -1,11 +1,7 @@
 import assert from "node:assert/strict";
 import { concatBytes } from "../lib/rpc/bytes.ts";
-import {
-  BATCH_BYTES,
-  BULK_FRAME_BYTES,
-  BULK_QUEUED_BYTES,
-  FrameWriter,
-} from "../lib/server/listen/frame_writer.ts";
+import { BULK_MESSAGE_BYTES, BULK_QUEUED_BYTES } from "../lib/rpc/transport.ts";
+import { BATCH_BYTES, FrameWriter } from "../lib/server/listen/frame_writer.ts";
 
 /** A connection whose writes stay pending until released; records a copy of each write. */
 class HeldConn {
@@ -140,7 +136,7 @@ Deno.test("frame writer holds bulk frames above BULK_QUEUED_BYTES while a small 
   const conn = new HeldConn();
   const writer = new FrameWriter(conn as unknown as Deno.Conn, 8 * BULK_QUEUED_BYTES, () => {});
   const settled: string[] = [];
-  const chunk = "b".repeat(BULK_FRAME_BYTES * 4);
+  const chunk = "b".repeat(BULK_MESSAGE_BYTES * 4);
   const frames = Math.ceil(BULK_QUEUED_BYTES / chunk.length) + 2;
   const bulk = Array.from(
     { length: frames },

@@ -10,8 +10,11 @@ import assert from "node:assert/strict";
 import { SERVER_FLAGS } from "../lib/cli/server_flags.ts";
 import { MAX_JSON_DEPTH, MAX_JSON_VALUES } from "../lib/protocol/json_decode.ts";
 import { INBOUND_QUEUE_LIMIT } from "../lib/rpc/connection.ts";
-import { OUTBOUND_HIGH_WATER_BYTES } from "../lib/rpc/transport.ts";
-import { BULK_FRAME_BYTES, BULK_QUEUED_BYTES } from "../lib/server/listen/frame_writer.ts";
+import {
+  BULK_MESSAGE_BYTES,
+  BULK_QUEUED_BYTES,
+  OUTBOUND_HIGH_WATER_BYTES,
+} from "../lib/rpc/transport.ts";
 import { WALK_REPLY_CHARS } from "../lib/server/fs/walk.ts";
 import { READ_CHUNK_BYTES, READ_FILE_LIMIT } from "../lib/server/fs/read_file.ts";
 import {
@@ -54,10 +57,10 @@ const EXPECTED: [string, string][] = [
   ["INBOUND_QUEUE_LIMIT", `${INBOUND_QUEUE_LIMIT} messages`],
   ["--concurrent-requests", String(SERVER_FLAGS["concurrent-requests"].default)],
   ["OUTBOUND_HIGH_WATER_BYTES", bytes(OUTBOUND_HIGH_WATER_BYTES)],
-  ["BULK_FRAME_BYTES", `a frame of ${bytes(BULK_FRAME_BYTES)} or more`],
+  ["BULK_MESSAGE_BYTES", `a message of ${bytes(BULK_MESSAGE_BYTES)} or more`],
   [
     "BULK_QUEUED_BYTES",
-    `${bytes(BULK_QUEUED_BYTES)} queued, for a frame of ${bytes(BULK_FRAME_BYTES)}`,
+    `${bytes(BULK_QUEUED_BYTES)} queued, for a message of ${bytes(BULK_MESSAGE_BYTES)}`,
   ],
   ["READ_FILE_LIMIT", bytes(READ_FILE_LIMIT)],
   ["READ_CHUNK_BYTES", `${READ_CHUNK_BYTES / 1024} KiB`],

@@ -3,16 +3,16 @@
  * peer takes nothing, a `send` that leaves exactly 8 MiB queued resolves at once and one that
  * leaves one more waits until the peer has taken enough. Stdio counts the characters of queued
  * messages; the server's WebSocket edge counts the bytes of queued frames (header included),
- * and holds a frame of `BULK_FRAME_BYTES` or more to `BULK_QUEUED_BYTES` (256 KiB) instead.
+ * Both hold a message of `BULK_MESSAGE_BYTES` or more to `BULK_QUEUED_BYTES` (256 KiB) instead,
+ * so the 8 MiB bound is met with a small message behind queued bulk output.
  *
  * @module
  */
 
 import assert from "node:assert/strict";
-import { OUTBOUND_HIGH_WATER_BYTES } from "../lib/rpc/transport.ts";
+import { BULK_QUEUED_BYTES, OUTBOUND_HIGH_WATER_BYTES } from "../lib/rpc/transport.ts";
 import { OutboundQueue } from "../lib/rpc/outbound_queue.ts";
 import { websocketConnTransport } from "../lib/server/listen/websocket_conn.ts";
-import { BULK_QUEUED_BYTES } from "../lib/server/listen/frame_writer.ts";
 
 /** Header of a server (unmasked) frame whose payload is 65 536 bytes or more. */
 const LONG_FRAME_HEADER = 10;
@@ -73,23 +73,39 @@ function blockedConn() {
   };
 }
 
-Deno.test("stdio: a message that leaves exactly 8 Mi characters queued resolves while the peer takes nothing", async () => {
+/** A small message: under 126 characters (over WebSocket, a frame with a 2-byte header). */
+const SMALL = "s".repeat(100);
+
+Deno.test("stdio: a small message that leaves exactly 8 Mi characters queued resolves while the peer takes nothing", async () => {
   const peer = blockedQueue();
-  const order = await orderOfSend(peer.send, peer.release, "x".repeat(8 * 1024 * 1024));
+  // Each message is one line: its newline is written, not counted.
+  void peer.send("x".repeat(OUTBOUND_HIGH_WATER_BYTES - SMALL.length));
+  const order = await orderOfSend(peer.send, peer.release, SMALL);
   assert.deepEqual(order, ["send resolved", "peer took the first write"]);
   peer.close();
 });
 
-Deno.test("stdio: a message that leaves 8 Mi + 1 characters queued waits until the peer takes it", async () => {
+Deno.test("stdio: a small message that leaves 8 Mi + 1 characters queued waits until the peer takes it", async () => {
   const peer = blockedQueue();
-  const text = "x".repeat(8 * 1024 * 1024 + 1);
-  const order = await orderOfSend(peer.send, peer.release, text);
+  void peer.send("x".repeat(OUTBOUND_HIGH_WATER_BYTES - SMALL.length + 1));
+  const order = await orderOfSend(peer.send, peer.release, SMALL);
   assert.deepEqual(order, ["peer took the first write", "send resolved"]);
   peer.close();
 });
 
-/** A small frame: under 126 bytes of payload, so a 2-byte header. */
-const SMALL = "s".repeat(100);
+Deno.test("stdio: a bulk message that leaves exactly 256 Ki characters queued resolves while the peer takes nothing", async () => {
+  const peer = blockedQueue();
+  const order = await orderOfSend(peer.send, peer.release, "x".repeat(BULK_QUEUED_BYTES));
+  assert.deepEqual(order, ["send resolved", "peer took the first write"]);
+  peer.close();
+});
+
+Deno.test("stdio: a bulk message that leaves 256 Ki + 1 characters queued waits until the peer takes it", async () => {
+  const peer = blockedQueue();
+  const order = await orderOfSend(peer.send, peer.release, "x".repeat(BULK_QUEUED_BYTES + 1));
+  assert.deepEqual(order, ["peer took the first write", "send resolved"]);
+  peer.close();
+});
 
 /** Queues bulk output that leaves `free` bytes below the high-water mark for {@linkcode SMALL}. */
 function queueBulk(peer: { send(text: string): Promise<void> }, free: number): void {

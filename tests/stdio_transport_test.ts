@@ -243,26 +243,30 @@ Deno.test("OutboundQueue reports a failed write once and stops", async () => {
   assert.equal(calls, 1);
 });
 
-Deno.test("stdioTransport send() waits while a slow reader lets output pile up", async () => {
+Deno.test("stdioTransport send() waits while a slow reader lets output pile up: a bulk message above 256 KiB, a small one above 8 MiB", async () => {
   const sink = slowSink();
   const input = new TransformStream<Uint8Array, Uint8Array>();
   const transport = stdioTransport(input.readable, sink.stream);
   const big = "z".repeat(6 * 1024 * 1024);
-  await transport.send(big); // 6 MiB < 8 MiB mark: resolves at once
-  let resolved = false;
-  const blocked = transport.send(big).then(() => (resolved = true)); // 12 MiB buffered
+  const sent: string[] = [];
+  const bulk = transport.send(big).then(() => sent.push("bulk"));
   await settle();
-  assert.equal(resolved, false, "send waits above the 8 MiB high-water mark");
-  while (!resolved) {
+  assert.equal(sent.length, 0, "a bulk message waits above BULK_QUEUED_BYTES");
+  await transport.send("s"); // 6 MiB + 1 < 8 MiB: a small message does not wait
+  const bulk2 = transport.send(big).then(() => sent.push("bulk 2")); // 12 MiB buffered
+  const small = transport.send("t").then(() => sent.push("small"));
+  await settle();
+  assert.equal(sent.length, 0, "a small message waits above the 8 MiB high-water mark");
+  while (sent.length < 3) {
     sink.releaseOne();
     await settle(1);
   }
-  await blocked;
-  while (sink.pendingWrites > 0 || sink.written.length < 2) {
+  await Promise.all([bulk, bulk2, small]);
+  while (sink.pendingWrites > 0 || sink.written.join("").length < 2 * big.length + 6) {
     sink.releaseOne();
     await settle(1);
   }
-  assert.equal(sink.written.join(""), `${big}\n${big}\n`);
+  assert.equal(sink.written.join(""), `${big}\ns\n${big}\nt\n`);
   transport.close();
   await input.writable.close().catch(() => {});
 });

@@ -6,7 +6,7 @@
  */
 
 import { StreamedJson } from "../protocol/streamed_json.ts";
-import { type Outbound, OUTBOUND_HIGH_WATER_BYTES, outboundString } from "./transport.ts";
+import { type Outbound, OUTBOUND_HIGH_WATER_BYTES, outboundString, roomFor } from "./transport.ts";
 
 /** A streamed message waiting its turn, and the sender waiting for its end. */
 interface QueuedStream {
@@ -25,7 +25,7 @@ export class OutboundQueue {
   #bytes = 0;
   #flushing = false;
   #closed = false;
-  #waiters: (() => void)[] = [];
+  #waiters: { limit: number; wake: () => void }[] = [];
   #write: (text: string) => Promise<void>;
   #highWater: number;
   #onError: (err: unknown) => void;
@@ -53,8 +53,9 @@ export class OutboundQueue {
   }
 
   /**
-   * Queues a message; resolves when the buffer is below the high-water mark (a streamed
-   * message: once it is written, or dropped).
+   * Queues a message; resolves when the buffer is below the high-water mark, or for a bulk
+   * message below `BULK_QUEUED_BYTES` ({@linkcode roomFor}); a streamed message: once it is
+   * written, or dropped.
    */
   push(message: Outbound): Promise<void> {
     if (this.#closed) return Promise.resolve();
@@ -68,8 +69,9 @@ export class OutboundQueue {
     this.#pending.push(text);
     this.#bytes += text.length;
     if (!this.#flushing) this.#flush();
-    if (this.#bytes <= this.#highWater) return Promise.resolve();
-    return new Promise((resolve) => this.#waiters.push(resolve));
+    const limit = roomFor(text.length, this.#highWater);
+    if (this.#bytes <= limit) return Promise.resolve();
+    return new Promise((wake) => this.#waiters.push({ limit, wake }));
   }
 
   /** Drops everything queued and releases waiters. */
@@ -81,10 +83,14 @@ export class OutboundQueue {
     this.#release();
   }
 
+  /** Wakes the senders whose limit the queue is now within (all of them once closed). */
   #release(): void {
     const waiters = this.#waiters;
     this.#waiters = [];
-    for (const resolve of waiters) resolve();
+    for (const waiter of waiters) {
+      if (this.#closed || this.#bytes <= waiter.limit) waiter.wake();
+      else this.#waiters.push(waiter);
+    }
   }
 
   async #flush(): Promise<void> {
@@ -105,7 +111,7 @@ export class OutboundQueue {
         for (const text of batch) size += text.length;
         await this.#write(batch.join("\n") + "\n");
         this.#bytes -= size;
-        if (this.#bytes <= this.#highWater) this.#release();
+        this.#release();
       }
     } catch (err) {
       this.close();

@@ -7,7 +7,7 @@
  */
 
 import type { StreamedJson } from "../../protocol/streamed_json.ts";
-import type { OutboundText } from "../../rpc/transport.ts";
+import { type OutboundText, roomFor } from "../../rpc/transport.ts";
 import { writeAll } from "./http_head.ts";
 
 /**
@@ -28,22 +28,6 @@ export const BATCH_BYTES = 256 * 1024;
  * rather than a high-water mark's worth of garbage.
  */
 export const STREAM_QUEUED_BYTES = 1024 * 1024;
-
-/**
- * A frame at least this large (16 KiB: a chunk of bulk output, a large answer) is bulk: its
- * sender waits for room below {@linkcode BULK_QUEUED_BYTES}, not the high-water mark.
- */
-export const BULK_FRAME_BYTES = 16 * 1024;
-
-/**
- * Bulk senders wait while more than this is queued (256 KiB, one batch), so that a small
- * message (a keystroke's echo, an answer) queued behind their output waits for about this much
- * to be written, and finds room below the high-water mark without waiting. Against the 8 MiB
- * high-water mark for everything, a keystroke's echo beside eight busy writers came back about
- * four times sooner at p99, at the same output rate (docs/benchmarks.md, `load`); 64 KiB cost the
- * eight streams a quarter of their rate.
- */
-export const BULK_QUEUED_BYTES = 256 * 1024;
 
 /** How many written batches of {@linkcode BATCH_BYTES} a connection keeps for reuse. */
 const SPARE_BATCHES = 2;
@@ -109,9 +93,9 @@ const ENCODER = new TextEncoder();
  *
  * Backpressure: {@linkcode FrameWriter.text} and {@linkcode FrameWriter.frame}
  * resolve once what is queued (including the batch being written) is at most
- * the high-water mark, or, for a frame of {@linkcode BULK_FRAME_BYTES} or more,
- * at most {@linkcode BULK_QUEUED_BYTES}: bulk output cannot fill the queue
- * ahead of a small message.
+ * the high-water mark, or, for a bulk frame, at most `BULK_QUEUED_BYTES`
+ * ({@linkcode roomFor}): bulk output cannot fill the queue ahead of a small
+ * message.
  *
  * @example Frames queued in one turn, or while a write is in flight, go out together
  * ```ts
@@ -341,9 +325,7 @@ export class FrameWriter {
     this.#used += size;
     this.#queued += size;
     this.#writing ??= this.#drain(now);
-    const limit = size >= BULK_FRAME_BYTES
-      ? Math.min(BULK_QUEUED_BYTES, this.#highWater)
-      : this.#highWater;
+    const limit = roomFor(size, this.#highWater);
     if (this.#queued <= limit) return Promise.resolve();
     return this.#room(limit);
   }
