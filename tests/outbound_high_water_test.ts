@@ -2,7 +2,7 @@
  * The outbound high-water mark at its bound (`OUTBOUND_HIGH_WATER_BYTES`, 8 MiB): while the
  * peer takes nothing, a `send` that leaves exactly 8 MiB queued resolves at once and one that
  * leaves one more waits until the peer has taken enough. Stdio counts the characters of queued
- * messages; the server's WebSocket edge counts the bytes of queued frames (header included),
+ * messages; the server's WebSocket edge counts the bytes of queued frames (header included).
  * Both hold a message of `BULK_MESSAGE_BYTES` or more to `BULK_QUEUED_BYTES` (256 KiB) instead,
  * so the 8 MiB bound is met with a small message behind queued bulk output.
  *
@@ -76,70 +76,51 @@ function blockedConn() {
 /** A small message: under 126 characters (over WebSocket, a frame with a 2-byte header). */
 const SMALL = "s".repeat(100);
 
-Deno.test("stdio: a small message that leaves exactly 8 Mi characters queued resolves while the peer takes nothing", async () => {
-  const peer = blockedQueue();
-  // Each message is one line: its newline is written, not counted.
-  void peer.send("x".repeat(OUTBOUND_HIGH_WATER_BYTES - SMALL.length));
-  const order = await orderOfSend(peer.send, peer.release, SMALL);
-  assert.deepEqual(order, ["send resolved", "peer took the first write"]);
-  peer.close();
-});
+/**
+ * The two queues, and what each counts for a message beyond its text: nothing on stdio (the
+ * newline is written, not counted), the frame's header on the WebSocket edge.
+ */
+const PEERS = [
+  { name: "stdio", open: blockedQueue, unit: "characters", overhead: (_length: number) => 0 },
+  {
+    name: "WebSocket edge",
+    open: blockedConn,
+    unit: "bytes",
+    overhead: (length: number) => length < 126 ? 2 : LONG_FRAME_HEADER,
+  },
+] as const;
 
-Deno.test("stdio: a small message that leaves 8 Mi + 1 characters queued waits until the peer takes it", async () => {
-  const peer = blockedQueue();
-  void peer.send("x".repeat(OUTBOUND_HIGH_WATER_BYTES - SMALL.length + 1));
-  const order = await orderOfSend(peer.send, peer.release, SMALL);
-  assert.deepEqual(order, ["peer took the first write", "send resolved"]);
-  peer.close();
-});
+/** Each bound: a small message's (behind bulk output, which waits at its own mark) and a bulk one's. */
+const BOUNDS = [
+  { kind: "small", bound: OUTBOUND_HIGH_WATER_BYTES, label: "8 Mi" },
+  { kind: "bulk", bound: BULK_QUEUED_BYTES, label: "256 Ki" },
+] as const;
 
-Deno.test("stdio: a bulk message that leaves exactly 256 Ki characters queued resolves while the peer takes nothing", async () => {
-  const peer = blockedQueue();
-  const order = await orderOfSend(peer.send, peer.release, "x".repeat(BULK_QUEUED_BYTES));
-  assert.deepEqual(order, ["send resolved", "peer took the first write"]);
-  peer.close();
-});
-
-Deno.test("stdio: a bulk message that leaves 256 Ki + 1 characters queued waits until the peer takes it", async () => {
-  const peer = blockedQueue();
-  const order = await orderOfSend(peer.send, peer.release, "x".repeat(BULK_QUEUED_BYTES + 1));
-  assert.deepEqual(order, ["peer took the first write", "send resolved"]);
-  peer.close();
-});
-
-/** Queues bulk output that leaves `free` bytes below the high-water mark for {@linkcode SMALL}. */
-function queueBulk(peer: { send(text: string): Promise<void> }, free: number): void {
-  void peer.send("x".repeat(OUTBOUND_HIGH_WATER_BYTES - LONG_FRAME_HEADER - free));
+for (const { name, open, unit, overhead } of PEERS) {
+  for (const { kind, bound, label } of BOUNDS) {
+    for (const over of [0, 1]) {
+      const leaves = over === 0 ? `exactly ${label} ${unit}` : `${label} + 1 ${unit}`;
+      const outcome = over === 0
+        ? "resolves while the peer takes nothing"
+        : "waits until the peer takes it";
+      Deno.test(`${name}: a ${kind} message that leaves ${leaves} queued ${outcome}`, async () => {
+        const peer = open();
+        /** Text that takes `size` of the queue. */
+        const filler = (size: number) => "x".repeat(size - overhead(size));
+        const total = bound + over;
+        // A small message goes behind bulk output filling the rest (which waits at its own mark).
+        const bulk = kind === "small" ? total - SMALL.length - overhead(SMALL.length) : total;
+        if (kind === "small") void peer.send(filler(bulk));
+        const text = kind === "small" ? SMALL : filler(bulk);
+        const order = await orderOfSend(peer.send, peer.release, text);
+        assert.deepEqual(
+          order,
+          over === 0
+            ? ["send resolved", "peer took the first write"]
+            : ["peer took the first write", "send resolved"],
+        );
+        peer.close();
+      });
+    }
+  }
 }
-
-Deno.test("WebSocket edge: a small frame that leaves exactly 8 MiB queued resolves while the peer takes nothing", async () => {
-  const peer = blockedConn();
-  queueBulk(peer, SMALL.length + 2);
-  const order = await orderOfSend(peer.send, peer.release, SMALL);
-  assert.deepEqual(order, ["send resolved", "peer took the first write"]);
-  peer.close();
-});
-
-Deno.test("WebSocket edge: a small frame that leaves 8 MiB + 1 bytes queued waits until the peer takes it", async () => {
-  const peer = blockedConn();
-  queueBulk(peer, SMALL.length + 1);
-  const order = await orderOfSend(peer.send, peer.release, SMALL);
-  assert.deepEqual(order, ["peer took the first write", "send resolved"]);
-  peer.close();
-});
-
-Deno.test("WebSocket edge: a bulk frame that leaves exactly 256 KiB queued resolves while the peer takes nothing", async () => {
-  const peer = blockedConn();
-  const text = "x".repeat(BULK_QUEUED_BYTES - LONG_FRAME_HEADER);
-  const order = await orderOfSend(peer.send, peer.release, text);
-  assert.deepEqual(order, ["send resolved", "peer took the first write"]);
-  peer.close();
-});
-
-Deno.test("WebSocket edge: a bulk frame that leaves 256 KiB + 1 bytes queued waits until the peer takes it", async () => {
-  const peer = blockedConn();
-  const text = "x".repeat(BULK_QUEUED_BYTES - LONG_FRAME_HEADER + 1);
-  const order = await orderOfSend(peer.send, peer.release, text);
-  assert.deepEqual(order, ["peer took the first write", "send resolved"]);
-  peer.close();
-});

@@ -85,8 +85,8 @@ const EPIPE = 32;
  * `/proc/PID/stat`, `alive PID START` tells whether the process still has that starttime, and
  * `marked PID` whether its soft `RLIMIT_RTTIME` is one of the server's marks (all with builtins
  * only); `since` is the server's starttime (its parent's, read at its own start: if the server
- * died before, the reaper's, which is older still). Both lists are `pid:start` words; the recorded one is pruned of ended processes once
- * it doubled.
+ * died before, the reaper's, which is older still). Both lists are `pid:start` words; the
+ * recorded one is pruned of ended processes once it doubled.
  */
 export const WATCHDOG_SCRIPT = `trap '' INT TERM HUP QUIT TSTP TTIN TTOU
 instance=$1

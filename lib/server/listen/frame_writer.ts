@@ -22,13 +22,6 @@ const SMALL_BATCH_BYTES = 4 * 1024;
  */
 export const BATCH_BYTES = 256 * 1024;
 
-/**
- * A streamed message's next fragment is encoded once at most this much is queued (1 MiB):
- * a few batches in flight keep the socket busy, and the buffers in use stay those few
- * rather than a high-water mark's worth of garbage.
- */
-export const STREAM_QUEUED_BYTES = 1024 * 1024;
-
 /** How many written batches of {@linkcode BATCH_BYTES} a connection keeps for reuse. */
 const SPARE_BATCHES = 2;
 
@@ -166,8 +159,8 @@ export class FrameWriter {
 
   /**
    * Queues a streamed message as one text message in fragments: its head as the first
-   * frame, each chunk as a continuation frame (each waits for room below the high-water
-   * mark), its tail as the final one. Resolves once the last is queued, or the stream stops
+   * frame, each chunk as a continuation frame (each waits for room, {@linkcode roomFor}), its
+   * tail as the final one. Resolves once the last is queued, or the stream stops
    * (the connection closes, or a chunk cannot be made: the connection is then closed, the
    * message being unfinishable).
    *
@@ -210,8 +203,8 @@ export class FrameWriter {
       for await (const chunk of message.string.take()) {
         if (stopped()) return;
         if (chunk.length === 0) continue;
+        // A fragment is bulk: the next one is made once at most `BULK_QUEUED_BYTES` is queued.
         await this.#textFrame(chunk, 0x0, false, false);
-        if (this.#queued > STREAM_QUEUED_BYTES) await this.#room(STREAM_QUEUED_BYTES);
       }
     } catch {
       this.close();
