@@ -30,6 +30,7 @@ import { MAX_HEAD_BYTES } from "../lib/server/listen/http_head.ts";
 import { HANDSHAKE_TIMEOUT_MS, MAX_PENDING_CONNECTIONS } from "../lib/server/listen/listen.ts";
 import { REMEMBERED_WRITE_IDS } from "../lib/server/process/managed_process.ts";
 import { RETAINED_OUTPUT_BYTES } from "../lib/server/process/output_ring.ts";
+import { BULK_TURN_MS } from "../lib/server/process/bulk_gate.ts";
 import { BULK_PIPE_BYTES, MAX_BULK_PIPES } from "../lib/server/process/pipe.ts";
 import { MAX_PTY_PROCESSES } from "../lib/server/process/pty.ts";
 import { MAX_QUEUED_STDIN_BYTES } from "../lib/server/process/table.ts";
@@ -73,6 +74,7 @@ const EXPECTED: [string, string][] = [
   ["RETAINED_OUTPUT_BYTES", bytes(RETAINED_OUTPUT_BYTES)],
   ["BULK_PIPE_BYTES", bytes(BULK_PIPE_BYTES)],
   ["MAX_BULK_PIPES", `at most ${MAX_BULK_PIPES} pipes`],
+  ["BULK_TURN_MS", `${BULK_TURN_MS} ms per stream`],
   ["MAX_QUEUED_STDIN_BYTES", bytes(MAX_QUEUED_STDIN_BYTES)],
   ["REMEMBERED_WRITE_IDS", count(REMEMBERED_WRITE_IDS)],
   ["MAX_CLIENT_NAME_CHARS", `${MAX_CLIENT_NAME_CHARS} characters`],

@@ -39,7 +39,8 @@ import {
 import { osErrorName } from "../host/os_errors.ts";
 import { grantedEverywhere, requireRun } from "../host/permissions.ts";
 import type { Backend, BackendEvents } from "./backend.ts";
-import { PIPE_BULK_GATE } from "./bulk_gate.ts";
+import { BulkGate } from "./bulk_gate.ts";
+import { IoTurn } from "./io_turn.ts";
 import { OutputCoalescer, REAL_PACING } from "./output_coalescer.ts";
 import { killGroup, signalExitCode, signalGroup, signalNameOf } from "./signals.ts";
 import { hasExecutableFormat } from "./exec_format.ts";
@@ -49,6 +50,15 @@ import { StdinWriter } from "./stdin_writer.ts";
 type ChildProcessModule = typeof import("node:child_process");
 type NetModule = typeof import("node:net");
 let childProcess: ChildProcessModule | undefined;
+/** Between two turns of the bulk gate, once `node:net` is loaded (pipes are read through it). */
+let ioTurn: IoTurn | undefined;
+/** The turns of this server's bulk pipe readers (`bulk_gate.ts`). */
+const PIPE_BULK_GATE = new BulkGate({
+  now: () => performance.now(),
+  after: (ms) => new Promise((resolve) => deadline(ms, resolve)),
+  poll: () => ioTurn?.next() ?? new Promise((resolve) => deadline(0, resolve)),
+  idle: () => ioTurn?.close(),
+});
 /** Set once FFI spawning was found available. */
 let posix = false;
 let net: NetModule | undefined;
@@ -59,7 +69,10 @@ let netLoad: Promise<NetModule> | undefined;
  * for it (see {@linkcode spawnPosix}).
  */
 function loadNet(): Promise<NetModule> {
-  return netLoad ??= import("node:net").then((module) => net = module);
+  return netLoad ??= import("node:net").then((module) => {
+    ioTurn = new IoTurn(module);
+    return net = module;
+  });
 }
 
 /**
