@@ -46,13 +46,6 @@ export interface BulkGateClock {
   idle?(): void;
 }
 
-/** On timers alone: `poll` is a timer turn. */
-const TIMER_CLOCK: BulkGateClock = {
-  now: () => performance.now(),
-  after: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
-  poll: () => new Promise((resolve) => setTimeout(resolve, 0)),
-};
-
 /** A stream in line, and what resumes it. */
 interface Waiter {
   id: object;
@@ -97,9 +90,9 @@ export class BulkGate {
   /**
    * Creates a gate.
    *
-   * @param clock The time, the timers and the poll between turns (by default, timers only).
+   * @param clock The time, the timers and the poll between turns.
    */
-  constructor(clock: BulkGateClock = TIMER_CLOCK) {
+  constructor(clock: BulkGateClock) {
     this.#clock = clock;
   }
 

@@ -8,6 +8,7 @@
  */
 
 import type { Socket } from "node:net";
+import { deadline } from "../host/deadline.ts";
 import { C, closeFd, fileControl, pipeFds, writeFd } from "../host/libc.ts";
 
 type NetModule = typeof import("node:net");
@@ -45,7 +46,7 @@ export class IoTurn {
   next(): Promise<void> {
     const { promise, resolve } = Promise.withResolvers<void>();
     if (!this.#open()) {
-      setTimeout(resolve, 0);
+      deadline(0, resolve);
       return promise;
     }
     this.#waiters.push(resolve);
