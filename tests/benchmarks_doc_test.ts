@@ -10,6 +10,7 @@
 import assert from "node:assert/strict";
 import { LOAD_METRICS } from "../bench/load.ts";
 import { METRICS } from "../bench/metrics.ts";
+import { docBlock } from "./helpers/doc_blocks.ts";
 
 const DOC = await Deno.readTextFile(new URL("../docs/benchmarks.md", import.meta.url));
 
@@ -64,5 +65,48 @@ Deno.test("docs/benchmarks.md has no lab-log wording", () => {
     ]
   ) {
     assert.doesNotMatch(prose, pattern);
+  }
+});
+
+Deno.test("the benchmarking guide's command renders a results file into the document's tables", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    // Three repetitions of rpc's 64-in-flight rate: ours 2.9x-3.1x the reference's.
+    const run = (rates: number[]) => ({
+      measures: {
+        pipelinedCallsPerS: { unit: "calls/s", min: rates[0], median: rates[1], max: rates[2] },
+      },
+      runs: rates.map((pipelinedCallsPerS) => ({
+        values: { pipelinedCallsPerS },
+        host: { stealPct: 0 },
+      })),
+    });
+    const results = {
+      servers: [
+        { label: "us", metrics: { rpc: run([2900, 3000, 3100]) } },
+        { label: "reference", metrics: { rpc: run([1000, 1000, 1000]) } },
+      ],
+    };
+    const file = `${dir}/latest.json`;
+    await Deno.writeTextFile(file, JSON.stringify(results));
+    const command = docBlock("bench-doc-tables").trim();
+    assert.ok(command.endsWith(" bench/results/latest.json"), command);
+    const out = await new Deno.Command("sh", {
+      args: ["-c", command.replace(/bench\/results\/latest\.json$/, file)],
+      cwd: new URL("..", import.meta.url),
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    const text = new TextDecoder().decode(out.stdout);
+    assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+    assert.match(text, /^1 of the 1 targets met in every repetition\./);
+    assert.ok(
+      text.includes(
+        "| rpc | 64 in flight | calls/s | 3000 (2900–3100) | 1000 (1000–1000) | 3.00 | 2.90 | >= 1.5 | yes |",
+      ),
+      text,
+    );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
   }
 });
