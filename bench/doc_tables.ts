@@ -12,7 +12,7 @@
 
 import { LOAD_METRICS } from "./load.ts";
 import { type MeasureDef, METRICS, type Target } from "./metrics.ts";
-import { markdownTable, type Summary } from "./stats.ts";
+import { formatNumber, markdownTable, type Summary } from "./stats.ts";
 
 /** A measure's summary as the results file holds it. */
 export interface SummaryRecord extends Summary {
@@ -50,8 +50,8 @@ export interface Results {
 }
 
 /**
- * A number as the document's tables show it: three significant digits, integers from 1000 on in
- * full, trailing zeros after the point dropped below 1, "—" for a missing value.
+ * A number as the document's tables show it: {@linkcode formatNumber}'s, except that below 1 it
+ * keeps three significant digits (trailing zeros dropped); "—" for a missing value.
  *
  * @example
  * ```ts
@@ -65,14 +65,8 @@ export interface Results {
  * @param value the number
  */
 export function cell(value: number | undefined): string {
-  if (value === undefined || !Number.isFinite(value)) return "—";
-  const abs = Math.abs(value);
-  if (abs >= 1000) return Math.round(value).toString();
-  if (abs >= 100) return value.toFixed(0);
-  if (abs >= 10) return value.toFixed(1);
-  if (abs >= 1) return value.toFixed(2);
-  if (abs === 0) return "0";
-  return value.toPrecision(3).replace(/0+$/, "");
+  const small = value !== undefined && value !== 0 && Math.abs(value) < 1;
+  return small ? value.toPrecision(3).replace(/0+$/, "") : formatNumber(value ?? NaN);
 }
 
 function spread(s: SummaryRecord | undefined): string {
