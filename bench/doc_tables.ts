@@ -14,10 +14,19 @@ import { LOAD_METRICS } from "./load.ts";
 import { type MeasureDef, METRICS, type Target } from "./metrics.ts";
 import { formatNumber, markdownTable, type Summary } from "./stats.ts";
 
-/** A measure's summary as the results file holds it. */
-export interface SummaryRecord extends Summary {
+/**
+ * A measure's summary as the results file holds it: {@linkcode Summary}'s numbers, each null where
+ * it was not a finite number (JSON has no NaN).
+ */
+export interface SummaryRecord {
   /** The measure's unit. */
   unit: string;
+  /** Smallest value. */
+  min: number | null;
+  /** Median. */
+  median: number | null;
+  /** Largest value. */
+  max: number | null;
 }
 
 /** One repetition's host record, as far as the tables use it. */
@@ -39,7 +48,7 @@ export interface ServerRecord {
   /** Per metric, the measures' summaries and the repetitions. */
   metrics: Record<string, {
     measures: Record<string, SummaryRecord>;
-    runs: { values: Record<string, number>; host?: HostRecord }[];
+    runs: { values: Record<string, number | null>; host?: HostRecord }[];
   }>;
 }
 
@@ -61,12 +70,15 @@ export interface Results {
  * assert.equal(cell(0.140), "0.14");
  * assert.equal(cell(57), "57.0");
  * assert.equal(cell(69829.4), "69829");
+ * assert.equal(cell(null), "—");
  * ```
  * @param value the number
  */
-export function cell(value: number | undefined): string {
-  const small = value !== undefined && value !== 0 && Math.abs(value) < 1;
-  return small ? value.toPrecision(3).replace(/0+$/, "") : formatNumber(value ?? NaN);
+export function cell(value: number | null | undefined): string {
+  // A results file holds a failed repetition's value as null (JSON has no NaN).
+  const n = value ?? NaN;
+  const small = Number.isFinite(n) && n !== 0 && Math.abs(n) < 1;
+  return small ? n.toPrecision(3).replace(/0+$/, "") : formatNumber(n);
 }
 
 function spread(s: SummaryRecord | undefined): string {
@@ -88,7 +100,7 @@ function worst(
   const a = ours.metrics[metric]?.runs ?? [];
   const b = theirs.metrics[metric]?.runs ?? [];
   const ratios = a.slice(0, b.length).map((run, i) =>
-    (run.values[key] ?? NaN) / (b[i]!.values[key] ?? NaN)
+    (run.values[key] ?? NaN) / (b[i]!.values[key] ?? NaN) // null (not a number) becomes NaN
   );
   if (ratios.length === 0 || !ratios.every(Number.isFinite)) return NaN;
   return target.op === "<=" ? Math.max(...ratios) : Math.min(...ratios);

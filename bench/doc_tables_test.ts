@@ -14,7 +14,6 @@ function server(label: string, p50s: number[]): ServerRecord {
             min: sorted[0]!,
             median: sorted[1]!,
             max: sorted[2]!,
-            count: 3,
           },
         },
         runs: p50s.map((seqP50Ms) => ({
@@ -60,5 +59,18 @@ Deno.test("docTables renders the floor table with the three servers when the run
   assert.equal(
     line(tables, "| spawn | sequential p50 | ms | 6.00 (6.00–6.00) | 3.00"),
     "| spawn | sequential p50 | ms | 6.00 (6.00–6.00) | 3.00 (3.00–3.00) | 60.0 (60.0–60.0) | 2.00 |  |  |  |",
+  );
+});
+
+Deno.test("docTables shows a value the results file holds as null as missing, never as zero", () => {
+  const us = server("us", [6, 6, 6]);
+  us.metrics.spawn!.runs[1]!.values.seqP50Ms = null; // a repetition whose value was NaN
+  us.metrics.spawn!.measures.seqP50Ms!.median = null;
+  const tables = docTables({ servers: [us, server("reference", [60, 60, 60])] });
+  // No worst repetition can be judged, so the target is left out rather than met.
+  assert.match(tables, /^0 of the 0 targets met/);
+  assert.equal(
+    line(tables, "| spawn | sequential p50"),
+    "| spawn | sequential p50 | ms | — (6.00–6.00) | 60.0 (60.0–60.0) | — |  | <= 0.6 |  |",
   );
 });
