@@ -12,10 +12,10 @@
 
 import { LOAD_METRICS } from "./load.ts";
 import { type MeasureDef, METRICS, type Target } from "./metrics.ts";
-import { formatNumber, markdownTable, type Summary } from "./stats.ts";
+import { formatNumber, markdownTable } from "./stats.ts";
 
 /**
- * A measure's summary as the results file holds it: {@linkcode Summary}'s numbers, each null where
+ * A measure's summary as the results file holds it: `Summary`'s numbers (`stats.ts`), each null where
  * it was not a finite number (JSON has no NaN).
  */
 export interface SummaryRecord {
