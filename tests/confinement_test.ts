@@ -571,6 +571,45 @@ for (const t of TEST_LAYERS) {
 
   Deno.test({
     name:
+      `--sandbox workspace-write refuses a process/start in a directory the sandbox hides (the host's /tmp, a denied path) with spawnPermissionDenied, pipe and tty${t.skip} [${t.layer}]`,
+    ignore: !t.availability.ok,
+    async fn() {
+      using layout = makeLayout();
+      const hostTmp = Deno.makeTempDirSync({ dir: "/tmp", prefix: "confine-cwd-" });
+      try {
+        await using server = await startOn({ args: CEILING_ARGS(layout) });
+        const client = server.stdio;
+        for (const cwd of [hostTmp, layout.s]) {
+          for (const tty of [false, true]) {
+            const what = `cwd ${cwd}, ${tty ? "tty" : "pipe"}`;
+            const response = await call(client, "process/start", {
+              processId: `hidden-cwd-${++processCounter}`,
+              argv: ["/bin/pwd"],
+              cwd: uriFromPath(cwd),
+              env: { PATH: "/usr/bin:/bin" },
+              tty,
+            });
+            const error = response.error as { code: number; message: string; data?: Json };
+            assert.ok(error, `${what} started: ${JSON.stringify(response)}`);
+            assert.equal(error.code, -32603, `${what}: ${JSON.stringify(error)}`);
+            assert.equal(
+              error.data?.kind,
+              "spawnPermissionDenied",
+              `${what}: ${JSON.stringify(error)}`,
+            );
+            assert.ok(error.message.includes(cwd), `${what}: ${error.message}`);
+          }
+        }
+        // The writable root itself still works as a working directory.
+        assert.match(await runShell(client, "cwd-ok", "pwd", layout.w), new RegExp(layout.w));
+      } finally {
+        Deno.removeSync(hostTmp, { recursive: true });
+      }
+    },
+  });
+
+  Deno.test({
+    name:
       `--network-access gives confined processes the network, still without writes outside the writable root${t.skip} [${t.layer}]`,
     ignore: !t.availability.ok,
     async fn() {

@@ -153,7 +153,9 @@ export async function runCommand(args: string[]): Promise<number> {
         return RUN_NOT_FOUND_EXIT;
       }
       if (kind === "spawnPermissionDenied") {
-        console.error(`exec-server run: ${program}: permission denied (not executable)`);
+        console.error(
+          `exec-server run: ${program}: permission denied (not executable, or in a working directory the sandbox hides)`,
+        );
         return RUN_NOT_EXECUTABLE_EXIT;
       }
     }

@@ -37,7 +37,8 @@ export const ERROR_KINDS = {
   },
   spawnPermissionDenied: {
     codes: [ErrorCode.InternalError],
-    description: "process/start: the program is not executable, or is a directory (EACCES).",
+    description:
+      "process/start: the program is not executable, or is a directory (EACCES), or the sandbox hides the working directory.",
   },
   spawnFailed: {
     codes: [ErrorCode.InternalError],

@@ -21,6 +21,8 @@ import type { SandboxLayer } from "./layer.ts";
 import { filterModeFor } from "./unix_sockets.ts";
 import {
   acquireSyntheticMountPoints,
+  mountAt,
+  pathIsUnder,
   releaseSyntheticMountPoints,
   type SandboxPlan,
 } from "./policy.ts";
@@ -80,8 +82,9 @@ export interface SandboxLaunch {
  * @param argv The requested command.
  * @param options Working directory, environment, `arg0`.
  * @throws {RpcError} `-32603` (`data.kind: "sandboxUnavailable"`) when no
- * layer can enforce the plan here, naming what each misses; `-32602` for an
- * `arg0` this bubblewrap cannot set.
+ * layer can enforce the plan here, naming what each misses; `-32603`
+ * (`spawnPermissionDenied`) when the sandbox hides the working directory;
+ * `-32602` for an `arg0` this bubblewrap cannot set.
  */
 export function launchSandboxed(
   plan: SandboxPlan,
@@ -96,8 +99,35 @@ export function launchSandboxed(
       `cannot start a sandboxed process: ${availability.reason}`,
     );
   }
+  if (hidesDirectory(plan, options.cwd)) {
+    throw kindError(
+      "spawnPermissionDenied",
+      `the working directory ${options.cwd} is hidden by the sandbox` +
+        (plan.privateTmp ? " (its processes get a private /tmp)" : ""),
+    );
+  }
   if (availability.layer === "landlock") return launchLandlock(plan, argv, options, availability);
   return launchBubblewrap(plan, argv, options, availability);
+}
+
+/**
+ * Whether the plan hides the directory `cwd` from its process, which then cannot start there: it
+ * lies in the host's `/tmp` under a private one (and no mount shows it), or in a denied directory
+ * that is not kept traversable. A `cwd` that cannot be resolved is left to the spawn to report.
+ */
+function hidesDirectory(plan: SandboxPlan, cwd: string): boolean {
+  if (plan.isolation !== "filesystem") return false;
+  let path: string;
+  try {
+    path = Deno.realPathSync(cwd);
+  } catch {
+    return false;
+  }
+  const mount = mountAt(plan, path);
+  if (plan.privateTmp && pathIsUnder(path, "/tmp")) {
+    if (mount === undefined || !pathIsUnder(mount.path, "/tmp")) return true;
+  }
+  return mount?.access === "deny" && mount.traversable !== true;
 }
 
 /** Holds what every layer holds while a sandbox runs: cover locks, mount points, the peer count. */
