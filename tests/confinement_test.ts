@@ -610,6 +610,41 @@ for (const t of TEST_LAYERS) {
 
   Deno.test({
     name:
+      `a client's own sandbox refuses a process/start in a directory it denies with spawnPermissionDenied (the reference runs it in /)${t.skip} [${t.layer}]`,
+    ignore: !t.availability.ok,
+    async fn() {
+      using layout = makeLayout();
+      Deno.mkdirSync(`${layout.s}/sub`);
+      await using server = await startOn();
+      const sandbox = managed("restricted", [
+        { path: ROOT, access: "read" },
+        { path: { type: "path", path: uriFromPath(layout.s) }, access: "none" },
+      ]);
+      const response = await call(server.stdio, "process/start", {
+        processId: `denied-cwd-${++processCounter}`,
+        argv: ["/bin/pwd"],
+        cwd: uriFromPath(`${layout.s}/sub`),
+        env: { PATH: "/usr/bin:/bin" },
+        tty: false,
+        sandbox,
+      });
+      const error = response.error as { code: number; data?: Json } | undefined;
+      assert.equal(error?.code, -32603, JSON.stringify(response));
+      assert.equal(error?.data?.kind, "spawnPermissionDenied", JSON.stringify(response));
+      // A directory it reads is still a working directory.
+      const output = await runShell(
+        server.stdio,
+        `read-cwd-${++processCounter}`,
+        "pwd",
+        layout.o,
+        sandbox,
+      );
+      assert.equal(output.trim(), layout.o);
+    },
+  });
+
+  Deno.test({
+    name:
       `--network-access gives confined processes the network, still without writes outside the writable root${t.skip} [${t.layer}]`,
     ignore: !t.availability.ok,
     async fn() {
