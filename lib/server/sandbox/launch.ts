@@ -99,11 +99,11 @@ export function launchSandboxed(
       `cannot start a sandboxed process: ${availability.reason}`,
     );
   }
-  if (hidesDirectory(plan, options.cwd)) {
+  const hidden = whyHidden(plan, options.cwd);
+  if (hidden !== undefined) {
     throw kindError(
       "spawnPermissionDenied",
-      `the working directory ${options.cwd} is hidden by the sandbox` +
-        (plan.privateTmp ? " (its processes get a private /tmp)" : ""),
+      `the working directory ${options.cwd} is hidden by the sandbox (${hidden})`,
     );
   }
   if (availability.layer === "landlock") return launchLandlock(plan, argv, options, availability);
@@ -111,23 +111,26 @@ export function launchSandboxed(
 }
 
 /**
- * Whether the plan hides the directory `cwd` from its process, which then cannot start there: it
- * lies in the host's `/tmp` under a private one (and no mount shows it), or in a denied directory
- * that is not kept traversable. A `cwd` that cannot be resolved is left to the spawn to report.
+ * Why the plan hides the directory `cwd` from its process, which then cannot start there, or
+ * `undefined` when it does not: it lies in the host's `/tmp` under a private one (and no mount
+ * shows it), or in a denied directory that is not kept traversable. A `cwd` that cannot be resolved
+ * is left to the spawn to report.
  */
-function hidesDirectory(plan: SandboxPlan, cwd: string): boolean {
-  if (plan.isolation !== "filesystem") return false;
+function whyHidden(plan: SandboxPlan, cwd: string): string | undefined {
+  if (plan.isolation !== "filesystem") return undefined;
   let path: string;
   try {
     path = Deno.realPathSync(cwd);
   } catch {
-    return false;
+    return undefined;
   }
   const mount = mountAt(plan, path);
   if (plan.privateTmp && pathIsUnder(path, "/tmp")) {
-    if (mount === undefined || !pathIsUnder(mount.path, "/tmp")) return true;
+    if (mount === undefined || !pathIsUnder(mount.path, "/tmp")) {
+      return "its processes get a private /tmp";
+    }
   }
-  return mount?.access === "deny" && mount.traversable !== true;
+  return mount?.access === "deny" && mount.traversable !== true ? "a denied path" : undefined;
 }
 
 /** Holds what every layer holds while a sandbox runs: cover locks, mount points, the peer count. */
