@@ -177,17 +177,19 @@ async function runOnce(
   return { values: {}, serverCpuMs: NaN, ...measured, error };
 }
 
-function meets(ratio: number, target: { op: "<=" | ">="; ratio: number }): boolean {
+/** Whether a ratio meets a target. */
+export function meets(ratio: number, target: { op: "<=" | ">="; ratio: number }): boolean {
   return target.op === "<=" ? ratio <= target.ratio : ratio >= target.ratio;
 }
 
 /**
- * The ratio of each repetition (us and the reference paired in run order), worst first for the
- * target's direction: a target is met only when every repetition meets it.
+ * The worst of the repetitions' ratios (us and the other server paired in run order) for the
+ * target's direction: a target is met only when every repetition meets it. NaN when a
+ * repetition has no value.
  */
-function worstRepetitionRatio(
-  ours: RunRecord[],
-  theirs: RunRecord[],
+export function worstRepetitionRatio(
+  ours: readonly Pick<RunRecord, "values">[],
+  theirs: readonly Pick<RunRecord, "values">[],
   key: string,
   target: { op: "<=" | ">="; ratio: number },
 ): number {

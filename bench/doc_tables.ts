@@ -48,14 +48,34 @@ export interface ServerRecord {
   /** Per metric, the measures' summaries and the repetitions. */
   metrics: Record<string, {
     measures: Record<string, SummaryRecord>;
-    runs: { values: Record<string, number | null>; host?: HostRecord }[];
+    runs: { host?: HostRecord }[];
   }>;
+}
+
+/** One row of a comparison the bench made: its judgement of one measure's target. */
+export interface ComparisonRecord {
+  /** The metric's name. */
+  metric: string;
+  /** The measure's key (`serverCpuMs` for the metric's CPU total, which the tables leave out). */
+  measure: string;
+  /** Ours over the other server's medians; null when either is missing. */
+  ratio: number | null;
+  /** The worst repetition's ratio for the target's direction; null without a target. */
+  worstRepetitionRatio: number | null;
+  /** The target, if the measure has one for this comparison. */
+  target: Target | null;
+  /** Whether every repetition met it; null without a target or a judgeable repetition. */
+  met: boolean | null;
 }
 
 /** The part of a `deno task bench` results file the tables are made of. */
 export interface Results {
   /** The servers, `us` first. */
   servers: ServerRecord[];
+  /** The bench's comparison with the reference (with the floor when there is no reference). */
+  comparison: ComparisonRecord[] | null;
+  /** The bench's comparison with the floor, when the run had both. */
+  floorComparison?: ComparisonRecord[];
 }
 
 /**
@@ -85,71 +105,34 @@ function spread(s: SummaryRecord | undefined): string {
   return `${cell(s?.median)} (${cell(s?.min)}–${cell(s?.max)})`;
 }
 
-function meets(ratio: number, target: Target): boolean {
-  return target.op === "<=" ? ratio <= target.ratio : ratio >= target.ratio;
-}
+/** The measures of every metric, by metric name and key. */
+const MEASURES = new Map<string, MeasureDef>(
+  [...METRICS, ...LOAD_METRICS].flatMap((metric) =>
+    metric.measures.map((measure) => [`${metric.name}/${measure.key}`, measure] as const)
+  ),
+);
 
-/** The worst repetition's ratio for the target's direction; NaN when a repetition is missing. */
-function worst(
-  ours: ServerRecord,
-  theirs: ServerRecord,
-  metric: string,
-  key: string,
-  target: Target,
-): number {
-  const a = ours.metrics[metric]?.runs ?? [];
-  const b = theirs.metrics[metric]?.runs ?? [];
-  const ratios = a.slice(0, b.length).map((run, i) =>
-    (run.values[key] ?? NaN) / (b[i]!.values[key] ?? NaN) // null (not a number) becomes NaN
-  );
-  if (ratios.length === 0 || !ratios.every(Number.isFinite)) return NaN;
-  return target.op === "<=" ? Math.max(...ratios) : Math.min(...ratios);
-}
-
-/** One row of a comparison: the cells and whether its target was met (undefined: none). */
-interface Row {
-  cells: string[];
-  met?: boolean;
-}
-
-function compare(
-  results: Results,
-  against: string,
-  targetOf: (measure: MeasureDef) => Target | undefined,
-  extra: string[],
-): Row[] {
-  const server = (label: string) => results.servers.find((s) => s.label === label);
-  const us = server("us")!;
-  const other = server(against)!;
-  const rows: Row[] = [];
-  for (const metric of [...METRICS, ...LOAD_METRICS]) {
-    if (us.metrics[metric.name] === undefined) continue;
-    for (const measure of metric.measures) {
-      const summary = (s: ServerRecord | undefined) =>
-        s?.metrics[metric.name]?.measures[measure.key];
-      const a = summary(us);
-      const b = summary(other);
-      const ratio = (a?.median ?? NaN) / (b?.median ?? NaN);
-      const target = targetOf(measure);
-      const bad = target === undefined ? NaN : worst(us, other, metric.name, measure.key, target);
-      const met = target === undefined || !Number.isFinite(bad) ? undefined : meets(bad, target);
-      rows.push({
-        met,
-        cells: [
-          metric.name,
-          measure.label,
-          measure.unit,
-          spread(a),
-          ...extra.map((label) => spread(summary(server(label)))),
-          Number.isFinite(ratio) ? ratio.toFixed(2) : "—",
-          Number.isFinite(bad) ? bad.toFixed(2) : "",
-          target === undefined ? "" : `${target.op} ${target.ratio}`,
-          met === undefined ? "" : met ? "yes" : "**no**",
-        ],
-      });
-    }
-  }
-  return rows;
+/** One table row per measure the bench compared: ours, `extra` servers' cells, its judgement. */
+function rows(results: Results, comparison: ComparisonRecord[], extra: string[]): string[][] {
+  const spreadOf = (label: string, row: ComparisonRecord) =>
+    spread(
+      results.servers.find((s) => s.label === label)?.metrics[row.metric]?.measures[row.measure],
+    );
+  const fixed = (x: number | null) => x === null ? "" : x.toFixed(2);
+  return comparison.flatMap((row) => {
+    const measure = MEASURES.get(`${row.metric}/${row.measure}`);
+    if (measure === undefined) return []; // the metric's server CPU total
+    return [[
+      row.metric,
+      measure.label,
+      measure.unit,
+      ...["us", ...extra].map((label) => spreadOf(label, row)),
+      fixed(row.ratio) || "—",
+      fixed(row.worstRepetitionRatio),
+      row.target === null ? "" : `${row.target.op} ${row.target.ratio}`,
+      row.met === null ? "" : row.met ? "yes" : "**no**",
+    ]];
+  });
 }
 
 function hostRows(results: Results): string[][] {
@@ -180,12 +163,14 @@ function hostRows(results: Results): string[][] {
  * @throws {Error} when the run had no reference server
  */
 export function docTables(results: Results): string {
-  if (!results.servers.some((s) => s.label === "reference")) {
+  const main = results.comparison ?? null;
+  if (main === null || !results.servers.some((s) => s.label === "reference")) {
     throw new Error("the results have no reference server: run the bench with --reference");
   }
   const out: string[] = [];
-  const main = compare(results, "reference", (m) => m.target, ["reference"]);
-  const targets = main.filter((row) => row.met !== undefined);
+  const targets = main.filter((row) =>
+    row.met !== null && MEASURES.has(`${row.metric}/${row.measure}`)
+  );
   const met = targets.filter((row) => row.met);
   out.push(`${met.length} of the ${targets.length} targets met in every repetition.\n`);
   out.push(markdownTable(
@@ -200,10 +185,9 @@ export function docTables(results: Results): string {
       "target",
       "met",
     ],
-    main.map((row) => row.cells),
+    rows(results, main, ["reference"]),
   ));
-  if (results.servers.some((s) => s.label === "floor")) {
-    const floor = compare(results, "floor", (m) => m.floorTarget, ["floor", "reference"]);
+  if (results.floorComparison !== undefined) {
     out.push(
       "\n" + markdownTable(
         [
@@ -218,7 +202,7 @@ export function docTables(results: Results): string {
           "target",
           "met",
         ],
-        floor.map((row) => row.cells),
+        rows(results, results.floorComparison, ["floor", "reference"]),
       ),
     );
   }
