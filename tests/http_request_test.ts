@@ -89,8 +89,13 @@ async function readRequest(conn: Deno.Conn): Promise<string | null> {
     const text = decoder.decode(data);
     const end = text.indexOf("\r\n\r\n");
     if (end >= 0) {
-      const length = Number(/\r\ncontent-length: (\d+)/i.exec(text)?.[1] ?? 0);
-      if (data.length >= end + 4 + length) return text;
+      // A chunked body ends with its last chunk (`0`) and the empty line after the trailers.
+      if (/\r\ntransfer-encoding: [^\r]*chunked\r\n/i.test(text.slice(0, end + 2))) {
+        if (text.endsWith("\r\n0\r\n\r\n")) return text;
+      } else {
+        const length = Number(/\r\ncontent-length: (\d+)/i.exec(text)?.[1] ?? 0);
+        if (data.length >= end + 4 + length) return text;
+      }
     }
     const n = await conn.read(buffer);
     if (n === null) return data.length === 0 ? null : decoder.decode(data);
@@ -315,6 +320,117 @@ Deno.test("http/request lets client headers override the defaults and turns user
     "GET /b HTTP/1.1\r\nauthorization: Basic dXNlcjpwQHNz\r\naccept: */*\r\n" +
     `accept-encoding: zstd,gzip\r\nhost: 127.0.0.1:${port}\r\n\r\n`,
   ]);
+});
+
+Deno.test("http/request sends a body chunked, without content-length, when the client sets transfer-encoding, as the reference does", async () => {
+  await using server = rawServer(async (conn) => {
+    await write(conn, "HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n");
+  });
+  const { request } = recordingTable();
+  const te = (value: string) => ({ name: "Transfer-Encoding", value });
+  const x = { name: "X-A", value: "1" };
+  const y = { name: "Y", value: "2" };
+  const body = encoder.encode("hi");
+  const post = (requestId: string, headers: { name: string; value: string }[]) =>
+    request({
+      method: "POST",
+      url: `${server.origin}/`,
+      requestId,
+      headers,
+      bodyBase64: body,
+      timeoutMs: 10_000, // the server waits for a chunked body's end: a failure, not a hang
+    });
+  await post("c1", [x, te("chunked")]);
+  // The reference's header map removes content-length by moving its last entry (host) there.
+  await post("c2", [x, { name: "Content-Length", value: "2" }, y, te("chunked")]);
+  // A coding list that does not end in chunked gets it appended to its last line.
+  await post("c3", [te("gzip")]);
+  await post("c4", [te("chunked"), te("gzip")]);
+  await post("c5", [te("x"), { name: "X-Big", value: "1" }]);
+  const host = `host: ${server.origin.slice("http://".length)}`;
+  const defaults = "accept: */*\r\naccept-encoding: zstd,gzip";
+  const chunked = "\r\n\r\n2\r\nhi\r\n0\r\n\r\n";
+  assertEquals(server.requests, [
+    `POST / HTTP/1.1\r\nx-a: 1\r\ntransfer-encoding: chunked\r\n${defaults}\r\n${host}${chunked}`,
+    `POST / HTTP/1.1\r\nx-a: 1\r\n${host}\r\ny: 2\r\ntransfer-encoding: chunked\r\n${defaults}${chunked}`,
+    `POST / HTTP/1.1\r\ntransfer-encoding: gzip, chunked\r\n${defaults}\r\n${host}${chunked}`,
+    `POST / HTTP/1.1\r\ntransfer-encoding: chunked\r\ntransfer-encoding: gzip, chunked\r\n` +
+    `${defaults}\r\n${host}${chunked}`,
+    `POST / HTTP/1.1\r\ntransfer-encoding: x, chunked\r\nx-big: 1\r\n${defaults}\r\n${host}${chunked}`,
+  ]);
+});
+
+Deno.test("http/request sends a body's own length in place of a client's content-length", async () => {
+  await using server = rawServer(async (conn) => {
+    await write(conn, "HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n");
+  });
+  const { request } = recordingTable();
+  // The reference sends `content-length: 1` and only `h` (docs/protocol.md, section 14).
+  await request({
+    method: "POST",
+    url: `${server.origin}/`,
+    requestId: "",
+    headers: [{ name: "Content-Length", value: "1" }, { name: "X-A", value: "1" }],
+    bodyBase64: encoder.encode("hi"),
+  });
+  const host = `host: ${server.origin.slice("http://".length)}`;
+  assertEquals(server.requests, [
+    `POST / HTTP/1.1\r\ncontent-length: 2\r\nx-a: 1\r\naccept: */*\r\n` +
+    `accept-encoding: zstd,gzip\r\n${host}\r\n\r\nhi`,
+  ]);
+});
+
+Deno.test("http/request drops the client's transfer-encoding from a request without a body, as the reference does", async () => {
+  await using server = rawServer(async (conn) => {
+    await write(conn, "HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n");
+  });
+  const { request } = recordingTable();
+  const headers = [
+    { name: "X-A", value: "1" },
+    { name: "Transfer-Encoding", value: "chunked" },
+    { name: "Y", value: "2" },
+  ];
+  const timeoutMs = 10_000; // the server waits for a chunked body's end: a failure, not a hang
+  await request({ method: "GET", url: `${server.origin}/`, requestId: "", headers, timeoutMs });
+  const bodyBase64 = new Uint8Array(0);
+  await request({
+    method: "POST",
+    url: `${server.origin}/`,
+    requestId: "",
+    headers,
+    bodyBase64,
+    timeoutMs,
+  });
+  const host = `host: ${server.origin.slice("http://".length)}`;
+  const rest = `x-a: 1\r\n${host}\r\ny: 2\r\naccept: */*\r\naccept-encoding: zstd,gzip\r\n\r\n`;
+  assertEquals(server.requests, [`GET / HTTP/1.1\r\n${rest}`, `POST / HTTP/1.1\r\n${rest}`]);
+});
+
+Deno.test("http/request with a client's transfer-encoding keeps a kept-alive connection in step", async () => {
+  // Before, the body went out raw beside `transfer-encoding: chunked`, and a request without a
+  // body announced a chunked one: an HTTP server read the next request as that body.
+  let accepted = 0;
+  await using server = serve(async (req) => new Response(`${req.method} ${await req.text()}`));
+  const { request } = recordingTable();
+  const url = `${server.origin}/`;
+  const headers = [{ name: "Transfer-Encoding", value: "chunked" }];
+  const answers = [];
+  for (const bodyBase64 of [encoder.encode("one"), undefined, encoder.encode("three")]) {
+    const result = await request({
+      method: "POST",
+      url,
+      requestId: "",
+      headers,
+      bodyBase64,
+      timeoutMs: 10_000,
+    });
+    answers.push(`${result.status} ${text(result.bodyBase64)}`);
+    accepted++;
+  }
+  assertEquals({ accepted, answers }, {
+    accepted: 3,
+    answers: ["200 POST one", "200 POST ", "200 POST three"],
+  });
 });
 
 Deno.test("http/request follows redirects by default and returns the 3xx with redirectPolicy stop", async () => {

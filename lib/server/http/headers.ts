@@ -69,7 +69,23 @@ export function isVisibleAscii(value: string): boolean {
 
 /**
  * The header lines of one hop: the request headers, then the defaults that are missing
- * (`proxy-authorization` after `accept`, as the reference client sends them to a proxy).
+ * (`proxy-authorization` after `accept`, as the reference client sends them to a proxy), then
+ * the body's framing, as the reference's client (hyper) sets it:
+ * - no body: a `transfer-encoding` is dropped (there is nothing to encode);
+ * - a body and a `transfer-encoding`: the body is sent chunked, so `chunked` is appended to the
+ *   last line unless its last coding is `chunked`, and a `content-length` is dropped;
+ * - a body without: `content-length` is the body's length, in place of the client's value.
+ *
+ * A dropped name's place is taken by the last line's name, as in the reference's header map
+ * (`x, transfer-encoding, y` without a body goes out as `x, host, y, accept, …`).
+ *
+ * @example A body with `transfer-encoding: gzip`
+ * ```ts
+ * import { hopHeaders } from "./headers.ts";
+ * const headers = [{ name: "transfer-encoding", values: ["gzip"] }];
+ * const lines = hopHeaders(headers, new URL("http://example.test/"), new Uint8Array(2));
+ * console.log(lines[0]); // ["transfer-encoding", "gzip, chunked"]
+ * ```
  */
 export function hopHeaders(
   headers: HeaderMap,
@@ -77,31 +93,54 @@ export function hopHeaders(
   body: Uint8Array | null,
   proxyAuthorization: string | null = null,
 ): [string, string][] {
-  const lines: [string, string][] = [];
-  let accept = false;
-  let authorization = false;
-  let encoding = false;
-  let host = false;
-  let length = false;
-  for (let i = 0; i < headers.length; i++) {
-    const { name, values } = headers[i]!;
-    if (name === "content-length" && body !== null) {
-      lines.push([name, String(body.length)]);
-      length = true;
-      continue;
+  // Indexed loops and no closures: this runs for every request (see `isValidHeaderValue`).
+  const map = headers.slice();
+  if (indexOf(map, "accept") < 0) map.push({ name: "accept", values: ["*/*"] });
+  if (proxyAuthorization !== null && indexOf(map, "proxy-authorization") < 0) {
+    map.push({ name: "proxy-authorization", values: [proxyAuthorization] });
+  }
+  if (indexOf(map, "accept-encoding") < 0) {
+    map.push({ name: "accept-encoding", values: ["zstd,gzip"] });
+  }
+  if (indexOf(map, "host") < 0) map.push({ name: "host", values: [url.host] });
+  const coding = indexOf(map, "transfer-encoding");
+  const length = indexOf(map, "content-length");
+  if (body === null) {
+    if (coding >= 0) swapRemove(map, coding);
+  } else if (coding >= 0) {
+    const values = map[coding]!.values;
+    if (!endsChunked(values[values.length - 1]!)) {
+      map[coding] = {
+        name: "transfer-encoding",
+        values: [...values.slice(0, -1), `${values[values.length - 1]}, chunked`],
+      };
     }
+    if (length >= 0) swapRemove(map, length);
+  } else if (length >= 0) {
+    map[length] = { name: "content-length", values: [String(body.length)] };
+  } else {
+    map.push({ name: "content-length", values: [String(body.length)] });
+  }
+  const lines: [string, string][] = [];
+  for (let i = 0; i < map.length; i++) {
+    const { name, values } = map[i]!;
     for (let j = 0; j < values.length; j++) lines.push([name, values[j]!]);
-    if (name === "accept") accept = true;
-    else if (name === "proxy-authorization") authorization = true;
-    else if (name === "accept-encoding") encoding = true;
-    else if (name === "host") host = true;
   }
-  if (!accept) lines.push(["accept", "*/*"]);
-  if (proxyAuthorization !== null && !authorization) {
-    lines.push(["proxy-authorization", proxyAuthorization]);
-  }
-  if (!encoding) lines.push(["accept-encoding", "zstd,gzip"]);
-  if (!host) lines.push(["host", url.host]);
-  if (body !== null && !length) lines.push(["content-length", String(body.length)]);
   return lines;
+}
+
+function indexOf(map: HeaderMap, name: string): number {
+  for (let i = 0; i < map.length; i++) if (map[i]!.name === name) return i;
+  return -1;
+}
+
+/** Whether the last coding of a `transfer-encoding` line is `chunked` (in any case). */
+function endsChunked(line: string): boolean {
+  return line.slice(line.lastIndexOf(",") + 1).trim().toLowerCase() === "chunked";
+}
+
+/** Removes an entry; the last one takes its place (the reference's header map does so). */
+function swapRemove(map: HeaderMap, index: number): void {
+  const last = map.pop()!;
+  if (index < map.length) map[index] = last;
 }

@@ -61,7 +61,8 @@ export class HttpWireError extends Error {
  * Serializes a request: `<method> <target> HTTP/1.1`, then one `name: value`
  * line per header, then the empty line and the body, in one array (one
  * write: a body written after the head would wait for the head's ACK).
- * Header values are sent as UTF-8.
+ * Header values are sent as UTF-8. With a `transfer-encoding` line the body
+ * goes out as one chunk and the last chunk (`hopHeaders` makes `chunked` its last coding).
  *
  * @param method The method, sent literally.
  * @param target The request target (origin form, or authority form for `CONNECT`).
@@ -75,8 +76,17 @@ export function encodeRequest(
   body: Uint8Array | null = null,
 ): Uint8Array {
   let text = `${method} ${target} HTTP/1.1\r\n`;
-  for (let i = 0; i < headers.length; i++) text += `${headers[i]![0]}: ${headers[i]![1]}\r\n`;
+  let chunked = false;
+  for (let i = 0; i < headers.length; i++) {
+    text += `${headers[i]![0]}: ${headers[i]![1]}\r\n`;
+    if (headers[i]![0] === "transfer-encoding") chunked = true;
+  }
   text += "\r\n";
+  if (body !== null && chunked) {
+    // The reference's client writes the size in upper-case hex.
+    text += `${body.length.toString(16).toUpperCase()}\r\n`;
+    body = concatBytes([body, LAST_CHUNK]);
+  }
   const bodyLength = body === null ? 0 : body.length;
   // A head is ASCII but for the rare non-ASCII header value, whose UTF-8 takes more room.
   const message = new Uint8Array(text.length + bodyLength);
@@ -89,6 +99,8 @@ export function encodeRequest(
 }
 
 const encoder = new TextEncoder();
+/** The end of the one chunk `encodeRequest` sends, then the last chunk and no trailers. */
+const LAST_CHUNK = encoder.encode("\r\n0\r\n\r\n");
 /** No bytes (shared: a zero-length array cannot be written to). */
 const EMPTY = new Uint8Array(0);
 
