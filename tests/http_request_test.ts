@@ -524,6 +524,82 @@ Deno.test("http/request reads a response head of exactly 256 KiB and refuses one
   );
 });
 
+Deno.test("http/request reads a response of exactly 100 header fields and refuses 101, as the reference does", async () => {
+  await using server = rawServer(async (conn, request) => {
+    const fields = Number(/GET \/(\d+)/.exec(request)![1]);
+    await write(
+      conn,
+      `HTTP/1.1 200 OK\r\n${"x-a: 1\r\n".repeat(fields - 1)}content-length: 2\r\n\r\nok`,
+    );
+  });
+  const { request } = recordingTable();
+  const atLimit = await request({ method: "GET", url: `${server.origin}/100`, requestId: "" });
+  assertEquals([atLimit.headers.length, text(atLimit.bodyBase64)], [100, "ok"]);
+  const over = `${server.origin}/101`;
+  await assertRpcError(
+    request({ method: "GET", url: over, requestId: "" }),
+    ErrorCode.InternalError,
+    `http/request failed: error sending request for url (${over})`,
+  );
+});
+
+Deno.test("http/request refuses a response header value with a control character other than tab, as the reference does", async () => {
+  await using server = rawServer(async (conn, request) => {
+    const code = Number(/GET \/(\d+)/.exec(request)![1]);
+    await write(
+      conn,
+      `HTTP/1.1 200 OK\r\nx-a: a${String.fromCharCode(code)}b\r\ncontent-length: 0\r\n\r\n`,
+    );
+  });
+  const { request } = recordingTable();
+  const tab = await request({ method: "GET", url: `${server.origin}/9`, requestId: "" });
+  assertEquals(tab.headers[0], { name: "x-a", value: "a\tb" });
+  for (const code of [0, 1, 8, 0x0b, 0x0d, 0x1f, 0x7f]) {
+    const url = `${server.origin}/${code}`;
+    await assertRpcError(
+      request({ method: "GET", url, requestId: "" }),
+      ErrorCode.InternalError,
+      `http/request failed: error sending request for url (${url})`,
+    );
+  }
+});
+
+/** A chunked response `ok` whose trailer section is `fields` lines and the empty line, `bytes` long. */
+function trailerSection(fields: number, bytes: number): string {
+  const lines = Array.from({ length: fields }, () => "t: \r\n");
+  lines[0] = `t: ${"v".repeat(bytes - 2 - 5 * fields)}\r\n`;
+  const section = lines.join("") + "\r\n";
+  assertEquals(section.length, bytes);
+  return `HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n${section}`;
+}
+
+Deno.test("http/request reads a trailer section of 16 383 bytes or 100 fields and refuses more, as the reference does", async () => {
+  await using server = rawServer(async (conn, request) => {
+    const [fields, bytes] = /GET \/(\d+)\/(\d+)/.exec(request)!.slice(1).map(Number);
+    await write(conn, trailerSection(fields!, bytes!));
+  });
+  const { request, finalDelta } = recordingTable();
+  for (const [fields, bytes] of [[1, 16_383], [100, 16_383], [100, 600]]) {
+    const result = await request({
+      method: "GET",
+      url: `${server.origin}/${fields}/${bytes}`,
+      requestId: "",
+    });
+    assertEquals(text(result.bodyBase64), "ok");
+  }
+  for (const [fields, bytes] of [[1, 16_384], [100, 16_384], [101, 600]]) {
+    const url = `${server.origin}/${fields}/${bytes}`;
+    await assertRpcError(
+      request({ method: "GET", url, requestId: "" }),
+      ErrorCode.InternalError,
+      "failed to read http/request response body: error decoding response body",
+    );
+    const requestId = `${fields}/${bytes}`;
+    await request({ method: "GET", url, requestId, streamResponse: true });
+    assertEquals((await finalDelta(requestId)).error, "error decoding response body");
+  }
+});
+
 Deno.test("http/request turns POST into GET on 302 and keeps method and body on 307", async () => {
   await using server = serve(async (req) => {
     const path = new URL(req.url).pathname;

@@ -25,7 +25,11 @@ import {
 import { MAX_BUFFERED_BODY_BYTES } from "../lib/server/http/decoding.ts";
 import { POOL_MAX_IDLE, POOL_MAX_IDLE_PER_ORIGIN } from "../lib/server/http/pool.ts";
 import { MAX_REDIRECTS } from "../lib/server/http/redirects.ts";
-import { MAX_RESPONSE_HEAD_BYTES } from "../lib/server/http/wire.ts";
+import {
+  MAX_RESPONSE_FIELDS,
+  MAX_RESPONSE_HEAD_BYTES,
+  MAX_TRAILER_BYTES,
+} from "../lib/server/http/wire.ts";
 import { MAX_HEAD_BYTES } from "../lib/server/listen/http_head.ts";
 import { HANDSHAKE_TIMEOUT_MS, MAX_PENDING_CONNECTIONS } from "../lib/server/listen/listen.ts";
 import { REMEMBERED_WRITE_IDS } from "../lib/server/process/managed_process.ts";
@@ -67,6 +71,8 @@ const EXPECTED: [string, string][] = [
   ["READ_CHUNK_BYTES", `${READ_CHUNK_BYTES / 1024} KiB`],
   ["MAX_BUFFERED_BODY_BYTES", bytes(MAX_BUFFERED_BODY_BYTES)],
   ["MAX_RESPONSE_HEAD_BYTES", bytes(MAX_RESPONSE_HEAD_BYTES)],
+  ["MAX_RESPONSE_FIELDS", `${MAX_RESPONSE_FIELDS} in the head, ${MAX_RESPONSE_FIELDS} in`],
+  ["MAX_TRAILER_BYTES", `${count(MAX_TRAILER_BYTES)} bytes`],
   ["MAX_REDIRECTS", `${MAX_REDIRECTS}, else`],
   ["POOL_MAX_IDLE_PER_ORIGIN", `${POOL_MAX_IDLE_PER_ORIGIN} per origin`],
   ["POOL_MAX_IDLE`", `${POOL_MAX_IDLE} in all`],

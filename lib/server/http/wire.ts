@@ -24,7 +24,14 @@ const READ_SIZE = 64 * 1024;
 
 /** Largest response head accepted, in bytes: status line, headers and the empty line, each with its CR LF. */
 export const MAX_RESPONSE_HEAD_BYTES = 256 * 1024;
-/** Largest chunk-size or trailer line accepted in a chunked body, in bytes. */
+/** Most header fields in a response head, and in a chunked body's trailer section (the reference's client's limit). */
+export const MAX_RESPONSE_FIELDS = 100;
+/**
+ * Largest trailer section of a chunked body, in bytes: its lines with their CR LF and the empty
+ * line that ends it (the reference's client refuses 16 KiB).
+ */
+export const MAX_TRAILER_BYTES = 16 * 1024 - 1;
+/** Largest chunk-size line accepted in a chunked body, in bytes. */
 const MAX_LINE_BYTES = 64 * 1024;
 
 /** The response head as read from the wire. */
@@ -365,16 +372,28 @@ export class ResponseReader {
     }
   }
 
+  /**
+   * Reads the trailer section to its empty line, within {@linkcode MAX_TRAILER_BYTES} (every
+   * line counted with CR LF) and {@linkcode MAX_RESPONSE_FIELDS} fields; the fields are dropped.
+   */
+  async #skipTrailers(): Promise<void> {
+    let bytes = 0;
+    for (let fields = 0;; fields++) {
+      const line = await this.#readLine(MAX_TRAILER_BYTES - bytes);
+      bytes += line.length + 2;
+      if (bytes > MAX_TRAILER_BYTES) throw new HttpWireError("trailer section too large");
+      if (line === "") return;
+      if (fields === MAX_RESPONSE_FIELDS) throw new HttpWireError("too many trailer fields");
+    }
+  }
+
   async *#chunked(): AsyncGenerator<Uint8Array, void, undefined> {
     while (true) {
       const sizeLine = await this.#readLine(MAX_LINE_BYTES);
       const size = /^([0-9A-Fa-f]{1,15})[ \t]*(?:;.*)?$/.exec(sizeLine)?.[1];
       if (size === undefined) throw new HttpWireError("invalid chunk size line");
       const length = parseInt(size, 16);
-      if (length === 0) {
-        while ((await this.#readLine(MAX_LINE_BYTES)) !== "");
-        return;
-      }
+      if (length === 0) return await this.#skipTrailers();
       yield* this.#exactly(length);
       if ((await this.#readLine(MAX_LINE_BYTES)) !== "") {
         throw new HttpWireError("invalid chunk terminator");
@@ -496,12 +515,18 @@ function parseHead(text: string): ResponseHead {
   if (status < 100) throw new HttpWireError("invalid status code");
   const headers: [string, string][] = [];
   // The text ends with the last header line's LF, so the last element is empty.
+  if (lines.length - 2 > MAX_RESPONSE_FIELDS) throw new HttpWireError("too many headers");
   for (let i = 1; i < lines.length - 1; i++) {
     const line = withoutCr(lines[i]!);
     const colon = line.indexOf(":");
     const name = colon > 0 ? line.slice(0, colon) : "";
     if (!isToken(name)) throw new HttpWireError("invalid header line");
-    headers.push([name.toLowerCase(), withoutOuterWhitespace(line, colon + 1)]);
+    const value = withoutOuterWhitespace(line, colon + 1);
+    // Control characters but tab end the head, as in the reference's parser; other bytes
+    // (obs-text) are kept here and dropped from the result when not ASCII.
+    // deno-lint-ignore no-control-regex
+    if (/[\x00-\x08\x0a-\x1f\x7f]/.test(value)) throw new HttpWireError("invalid header value");
+    headers.push([name.toLowerCase(), value]);
   }
   return { status, minor, headers };
 }
