@@ -857,6 +857,52 @@ Deno.test("MissingWatchTable fires watches that share a directory independently"
   await table.closeAll();
 });
 
+Deno.test("MissingWatchTable watches at most 64 distinct paths at once, as the reference does", async () => {
+  await using fx = await fixture();
+  const table = new MissingWatchTable();
+  const never = () => {
+    throw new Error("must not fire");
+  };
+  const paths = (n: number) => Array.from({ length: n }, (_, i) => fx.at(`m${i}`));
+  assertEquals(await watchMissing(table, { watchId: 1, missing: paths(64) }, never), {
+    watching: true,
+  });
+  assertEquals(await watchMissing(table, { watchId: 2, missing: paths(65) }, never), {
+    watching: false,
+  });
+  const repeated = Array.from({ length: 200 }, () => fx.at("same"));
+  assertEquals(await watchMissing(table, { watchId: 3, missing: repeated }, never), {
+    watching: true,
+  });
+  assertEquals(table.size, 2);
+  await table.closeAll();
+});
+
+Deno.test("MissingWatchTable holds at most 1024 watches per connection; a fired one frees its place", async () => {
+  await using fx = await fixture();
+  const table = new MissingWatchTable();
+  const fired = Promise.withResolvers<number>();
+  const notify = (id: number) => fired.resolve(id);
+  for (let id = 0; id < 1024; id++) {
+    const result = await watchMissing(table, { watchId: id, missing: [fx.at(`w${id}`)] }, notify);
+    assertEquals(result, { watching: true });
+  }
+  assertEquals(
+    await failure(watchMissing(table, { watchId: 1024, missing: [fx.at("x")] }, notify)),
+    {
+      code: -32600,
+      message: "at most 1024 missing-path watches may be registered per connection",
+    },
+  );
+  await Deno.writeTextFile(`${fx.dir}/w7`, "");
+  assertEquals(await fired.promise, 7);
+  assertEquals(table.size, 1023);
+  assertEquals(await watchMissing(table, { watchId: 1024, missing: [fx.at("x")] }, notify), {
+    watching: true,
+  });
+  await table.closeAll();
+});
+
 Deno.test("MissingWatchTable registers nothing for existing paths, empty lists and taken ids", async () => {
   await using fx = await fixture();
   const table = new MissingWatchTable();

@@ -16,6 +16,7 @@ import {
   OUTBOUND_HIGH_WATER_BYTES,
 } from "../lib/rpc/transport.ts";
 import { WALK_REPLY_CHARS } from "../lib/server/fs/walk.ts";
+import { MAX_WATCH_PATHS, MAX_WATCHES } from "../lib/server/fs/watch.ts";
 import { READ_CHUNK_BYTES, READ_FILE_LIMIT } from "../lib/server/fs/read_file.ts";
 import {
   MAX_PENDING_CHARS,
@@ -76,6 +77,8 @@ const EXPECTED: [string, string][] = [
   ["MAX_REDIRECTS", `${MAX_REDIRECTS}, else`],
   ["POOL_MAX_IDLE_PER_ORIGIN", `${POOL_MAX_IDLE_PER_ORIGIN} per origin`],
   ["POOL_MAX_IDLE`", `${POOL_MAX_IDLE} in all`],
+  ["MAX_WATCH_PATHS", `${MAX_WATCH_PATHS} distinct paths per watch`],
+  ["MAX_WATCHES", `${count(MAX_WATCHES)} watches`],
   ["WALK_REPLY_CHARS", `${WALK_REPLY_CHARS >> 20} Mi characters`],
   ["RETAINED_OUTPUT_BYTES", bytes(RETAINED_OUTPUT_BYTES)],
   ["BULK_PIPE_BYTES", bytes(BULK_PIPE_BYTES)],

@@ -779,7 +779,7 @@ export const METHODS = {
         unsigned("u64", { exact: true }),
         "Chosen by the client; echoed in fs/missingChanged.",
       ),
-      missing: described(array(PathUri), "Paths that do not exist yet."),
+      missing: described(array(PathUri), "Paths that do not exist yet (at most 64 distinct ones)."),
     }, { name: "FsWatchMissingParams" }),
     object({ watching: boolean() }, { name: "FsWatchMissingResponse" }),
   ),

@@ -4,6 +4,7 @@
  * @module
  */
 
+import { invalidRequest } from "../../protocol/errors.ts";
 import { dirname } from "../host/posix_path.ts";
 import { fsError, osErrorCode } from "../host/os_errors.ts";
 import type { ResultOf } from "../../protocol/methods.ts";
@@ -19,6 +20,15 @@ import { openForRead, readsScoped } from "./resolve.ts";
  * the whole server stopped answering (`attack_scope_race_test.ts`).
  */
 const SCOPED_POLL_MS = 50;
+
+/**
+ * Most distinct paths one watch takes; a longer list is answered `watching: false` and
+ * registers nothing, as the reference answers it.
+ */
+export const MAX_WATCH_PATHS = 64;
+
+/** Most watches registered at once on one connection; one more is refused with -32600. */
+export const MAX_WATCHES = 1024;
 
 interface Watch {
   watchers: Deno.FsWatcher[];
@@ -57,22 +67,29 @@ export class MissingWatchTable {
 
   /**
    * `fs/watchMissing`: registers a one-shot watch; `notify(watchId)` is called
-   * once when one of the paths (or a missing ancestor of it) appears.
+   * once when one of the paths (or a missing ancestor of it) appears. At most
+   * {@linkcode MAX_WATCH_PATHS} distinct paths (more: `watching: false`) and
+   * {@linkcode MAX_WATCHES} watches that have not fired.
    *
    * @param id Client-chosen id, echoed in `fs/missingChanged`.
    * @param paths Native absolute paths that do not exist yet, their read access already checked.
    * @param notify Sends `fs/missingChanged {watchId}` to the client.
+   * @throws {RpcError} -32600 past {@linkcode MAX_WATCHES}; the path's OS error.
    */
   async watchMissing(
     id: number,
     paths: readonly string[],
     notify: (watchId: number) => void,
   ): Promise<ResultOf<"fs/watchMissing">> {
-    if (paths.length === 0 || this.#watches.has(id)) return { watching: false };
+    const distinct = new Set(paths);
+    if (distinct.size === 0 || distinct.size > MAX_WATCH_PATHS || this.#watches.has(id)) {
+      return { watching: false };
+    }
+    this.#checkRoom();
     // ancestor directory → the paths of its children whose creation fires the watch
     const targets = new Map<string, Set<string>>();
     try {
-      for (const path of paths) {
+      for (const path of distinct) {
         if (await exists(path)) return { watching: false };
         const next = await nextMissing(path);
         if (next === undefined) return { watching: false };
@@ -84,6 +101,7 @@ export class MissingWatchTable {
       throw fsError(err);
     }
     if (this.#watches.has(id)) return { watching: false };
+    this.#checkRoom();
     const watch: Watch = { watchers: [], loops: [], done: false };
     this.#watches.set(id, watch);
     const fire = () => {
@@ -115,6 +133,14 @@ export class MissingWatchTable {
       throw fsError(err);
     }
     return { watching: true };
+  }
+
+  /** Refuses a watch past {@linkcode MAX_WATCHES} (checked again after the awaits of a registration). */
+  #checkRoom(): void {
+    if (this.#watches.size < MAX_WATCHES) return;
+    throw invalidRequest(
+      `at most ${MAX_WATCHES} missing-path watches may be registered per connection`,
+    );
   }
 
   /** Stops every watch (connection end); resolves when the watchers are released. */
