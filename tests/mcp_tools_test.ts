@@ -5,7 +5,7 @@
  */
 
 import assert from "node:assert/strict";
-import { mcpSession, type ToolResult } from "./helpers/mcp_session.ts";
+import { mcpSession, rawMcpSession, type ToolResult } from "./helpers/mcp_session.ts";
 import {
   DEFAULT_COMMAND_TIMEOUT_MS,
   DEFAULT_READ_BYTES,
@@ -570,6 +570,27 @@ Deno.test("mcp errors carry the exec-server's data.kind and code, never a stack 
   assert.equal(missing.code, -32004);
   failed(await session.call("run_command", { argv: ["/nonexistent/program"] }), "spawnNotFound");
   await assert.rejects(session.call("no_such_tool", {}), /Unknown tool/);
+});
+
+Deno.test("mcp tools/call with malformed params is refused with -32602 naming the field, and the session goes on", async () => {
+  // Before, the SDK's parse of the request failed first and answered -32603.
+  await using session = await rawMcpSession();
+  const cases: [unknown, string][] = [
+    [{ arguments: {} }, '"name"'],
+    [{ name: "run_command", arguments: [1] }, '"arguments"'],
+    [{ name: 7 }, '"name"'],
+    [undefined, '"params"'],
+  ];
+  let id = 1;
+  for (const [params, field] of cases) {
+    const answer = await session.request(id++, "tools/call", params);
+    const error = answer.error as { code: number; message: string };
+    assert.equal(error.code, -32602, JSON.stringify(answer));
+    assert.match(error.message, /^MCP error -32602: Invalid tools\/call request: /);
+    assert.ok(error.message.includes(field), `${error.message} should name ${field}`);
+  }
+  const listed = await session.request(id++, "tools/list", {});
+  assert.ok(Array.isArray((listed.result as Json).tools));
 });
 
 Deno.test("mcp http_request makes a request from the server and bounds the body it returns", async () => {

@@ -37,6 +37,17 @@ import type { ConnectionState, ToolDefinition, ToolOutput } from "./tool.ts";
 import { errorInfo, ToolError } from "./tool_errors.ts";
 import { allowedTools, TOOLS } from "./tools.ts";
 
+/**
+ * `tools/call` as the SDK declares it, except that params it refuses still reach the SDK's
+ * own `tools/call` check, which answers -32602 naming each field; with the plain schema the
+ * request's parse fails first and the SDK answers -32603.
+ */
+const LenientCallToolRequestSchema = CallToolRequestSchema.extend({
+  params: CallToolRequestSchema.shape.params.catch(({ input }: { input: unknown }) =>
+    input as CallToolRequest["params"]
+  ),
+});
+
 /** How long closing waits for the started processes to be terminated: 2 s. */
 const CLOSE_TERMINATE_MS = 2000;
 
@@ -111,7 +122,7 @@ export class McpToolServer {
         annotations: { title: tool.title, ...tool.annotations },
       })),
     }));
-    this.server.setRequestHandler(CallToolRequestSchema, async (
+    this.server.setRequestHandler(LenientCallToolRequestSchema, async (
       request: CallToolRequest,
       extra: RequestHandlerExtra<ServerRequest, ServerNotification>,
     ): Promise<CallToolResult> => {

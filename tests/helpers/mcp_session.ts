@@ -62,3 +62,47 @@ export async function mcpSession(
     },
   };
 }
+
+/** An MCP server on an in-process exec-server, driven by raw JSON-RPC messages (initialized). */
+export interface RawMcpSession extends AsyncDisposable {
+  /** Sends a request with this id and resolves with the message that answers it. */
+  request(id: number, method: string, params?: unknown): Promise<Record<string, unknown>>;
+}
+
+/** Opens a {@linkcode RawMcpSession}: what a client the SDK would not let send reaches the server. */
+export async function rawMcpSession(): Promise<RawMcpSession> {
+  const { server, target } = startInProcessServer();
+  const mcp = new McpToolServer({
+    openClient: (clientName) => createClient(target, { clientName }),
+  });
+  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+  const waiting = new Map<unknown, (message: Record<string, unknown>) => void>();
+  clientSide.onmessage = (message: unknown) => {
+    const answer = message as Record<string, unknown>;
+    waiting.get(answer.id)?.(answer);
+  };
+  await mcp.connect(serverSide);
+  await clientSide.start();
+  const request = (id: number, method: string, params?: unknown) => {
+    const { promise, resolve } = Promise.withResolvers<Record<string, unknown>>();
+    waiting.set(id, resolve);
+    clientSide.send(
+      { jsonrpc: "2.0", id, method, ...(params === undefined ? {} : { params }) } as never,
+    );
+    return promise;
+  };
+  await request(0, "initialize", {
+    protocolVersion: "2025-06-18",
+    capabilities: {},
+    clientInfo: { name: "raw", version: "1" },
+  });
+  await clientSide.send({ jsonrpc: "2.0", method: "notifications/initialized" });
+  return {
+    request,
+    async [Symbol.asyncDispose]() {
+      await clientSide.close();
+      await mcp.close();
+      await server.shutdown();
+    },
+  };
+}
