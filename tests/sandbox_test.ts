@@ -857,8 +857,10 @@ for (const t of TEST_LAYERS) {
     async fn() {
       using layout = makeLayout();
       const plan = planFor("workspace_write", layout.ws);
+      // `exec`, as in the pipe test above: a Ctrl-C that came while the shell was starting `sleep`
+      // left both running (seen once in a full run on the landlock layer).
       const script =
-        '[ -t 0 ] && echo IS_TTY; stty size; read l; echo "got:$l"; echo ready; sleep 600';
+        '[ -t 0 ] && echo IS_TTY; stty size; read l; echo "got:$l"; echo ready; exec sleep 600';
       const launch = launchSandboxed(plan, ["/bin/sh", "-c", script], {
         cwd: layout.ws,
         env: ENV,
