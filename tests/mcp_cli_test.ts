@@ -367,6 +367,21 @@ Deno.test("every specifier of the MCP SDK in the repository names the pinned ver
   assert.deepEqual([...pinned], [MCP_SDK_VERSION]);
 });
 
+Deno.test("exec-server mcp loads the MCP SDK with zod 4 (main.ts's own npm graph, not the test run's)", async () => {
+  const info = await new Deno.Command(Deno.execPath(), {
+    args: ["info", "--json", MAIN_TS],
+    stdout: "piped",
+    stderr: "null",
+  }).output();
+  assert.ok(info.success);
+  const packages = Object.keys(JSON.parse(new TextDecoder().decode(info.stdout)).npmPackages);
+  const sdk = packages.filter((name) =>
+    name.startsWith(`@modelcontextprotocol/sdk@${MCP_SDK_VERSION}`)
+  );
+  assert.equal(sdk.length, 1, packages.join(" "));
+  assert.match(sdk[0]!, /_zod@4\./);
+});
+
 Deno.test("exec-server mcp reads a message up to its bound and answers a longer one, or a line that is not JSON-RPC, with -32700", async () => {
   const child = new Deno.Command(Deno.execPath(), {
     args: ["run", ...SERVER_PERMISSIONS, MAIN_TS, "mcp"],
