@@ -8,6 +8,7 @@ import { RpcError } from "../lib/protocol/errors.ts";
 import type { ParamsOf, ResultOf } from "../lib/protocol/methods.ts";
 import { StreamedString } from "../lib/protocol/streamed_json.ts";
 import { whole } from "./helpers/streamed_whole.ts";
+import { makeNonUtf8File, NON_UTF8_NAME_TEXT } from "./helpers/non_utf8_name.ts";
 import { READ_CHUNK_BYTES, READ_FILE_LIMIT } from "../lib/server/fs/read_file.ts";
 import { FileHandleTable } from "../lib/server/fs/handles.ts";
 import { type FsMethod, runFsOperation } from "../lib/server/fs/operations.ts";
@@ -359,6 +360,31 @@ Deno.test("fs/canonicalize resolves symlinks and dot segments", async () => {
   });
   assertEquals(await canonicalize({ path: "file:///" }), { path: "file:///" });
   assertEquals(await failure(() => canonicalize({ path: fx.at("missing") })), NOT_FOUND);
+});
+
+Deno.test("fs/readDirectory lists a file whose name is not UTF-8, its byte as U+FFFD, as the reference does", async () => {
+  // Before, the entry was left out: the stat of the decoded name found nothing.
+  await using fx = await fixture();
+  await Deno.mkdir(`${fx.dir}/odd`);
+  await makeNonUtf8File(`${fx.dir}/odd`);
+  assertEquals(await readDirectory({ path: fx.at("odd") }), {
+    entries: [{ fileName: NON_UTF8_NAME_TEXT, isDirectory: false, isFile: true }],
+  });
+});
+
+Deno.test("fs/copy and fs/remove of a tree take a file whose name is not UTF-8 along, as the reference does", async () => {
+  // Before, the copy left the file out and the removal answered {} and removed nothing: the
+  // decoded name was not found, and that ENOENT read as a missing path.
+  await using fx = await fixture();
+  await Deno.mkdir(`${fx.dir}/odd/sub`, { recursive: true });
+  await makeNonUtf8File(`${fx.dir}/odd/sub`);
+  await copy({ sourcePath: fx.at("odd"), destinationPath: fx.at("copied"), recursive: true });
+  const names = (await Array.fromAsync(Deno.readDir(`${fx.dir}/copied/sub`))).map((e) => e.name);
+  assertEquals(names, [NON_UTF8_NAME_TEXT]);
+  assertEquals(await remove({ path: fx.at("odd"), recursive: true }), {});
+  assertEquals(await remove({ path: fx.at("copied"), recursive: true }), {});
+  const left = (await Array.fromAsync(Deno.readDir(fx.dir))).map((entry) => entry.name);
+  assertEquals(left.filter((name) => name === "odd" || name === "copied"), []);
 });
 
 Deno.test("fs/readDirectory follows symlinks and leaves out entries it cannot stat", async () => {

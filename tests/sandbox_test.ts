@@ -9,6 +9,7 @@ import { spawnPty } from "../lib/server/process/pty.ts";
 import { ptySupported } from "../lib/server/process/pty_support.ts";
 import { probeSandbox } from "../lib/server/sandbox/availability.ts";
 import { refusedWrite, TEST_LAYERS, type TestLayer, withLayer } from "./helpers/sandbox_layers.ts";
+import { makeNonUtf8File, NON_UTF8_NAME_TEXT } from "./helpers/non_utf8_name.ts";
 import { bwrapArgs } from "../lib/server/sandbox/bubblewrap.ts";
 import { pathExists } from "./helpers/attack.ts";
 import { looksSandboxDenied, OutputTail } from "../lib/server/sandbox/denial.ts";
@@ -1276,6 +1277,18 @@ Deno.test("sandboxed fs reads follow an absolute symlink and answer for its targ
   });
   assert.deepEqual(await runFs("fs/readDirectory", { path: link, sandbox }), {
     entries: [{ fileName: "t.txt", isDirectory: false, isFile: true }],
+  });
+});
+
+Deno.test("sandboxed fs/readDirectory lists a file whose name is not UTF-8, its byte as U+FFFD", async () => {
+  // Listed through the checked descriptor (with --allow-ffi): before, the entry was left out.
+  using layout = makeLayout();
+  const odd = `${layout.ws}/odd`;
+  await Deno.mkdir(odd);
+  await makeNonUtf8File(odd);
+  const sandbox = codexRequest("workspace_write", layout.ws).sandbox as Json;
+  assert.deepEqual(await runFs("fs/readDirectory", { path: uriFromPath(odd), sandbox }), {
+    entries: [{ fileName: NON_UTF8_NAME_TEXT, isDirectory: false, isFile: true }],
   });
 });
 

@@ -47,10 +47,11 @@ export async function createDirectory(
 }
 
 /**
- * `fs/readDirectory`: the directory's entries in OS order; entries whose
- * `stat` fails (such as broken symlinks) are left out, and so are symlinks
- * whose target is outside the server's read scope (the answer does not
- * depend on what is there). Under a read scope or a sandbox (with
+ * `fs/readDirectory`: the directory's entries in OS order, each with the type
+ * the directory gives it, a symlink with its target's; a symlink whose target
+ * cannot be stat'ed (a broken one) is left out, and so is one whose target is
+ * outside the server's read scope (the answer does not depend on what is there).
+ * A name that is not UTF-8 is listed with U+FFFD for its bytes, as the reference lists it. Under a read scope or a sandbox (with
  * `--allow-ffi`) the directory is listed through its checked descriptor
  * ({@linkcode directoryAt}).
  *
@@ -74,11 +75,20 @@ export async function readDirectory(
   try {
     if (readsScoped(path, plans)) return directoryAt(path, plans);
     for await (const entry of Deno.readDir(path)) {
+      if (!entry.isSymlink) {
+        // The directory's own type (Deno looks it up by the name's bytes where the directory
+        // does not say): a name that is not UTF-8 cannot be looked up by its decoded text.
+        entries.push({
+          fileName: entry.name,
+          isDirectory: entry.isDirectory,
+          isFile: entry.isFile,
+        });
+        continue;
+      }
       let info: Deno.FileInfo | undefined;
       try {
-        const full = joinPath(path, entry.name);
         // A link answers for its target only where the server may read the target.
-        info = entry.isSymlink ? await linkTargetInScope(full) : await Deno.stat(full);
+        info = await linkTargetInScope(joinPath(path, entry.name));
       } catch {
         continue;
       }

@@ -19,7 +19,7 @@ import {
   F,
   fdPath,
   isType,
-  listDirectory,
+  listDirectoryEntries,
   openat2,
   type StatX,
   statx,
@@ -157,10 +157,14 @@ export function directoryAt(
 ): ResultOf<"fs/readDirectory"> {
   return using(openDirectoryToList(path, plans), (dirfd) => {
     const entries: ResultOf<"fs/readDirectory">["entries"] = [];
-    for (const fileName of listDirectory(dirfd)) {
-      let info: StatX | undefined;
+    for (const { name: fileName, type } of listDirectoryEntries(dirfd)) {
+      // The directory's own type when it gives one that is not a link: no lookup by a name
+      // that may not be UTF-8.
+      let info: Pick<StatX, "mode"> | undefined = type !== 0 && type !== F.S_IFLNK
+        ? { mode: type }
+        : undefined;
       try {
-        info = statx(dirfd, fileName, false);
+        info ??= statx(dirfd, fileName, false);
         if (isType(info, F.S_IFLNK)) info = linkTargetAt(dirfd, fileName, plans)?.stat;
       } catch {
         continue;

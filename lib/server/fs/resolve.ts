@@ -46,7 +46,7 @@ import {
   fstatat,
   isType,
   linkTmpfile,
-  listDirectory,
+  listDirectoryEntries,
   mkdirat,
   openat,
   openat2,
@@ -58,6 +58,7 @@ import {
   unlinkat,
   writeAll,
 } from "../host/fs_syscalls.ts";
+import type { FileName } from "../host/libc.ts";
 import { accessAt, mountAt, pathIsUnder, type SandboxPlan } from "../sandbox/policy.ts";
 
 /** Maximum number of symlinks followed in the last component, as Linux. */
@@ -675,10 +676,11 @@ export function removeAt(path: string, recursive: boolean, scope: WriteScope): v
   }
 }
 
-function removeTree(dir: number, name: string): void {
+function removeTree(dir: number, name: FileName): void {
   const fd = openat(dir, name, F.O_RDONLY | F.O_DIRECTORY | F.O_NOFOLLOW);
   try {
-    for (const child of listDirectory(fd)) {
+    // By the names' bytes: a name that is not UTF-8 is not found by its decoded text.
+    for (const { bytes: child } of listDirectoryEntries(fd)) {
       if (isType(fstatat(fd, child, false), F.S_IFDIR)) removeTree(fd, child);
       else unlinkat(fd, child, false);
     }
@@ -734,13 +736,14 @@ export async function createAt<T>(
 export async function copyTreeAt(
   source: number,
   dir: number,
-  name: string,
+  name: FileName,
   plans: readonly SandboxPlan[],
   copyFile: (from: number, to: number) => Promise<void>,
 ): Promise<void> {
   const fd = openat(dir, name, F.O_RDONLY | F.O_DIRECTORY | F.O_NOFOLLOW);
   try {
-    for (const entry of listDirectory(source)) {
+    // By the names' bytes: a name that is not UTF-8 is not found by its decoded text.
+    for (const { bytes: entry } of listDirectoryEntries(source)) {
       const info = fstatat(source, entry, false);
       if (info === undefined) continue;
       if (isType(info, F.S_IFLNK)) {
@@ -776,7 +779,7 @@ export async function copyTreeAt(
 /** Opens `name` in `dirfd` without following a link, and checks its real path. */
 function openChild(
   dirfd: number,
-  name: string,
+  name: FileName,
   flags: number,
   plans: readonly SandboxPlan[],
 ): number {

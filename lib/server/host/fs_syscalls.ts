@@ -20,6 +20,7 @@ import {
   cString,
   errno,
   fileControl,
+  type FileName,
   keepAlive,
   locateErrno,
 } from "./libc.ts";
@@ -228,7 +229,7 @@ export function openat2(
 }
 
 /** `openat(dirfd, path, flags | O_CLOEXEC, mode)`. */
-export function openat(dirfd: number, path: string, flags: number, mode = 0): number {
+export function openat(dirfd: number, path: FileName, flags: number, mode = 0): number {
   return check(lib().openat(byValue(dirfd), cString(path), flags | F.O_CLOEXEC, mode), "openat");
 }
 
@@ -248,12 +249,12 @@ export function flock(fd: number, operation: number): boolean {
 }
 
 /** `mkdirat`. */
-export function mkdirat(dirfd: number, name: string, mode = 0o777): void {
+export function mkdirat(dirfd: number, name: FileName, mode = 0o777): void {
   check(lib().mkdirat(byValue(dirfd), cString(name), mode), "mkdirat");
 }
 
 /** `unlinkat` (`directory`: `AT_REMOVEDIR`). */
-export function unlinkat(dirfd: number, name: string, directory: boolean): void {
+export function unlinkat(dirfd: number, name: FileName, directory: boolean): void {
   check(lib().unlinkat(byValue(dirfd), cString(name), directory ? F.AT_REMOVEDIR : 0), "unlinkat");
 }
 
@@ -277,7 +278,7 @@ export function linkTmpfile(fd: number, dirfd: number, name: string): void {
 }
 
 /** `symlinkat(target, dirfd, name)`. */
-export function symlinkat(target: string, dirfd: number, name: string): void {
+export function symlinkat(target: string, dirfd: number, name: FileName): void {
   const cTarget = cString(target);
   check(lib().symlinkat(byValue(address(cTarget)), dirfd, cString(name)), "symlinkat");
   keepAlive(cTarget);
@@ -286,7 +287,7 @@ export function symlinkat(target: string, dirfd: number, name: string): void {
 const decoder = new TextDecoder();
 
 /** `readlinkat`; `name` `""` reads the link `dirfd` itself was opened on (`O_PATH`). */
-export function readlinkat(dirfd: number, name: string): string {
+export function readlinkat(dirfd: number, name: FileName): string {
   const buf = new Uint8Array(4096);
   const n = Number(
     check(lib().readlinkat(byValue(dirfd), cString(name), buf, BigInt(buf.length)), "readlinkat"),
@@ -316,9 +317,9 @@ export interface Stat {
 }
 
 /** `fstatat`; `undefined` when the name does not exist. */
-export function fstatat(dirfd: number, name: string, follow: boolean): Stat | undefined {
+export function fstatat(dirfd: number, name: FileName, follow: boolean): Stat | undefined {
   const buf = new Uint8Array(256);
-  const flags = (follow ? 0 : F.AT_SYMLINK_NOFOLLOW) | (name === "" ? F.AT_EMPTY_PATH : 0);
+  const flags = (follow ? 0 : F.AT_SYMLINK_NOFOLLOW) | (name.length === 0 ? F.AT_EMPTY_PATH : 0);
   if (lib().fstatat(byValue(dirfd), cString(name), buf, flags) !== 0) {
     const code = errno();
     if (code === 2) return undefined;
@@ -406,7 +407,7 @@ function statxMs(at: number): number {
  * @throws {SyscallError} Also `ENOENT` when the name does not exist.
  */
 export function statx(dirfd: number, name: string, follow: boolean): StatX {
-  const flags = (follow ? 0 : F.AT_SYMLINK_NOFOLLOW) | (name === "" ? F.AT_EMPTY_PATH : 0);
+  const flags = (follow ? 0 : F.AT_SYMLINK_NOFOLLOW) | (name.length === 0 ? F.AT_EMPTY_PATH : 0);
   check(statxLib().statx(dirfd, statxName(name), flags, STATX_MASK, STATX_BUFFER), "statx");
   // struct statx: stx_mask at byte 0, stx_mode (u16) 28, stx_size (u64) 40, stx_btime 80,
   // stx_mtime 112.
@@ -512,8 +513,25 @@ export async function fdatasync(fd: number): Promise<void> {
   });
 }
 
-/** The names in the directory open on `dirfd` (the descriptor stays open), without `.` and `..`. */
-export function listDirectory(dirfd: number): string[] {
+/** One entry of {@linkcode listDirectoryEntries}. */
+export interface DirectoryEntry {
+  /** The name, decoded as UTF-8 (a byte that is not UTF-8 reads as U+FFFD). */
+  name: string;
+  /** The name's bytes, which reach the entry whether or not they are UTF-8. */
+  bytes: Uint8Array;
+  /**
+   * The type the directory reports (`d_type`) as a file mode's type bits (`F.S_IFREG`, ...), or
+   * `0` where the file system does not say.
+   */
+  type: number;
+}
+
+/**
+ * The entries of the directory open on `dirfd` (the descriptor stays open), without `.` and
+ * `..`, with the type the directory itself reports: a name that is not UTF-8 cannot be looked
+ * up again by its decoded text, its type still tells what it is.
+ */
+export function listDirectoryEntries(dirfd: number): DirectoryEntry[] {
   const copy = check(lib().dup(byValue(dirfd)), "dup");
   const dir = lib().fdopendir(byValue(copy));
   if (dir === null) {
@@ -521,18 +539,31 @@ export function listDirectory(dirfd: number): string[] {
     throw new SyscallError(errno(), "fdopendir");
   }
   const at = Deno.UnsafePointer.value(dir);
-  const names: string[] = [];
+  const entries: DirectoryEntry[] = [];
   try {
     const { readdir } = lib();
     for (let entry = readdir(byValue(at)); entry !== null; entry = readdir(byValue(at))) {
       // struct dirent64: d_ino 8, d_off 8, d_reclen 2, d_type 1, then d_name.
-      const name = Deno.UnsafePointerView.getCString(entry, 19);
-      if (name !== "." && name !== "..") names.push(name);
+      const view = new Deno.UnsafePointerView(entry);
+      const name = view.getCString(19);
+      // d_type is the mode's type bits shifted right by 12 (DT_REG 8 is S_IFREG >> 12).
+      const type = view.getUint8(18) << 12;
+      if (name === "." || name === "..") continue;
+      let length = 0;
+      while (view.getUint8(19 + length) !== 0) length++;
+      const bytes = new Uint8Array(length);
+      view.copyInto(bytes, 19);
+      entries.push({ name, bytes, type });
     }
   } finally {
     lib().closedir(byValue(at));
   }
-  return names;
+  return entries;
+}
+
+/** The names in the directory open on `dirfd` (the descriptor stays open), without `.` and `..`. */
+export function listDirectory(dirfd: number): string[] {
+  return listDirectoryEntries(dirfd).map((entry) => entry.name);
 }
 
 /** `MFD_CLOEXEC | MFD_ALLOW_SEALING`. */

@@ -397,8 +397,19 @@ export function osErrorMessage(code: number): string {
 
 const encoder = new TextEncoder();
 
-/** Encodes a string as a NUL-terminated UTF-8 C string. */
-export function cString(value: string): Uint8Array<ArrayBuffer> {
+/**
+ * A path or a file name: text (sent as UTF-8), or the bytes a directory listed, for a name that
+ * is not UTF-8 and so cannot be spelled as text.
+ */
+export type FileName = string | Uint8Array;
+
+/** Encodes a string as a NUL-terminated UTF-8 C string (bytes are copied as they are). */
+export function cString(value: FileName): Uint8Array<ArrayBuffer> {
+  if (typeof value !== "string") {
+    const copy = new Uint8Array(value.length + 1);
+    copy.set(value);
+    return copy;
+  }
   const bytes = new Uint8Array(encoder.encode(value).length + 1);
   encoder.encodeInto(value, bytes);
   return bytes;
