@@ -387,6 +387,23 @@ Deno.test("fs/copy and fs/remove of a tree take a file whose name is not UTF-8 a
   assertEquals(left.filter((name) => name === "odd" || name === "copied"), []);
 });
 
+Deno.test("fs calls through a symlink loop answer ELOOP and change nothing, as the reference does", async () => {
+  // Before, reads answered -32004 as for a missing path, and fs/writeFile replaced a link of the loop.
+  await using fx = await fixture();
+  await Deno.symlink("loop2", `${fx.dir}/loop1`);
+  await Deno.symlink("loop1", `${fx.dir}/loop2`);
+  const loop = { code: -32603, message: "Symbolic link loop (os error 40)" };
+  const path = fx.at("loop1");
+  assertEquals(await failure(getMetadata({ path })), loop);
+  assertEquals(await failure(readFile({ path })), loop);
+  assertEquals(await failure(canonicalize({ path })), loop);
+  assertEquals(await failure(writeFile({ path, dataBase64: btoa("x") })), loop);
+  assertEquals(
+    [await Deno.readLink(`${fx.dir}/loop1`), await Deno.readLink(`${fx.dir}/loop2`)],
+    ["loop2", "loop1"],
+  );
+});
+
 Deno.test("fs/readDirectory follows symlinks and leaves out entries it cannot stat", async () => {
   await using fx = await fixture();
   const { entries } = await readDirectory({ path: fx.at("") });

@@ -353,7 +353,12 @@ export function openForRead(
     // Nothing is above `/`: there absolute symlinks are followed (`RESOLVE_BENEATH` refuses them).
     fd = root === "/" ? openBelowSlash(rootfd, rel, flags) : openBelow(rootfd, rel, flags);
   } catch (err) {
-    if (err instanceof SyscallError && (err.code === "EXDEV" || err.code === "ELOOP")) {
+    // Below a scope root the kernel's ELOOP may be a magic link that leads out; below `/` the
+    // links are followed here and ELOOP is a loop of links, answered as the OS answers it.
+    if (
+      err instanceof SyscallError &&
+      (err.code === "EXDEV" || (err.code === "ELOOP" && root !== "/"))
+    ) {
       throw permissionDenied("read", path);
     }
     throw err;
