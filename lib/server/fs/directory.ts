@@ -50,10 +50,10 @@ export async function createDirectory(
  * `fs/readDirectory`: the directory's entries in OS order, each with the type
  * the directory gives it, a symlink with its target's; a symlink whose target
  * cannot be stat'ed (a broken one) is left out, and so is one whose target is
- * outside the server's read scope (the answer does not depend on what is there).
- * A name that is not UTF-8 is listed with U+FFFD for its bytes, as the reference lists it. Under a read scope or a sandbox (with
- * `--allow-ffi`) the directory is listed through its checked descriptor
- * ({@linkcode directoryAt}).
+ * outside the server's read scope (the answer does not depend on what is
+ * there). A name that is not UTF-8 is listed with U+FFFD for its bytes, as the
+ * reference lists it. Under a read scope or a sandbox (with `--allow-ffi`) the
+ * directory is listed through its checked descriptor ({@linkcode directoryAt}).
  *
  * @param path Native absolute path, its read access already checked.
  * @param plans The sandbox plans whose denied paths the directory must not be under.

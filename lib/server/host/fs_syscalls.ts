@@ -407,7 +407,7 @@ function statxMs(at: number): number {
  * @throws {SyscallError} Also `ENOENT` when the name does not exist.
  */
 export function statx(dirfd: number, name: string, follow: boolean): StatX {
-  const flags = (follow ? 0 : F.AT_SYMLINK_NOFOLLOW) | (name.length === 0 ? F.AT_EMPTY_PATH : 0);
+  const flags = (follow ? 0 : F.AT_SYMLINK_NOFOLLOW) | (name === "" ? F.AT_EMPTY_PATH : 0);
   check(statxLib().statx(dirfd, statxName(name), flags, STATX_MASK, STATX_BUFFER), "statx");
   // struct statx: stx_mask at byte 0, stx_mode (u16) 28, stx_size (u64) 40, stx_btime 80,
   // stx_mtime 112.
@@ -513,6 +513,9 @@ export async function fdatasync(fd: number): Promise<void> {
   });
 }
 
+/** `.` in a name's bytes. */
+const DOT = 0x2e;
+
 /** One entry of {@linkcode listDirectoryEntries}. */
 export interface DirectoryEntry {
   /** The name, decoded as UTF-8 (a byte that is not UTF-8 reads as U+FFFD). */
@@ -543,17 +546,15 @@ export function listDirectoryEntries(dirfd: number): DirectoryEntry[] {
   try {
     const { readdir } = lib();
     for (let entry = readdir(byValue(at)); entry !== null; entry = readdir(byValue(at))) {
-      // struct dirent64: d_ino 8, d_off 8, d_reclen 2, d_type 1, then d_name.
+      // struct dirent64: d_ino 8, d_off 8, d_reclen 2, d_type 1, then d_name, NUL-padded to
+      // d_reclen: one copy of the record's name field, cut at its NUL, then decoded.
       const view = new Deno.UnsafePointerView(entry);
-      const name = view.getCString(19);
+      const field = new Uint8Array(view.getUint16(16) - 19);
+      view.copyInto(field, 19);
+      const bytes = field.subarray(0, field.indexOf(0));
+      if (bytes.length <= 2 && bytes.every((byte) => byte === DOT)) continue;
       // d_type is the mode's type bits shifted right by 12 (DT_REG 8 is S_IFREG >> 12).
-      const type = view.getUint8(18) << 12;
-      if (name === "." || name === "..") continue;
-      let length = 0;
-      while (view.getUint8(19 + length) !== 0) length++;
-      const bytes = new Uint8Array(length);
-      view.copyInto(bytes, 19);
-      entries.push({ name, bytes, type });
+      entries.push({ name: decoder.decode(bytes), bytes, type: view.getUint8(18) << 12 });
     }
   } finally {
     lib().closedir(byValue(at));
