@@ -286,6 +286,15 @@ Deno.test("process/write reports statuses in the spec's order", async (t) => {
       { code: -32603, message: "failed to write to process stdin" },
     );
   });
+  await t.step("writing after the process exited on its own fails too", async () => {
+    // The reference answers `accepted` here and drops the bytes (docs/protocol.md §14).
+    await start(client, "done", ["/bin/true"], { pipeStdin: true });
+    await client.log.processClosed("done");
+    assert.deepEqual(
+      await callError(client, "process/write", { processId: "done", chunk: "eA==", writeId: "w" }),
+      { code: -32603, message: "failed to write to process stdin" },
+    );
+  });
   await t.step("invalid base64 is an invalid-params error", async () => {
     const error = await callError(client, "process/write", {
       processId: "gone",
@@ -738,6 +747,59 @@ Deno.test("process/start with tty: interrupt exits 1 and writes after exit are a
   );
 });
 
+Deno.test("process/signal interrupt on a tty signals the foreground group without echoing ^C", async () => {
+  await using server = await inProcessSession();
+  const client = server.stdio;
+  await start(client, "t", ["/bin/sleep", "30"], { tty: true, env: {} });
+  await call(client, "process/signal", { processId: "t", signal: "interrupt" });
+  await client.log.processClosed("t");
+  assert.equal(client.log.outputText("t", "pty"), "", "the reference prints nothing either");
+});
+
+Deno.test("process/signal interrupt on a tty reaches a program that turned the terminal's signal keys off", async () => {
+  await using server = await inProcessSession();
+  const client = server.stdio;
+  // `stty raw` clears ISIG: a typed Ctrl-C would be read as the byte 3, not raise SIGINT.
+  await start(
+    client,
+    "raw",
+    sh("stty raw -echo; trap 'echo caught; exit 7' INT; echo armed; read line"),
+    { tty: true },
+  );
+  await client.log.waitUntil(() => client.log.outputText("raw", "pty").includes("armed"), "armed");
+  await call(client, "process/signal", { processId: "raw", signal: "interrupt" });
+  const events = await client.log.processClosed("raw");
+  assert.match(client.log.outputText("raw", "pty"), /caught/);
+  const exited = events.find((m) => m.method === "process/exited")!;
+  assert.equal((exited.params as { exitCode: number }).exitCode, 7);
+});
+
+Deno.test("process/signal interrupt on a tty stops an interactive shell's foreground job, not the shell", async () => {
+  await using server = await inProcessSession();
+  const client = server.stdio;
+  await start(client, "bash", ["/bin/bash", "--norc", "--noprofile", "-i"], {
+    tty: true,
+    env: { ...PROCESS_ENV, PS1: "$ ", TERM: "dumb" },
+  });
+  const output = () => client.log.outputText("bash", "pty");
+  const write = (writeId: string, line: string) =>
+    call(client, "process/write", {
+      processId: "bash",
+      chunk: new TextEncoder().encode(line).toBase64(),
+      writeId,
+    });
+  await client.log.waitUntil(() => output().includes("$ "), "the first prompt");
+  // Job control puts `sleep` in a group of its own, the terminal's foreground group.
+  const needle = `sleep 30.${unique()}`;
+  await write("w1", `${needle}; echo not-interrupted\n`);
+  assert.ok(await eventually(() => pidsMatching(needle).length > 0), "sleep is running");
+  await call(client, "process/signal", { processId: "bash", signal: "interrupt" });
+  await write("w2", "echo still-$((40 + 2))\n");
+  await client.log.waitUntil(() => output().includes("still-42"), "the shell answers again");
+  assert.doesNotMatch(output(), /^not-interrupted\r$/m, "the rest of the command line did not run");
+  await call(client, "process/terminate", { processId: "bash" });
+  await client.log.processClosed("bash");
+});
 Deno.test("process/start with tty resolves argv[0] only through the child's PATH", async () => {
   await using server = await inProcessSession();
   const client = server.stdio;

@@ -281,6 +281,17 @@ Deno.test("PtyProcess.kill() after the group is gone is ignored", async () => {
   }
 });
 
+Deno.test("PtyProcess.interrupt() before and after close, once the child is gone, is ignored", async () => {
+  const child = start(["/bin/true"]);
+  try {
+    await child.status;
+    child.interrupt();
+  } finally {
+    child.close();
+  }
+  child.interrupt();
+});
+
 Deno.test("spawnPty() passes arg0 as $0 and executes argv[0]", async () => {
   assert.equal(
     (await run(["/bin/sh", "-c", "echo $0"], { arg0: "custom-name" })).out,

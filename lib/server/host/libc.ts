@@ -147,6 +147,7 @@ export const C = {
   EFD_NONBLOCK: 0o4000,
   EFD_CLOEXEC: 0o2000000,
   TIOCSWINSZ: 0x5414,
+  TIOCSIG: 0x40045436,
   FIONREAD: 0x541b,
   POSIX_SPAWN_SETSIGDEF: 0x04,
   POSIX_SPAWN_SETSIGMASK: 0x08,
@@ -351,6 +352,16 @@ export function accessError(path: string, mode: number): number {
 /** `getuid()`: this process's real user id (needs no `--allow-sys`, unlike `Deno.uid()`). */
 export function realUid(): number {
   return sys(SYS.getuid);
+}
+
+/**
+ * `ioctl(master, TIOCSIG, signal)`: the kernel sends `signal` to the foreground process group of
+ * the pty whose master is `master`, as the terminal's interrupt key would, but without echoing
+ * it or reading the terminal's settings. 0, or -1 with {@linkcode errno} set (`EINVAL` where the
+ * kernel lacks it).
+ */
+export function signalForegroundGroup(master: number, signal: number): number {
+  return sys(SYS.ioctl, BigInt(master), BigInt(C.TIOCSIG), BigInt(signal));
 }
 
 /** Bytes waiting to be read from a pipe (`ioctl(FIONREAD)`), or -1 with {@linkcode errno} set. */

@@ -20,7 +20,10 @@ export interface Backend {
   write(bytes: Uint8Array): Promise<void>;
   /** Ends the input: closes the pipe after queued writes, or types EOF on a tty. */
   closeStdin(): Promise<void>;
-  /** `interrupt` is Ctrl-C on a tty; every signal goes to the whole process group. */
+  /**
+   * Every signal goes to the whole process group; `interrupt` on a tty goes to the terminal's
+   * foreground group, as a typed Ctrl-C.
+   */
   signal(name: SignalName): void;
   /** Sends a signal to the whole process group; a gone group is not an error. */
   kill(signal: Deno.Signal): void;

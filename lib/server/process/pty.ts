@@ -32,6 +32,7 @@ import {
   type Libc,
   libc,
   osErrorMessage,
+  signalForegroundGroup,
   SIGNALS,
   spawnInNewSession,
   strerror,
@@ -119,6 +120,13 @@ export interface PtyProcess {
    * already gone is ignored.
    */
   kill(signal: Deno.Signal | number): void;
+  /**
+   * Sends `SIGINT` to the terminal's foreground process group, as a typed Ctrl-C does, without
+   * the echoed `^C`, and also when the program turned the terminal's signal keys off (`stty
+   * raw`). An interactive shell's foreground job is the group hit, not the shell. Where the kernel
+   * cannot (no `TIOCSIG`), the child's own group gets it. A group that is gone is ignored.
+   */
+  interrupt(): void;
   /** Resolves once the child has been reaped; never rejects. */
   readonly status: Promise<PtyExitStatus>;
   /**
@@ -497,6 +505,11 @@ class PtyChild implements PtyProcess {
     if (code !== C.ESRCH) {
       throw new Error(`Cannot signal process group ${this.pid}: ${strerror(code)}`);
     }
+  }
+
+  interrupt(): void {
+    if (!this.#closed && signalForegroundGroup(this.#master, signalNumber("SIGINT")) === 0) return;
+    this.kill("SIGINT");
   }
 
   close(): void {

@@ -269,8 +269,8 @@ export class ProcessTable {
   }
 
   /**
-   * `process/signal`: the named signal to the process group (`interrupt` is
-   * Ctrl-C on a tty). Names other than `interrupt` need `processSignals`;
+   * `process/signal`: the named signal to the process group (`interrupt` on a
+   * tty to its foreground group). Names other than `interrupt` need `processSignals`;
    * without it they get the reference's error.
    */
   signal(params: ParamsOf<"process/signal">): ResultOf<"process/signal"> {

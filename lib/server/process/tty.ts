@@ -62,7 +62,6 @@ export function startTty(events: BackendEvents, argv: string[], options: TtyOpti
   Promise.all([pty.status, afterAnswer]).then(([status]) =>
     events.exit(status.code, status.signal === null ? null : signalNameOf(status.signal))
   );
-  const ctrlC = new Uint8Array([3]);
   // Whether the terminal's current input line is empty, as far as our writes tell.
   let atLineStart = true;
   return {
@@ -84,12 +83,9 @@ export function startTty(events: BackendEvents, argv: string[], options: TtyOpti
       return pty.write(eof);
     },
     signal(name) {
-      if (name === "interrupt") {
-        pty.write(ctrlC).catch(() => {});
-        return;
-      }
       try {
-        pty.kill(PROCESS_SIGNALS[name]);
+        if (name === "interrupt") pty.interrupt();
+        else pty.kill(PROCESS_SIGNALS[name]);
       } catch (err) {
         throw internalError(`failed to signal process: ${(err as Error).message}`);
       }
