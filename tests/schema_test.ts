@@ -244,13 +244,13 @@ Deno.test("schema reports unknown enum variants like serde", async (t) => {
       "unknown variant `append`, expected `read` or `replace`",
     );
   });
-  await t.step("three or more variants", () => {
+  await t.step("three or more variants, in the reference's order", () => {
     assert.equal(
       paramsError(
         "process/start",
         `{${START},"envPolicy":{"inherit":"some","ignoreDefaultExcludes":false,"exclude":[],"set":{},"includeOnly":[]}}`,
       ),
-      "unknown variant `some`, expected one of `all`, `core`, `none`",
+      "unknown variant `some`, expected one of `core`, `all`, `none`",
     );
   });
   await t.step('the map form {"variant": null} is accepted', () => {
@@ -277,6 +277,23 @@ Deno.test("schema treats members with a default differently from Option members"
       paramsError("fs/open", '{"handleId":"h","path":"file:///tmp/x","mode":null}'),
       "invalid type: null, expected string or map",
     );
+  });
+  await t.step("booleans with a default: null is a type error, as the reference's", async (t) => {
+    const cases: [string, string][] = [
+      ["process/start", `{${START},"pipeStdin":null}`],
+      ["process/start", `{${START},"enforceManagedNetwork":null}`],
+      ["http/request", '{"method":"GET","url":"http://x/","requestId":"r","streamResponse":null}'],
+      [
+        "fs/walk",
+        '{"path":"file:///tmp","options":{"maxDepth":1,"maxDirectories":1,"maxEntries":1,' +
+        '"followDirectorySymlinks":false,"pruneHiddenDirectories":null}}',
+      ],
+    ];
+    for (const [method, params] of cases) {
+      await t.step(`${method} ${params}`, () => {
+        assert.equal(paramsError(method, params), "invalid type: null, expected a boolean");
+      });
+    }
   });
   await t.step("http/request headers: null is a type error (docs/protocol.md §11.1)", () => {
     assert.equal(

@@ -334,7 +334,7 @@ export const EnvironmentInfo: Schema<EnvironmentInfo> = object({
 
 // deno-lint-ignore no-slow-types
 const EnvPolicy = object({
-  inherit: literal("all", "core", "none"),
+  inherit: literal("core", "all", "none"),
   ignoreDefaultExcludes: boolean(),
   exclude: array(string()),
   set: record(string()),
@@ -358,7 +358,7 @@ const WalkOptions = object({
   maxEntries: described(unsigned(), "Entries to return at most; beyond it truncated."),
   followDirectorySymlinks: described(boolean(), "Descend into symlinked directories."),
   pruneHiddenDirectories: described(
-    optional(boolean()),
+    defaulted(boolean()),
     "Skip directories whose name starts with a dot.",
   ),
 }, { name: "WalkOptions" });
@@ -551,12 +551,12 @@ export const METHODS = {
       env: described(record(string()), "Variables set last, over envPolicy."),
       tty: described(boolean(), "Run on a pseudo-terminal (output stream pty)."),
       pipeStdin: described(
-        optional(boolean()),
+        defaulted(boolean()),
         "Give a pipe process a stdin pipe for process/write (default false: /dev/null).",
       ),
       arg0: described(optional(string()), "argv[0] as the program sees it."),
       sandbox,
-      enforceManagedNetwork: optional(boolean()),
+      enforceManagedNetwork: defaulted(boolean()),
       managedNetwork: optional(any()),
       networkProxy: optional(any()),
       shellSnapshot: optional(any()),
@@ -805,7 +805,7 @@ export const METHODS = {
         "Chosen by the client; names the http/request/bodyDelta stream.",
       ),
       streamResponse: described(
-        optional(boolean()),
+        defaulted(boolean()),
         "Send the body as http/request/bodyDelta notifications instead of in the result.",
       ),
     }, { name: "HttpRequestParams" }),
