@@ -54,11 +54,12 @@ export async function startServer(
 ): Promise<ServerHandle> {
   const listen = options.listen ?? "ws";
   const env: Record<string, string> = {};
-  if (Deno.env.get("CODEX_HOME") === undefined) {
-    const home = `${Deno.env.get("TMPDIR") ?? "/tmp"}/exec-server-bench-home`;
-    await Deno.mkdir(home, { recursive: true });
-    env.CODEX_HOME = home;
-  }
+  // The reference sends `http/request` through another client (its route-aware one, the one
+  // Codex gets) only when its CODEX_HOME exists, so the directory is made either way.
+  const given = Deno.env.get("CODEX_HOME");
+  const home = given ?? `${Deno.env.get("TMPDIR") ?? "/tmp"}/exec-server-bench-home`;
+  await Deno.mkdir(home, { recursive: true });
+  if (given === undefined) env.CODEX_HOME = home;
   const child = new Deno.Command("/bin/sh", {
     args: ["-c", `exec ${command} --listen ${listen === "ws" ? "ws://127.0.0.1:0" : "stdio"}`],
     cwd: "/tmp",

@@ -629,6 +629,72 @@ Deno.test("http/request turns POST into GET on 302 and keeps method and body on 
   assertEquals(text(r307.bodyBase64), `POST payload ${server.origin}/r307`);
 });
 
+Deno.test("http/request sends a redirected request's headers in the reference's order", async (t) => {
+  // A redirect swap-removes the headers it drops from the client's list (the last one takes the
+  // place), appends referer, and the defaults follow. The expected heads are what codex
+  // exec-server 0.171.0 sent (with its CODEX_HOME in place, as Codex starts it).
+  await using server = rawServer(async (conn, request) => {
+    const path = request.slice(request.indexOf(" ") + 1, request.indexOf(" HTTP/1.1"));
+    const status = { "/r303": 303, "/r307": 307, "/other": 307 }[path];
+    if (status !== undefined) {
+      const location = path === "/other"
+        ? server.origin.replace("127.0.0.1", "localhost") + "/echo"
+        : "/echo";
+      await write(
+        conn,
+        `HTTP/1.1 ${status} R\r\nconnection: close\r\nlocation: ${location}\r\ncontent-length: 0\r\n\r\n`,
+      );
+    } else {
+      await write(conn, "HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 0\r\n\r\n");
+    }
+  });
+  const { request } = recordingTable();
+  const headers = [
+    { name: "x-a", value: "1" },
+    { name: "authorization", value: "secret" },
+    { name: "content-type", value: "text/plain" },
+    { name: "cookie", value: "c=1" },
+    { name: "y-b", value: "2" },
+  ];
+  const host = server.origin.slice("http://".length);
+  const redirected = async (path: string) => {
+    const before = server.requests.length;
+    await request({
+      method: "POST",
+      url: `${server.origin}${path}`,
+      requestId: "",
+      headers,
+      bodyBase64: encoder.encode("hello"),
+    });
+    assertEquals(server.requests.length, before + 2);
+    return server.requests[before + 1]!;
+  };
+  await t.step("303: the content headers go, the method becomes GET", async () => {
+    assertEquals(
+      await redirected("/r303"),
+      "GET /echo HTTP/1.1\r\nx-a: 1\r\nauthorization: secret\r\ny-b: 2\r\ncookie: c=1\r\n" +
+        `referer: ${server.origin}/r303\r\naccept: */*\r\naccept-encoding: zstd,gzip\r\n` +
+        `host: ${host}\r\n\r\n`,
+    );
+  });
+  await t.step("307: everything stays", async () => {
+    assertEquals(
+      await redirected("/r307"),
+      "POST /echo HTTP/1.1\r\nx-a: 1\r\nauthorization: secret\r\ncontent-type: text/plain\r\n" +
+        `cookie: c=1\r\ny-b: 2\r\nreferer: ${server.origin}/r307\r\naccept: */*\r\n` +
+        `accept-encoding: zstd,gzip\r\nhost: ${host}\r\ncontent-length: 5\r\n\r\nhello`,
+    );
+  });
+  await t.step("to another origin: the credentials go, referer names only the origin", async () => {
+    assertEquals(
+      await redirected("/other"),
+      "POST /echo HTTP/1.1\r\nx-a: 1\r\ny-b: 2\r\ncontent-type: text/plain\r\n" +
+        `referer: ${server.origin}/\r\naccept: */*\r\naccept-encoding: zstd,gzip\r\n` +
+        `host: ${host.replace("127.0.0.1", "localhost")}\r\ncontent-length: 5\r\n\r\nhello`,
+    );
+  });
+});
+
 Deno.test("http/request rejects a redirect to a non-http scheme", async () => {
   await using server = serve(() =>
     new Response(null, { status: 302, headers: { location: "ftp://example.test/" } })

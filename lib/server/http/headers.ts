@@ -34,13 +34,19 @@ export function headerSet(map: HeaderMap, name: string, value: string): void {
 }
 
 /**
- * The map without some names.
+ * The map without some names, removed one name after the other the way the reference's header
+ * map removes an entry: the last entry takes its place.
  *
  * @param map The map.
  * @param names Lowercase names to drop.
  */
 export function headerDelete(map: HeaderMap, names: readonly string[]): HeaderMap {
-  return map.filter((entry) => !names.includes(entry.name));
+  const out = map.slice();
+  for (const name of names) {
+    const index = indexOf(out, name);
+    if (index >= 0) swapRemove(out, index);
+  }
+  return out;
 }
 
 /**
