@@ -277,6 +277,32 @@ Deno.test("fs/createDirectory is mkdir -p by default and plain mkdir otherwise",
   assertEquals(await createDirectory({ path: fx.at("dirlink") }), {});
 });
 
+Deno.test("fs/createDirectory of a path of PATH_MAX bytes or more creates nothing, as the reference", async () => {
+  await using fx = await fixture();
+  // Components of 200 bytes under `long/`, the last one cut to give the path `bytes` bytes.
+  const pathOf = (bytes: number) => {
+    let path = `${fx.dir}/long`;
+    while (path.length < bytes - 201) path += `/${"d".repeat(200)}`;
+    return `${path}/${"e".repeat(bytes - path.length - 1)}`;
+  };
+  assertEquals(
+    await failure(createDirectory({ path: uri(pathOf(4096)) })),
+    { code: -32603, message: "Filename too long (os error 36)" },
+  );
+  assertEquals(
+    await Array.fromAsync(Deno.readDir(fx.dir)).then((e) => e.some((x) => x.name === "long")),
+    false,
+  );
+  assertEquals(await createDirectory({ path: uri(pathOf(4095)) }), {});
+  assert((await Deno.lstat(`${fx.dir}/long`)).isDirectory);
+  // A component over NAME_MAX (255 bytes) is found only on the way, after its parents exist.
+  assertEquals(
+    await failure(createDirectory({ path: fx.at(`name/a/${"n".repeat(256)}/b`) })),
+    { code: -32603, message: "Filename too long (os error 36)" },
+  );
+  assert((await Deno.lstat(`${fx.dir}/name/a`)).isDirectory);
+});
+
 Deno.test("fs/getMetadata stats the target and lstats the path", async () => {
   await using fx = await fixture();
   const file = await getMetadata({ path: fx.at("a.txt") });

@@ -597,6 +597,10 @@ async function writeInPlace(target: Resolved, data: Uint8Array): Promise<void> {
   }
 }
 
+/** Bytes in a path the kernel takes, its NUL included (`PATH_MAX`). */
+const PATH_MAX = 4096;
+const UTF8 = new TextEncoder();
+
 /** A readable (`O_RDONLY`) descriptor of the parent, for the `*at` calls that need one. */
 function directoryOf(resolved: Resolved): number {
   return openat(resolved.dirfd, ".", F.O_RDONLY | F.O_DIRECTORY);
@@ -611,6 +615,9 @@ function directoryOf(resolved: Resolved): number {
  * @param scope From {@linkcode writeScope}.
  */
 export function createDirectoryAt(path: string, recursive: boolean, scope: WriteScope): void {
+  // The kernel refuses such a path whole; component by component it would get as far as the
+  // directories before the limit, which the reference (one mkdir of the whole path) never creates.
+  if (UTF8.encode(path).length >= PATH_MAX) throw osError("ENAMETOOLONG");
   if (!recursive) {
     const parent = openParent(path, scope);
     try {
