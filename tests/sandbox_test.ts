@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { ErrorCode, RpcError } from "../lib/protocol/errors.ts";
+import { JsonFloat } from "../lib/protocol/json_decode.ts";
 import { FileHandleTable } from "../lib/server/fs/handles.ts";
 import { type FsMethod, runFsOperation } from "../lib/server/fs/operations.ts";
 import { MissingWatchTable } from "../lib/server/fs/watch.ts";
@@ -331,11 +332,117 @@ Deno.test("planSandbox() rejects invalid values with the reference's messages", 
       withEntries([{ path: { type: "path", path: "rel/dir" }, access: "write" }]),
       "invalid URI: relative URL without a base",
     ],
+    // The type names are the reference's. Its own members are read from the message text, where
+    // a number is `number`; what lies inside `permissions` from a buffered copy, where it is
+    // `integer` or `floating point`, and a tag may be a variant's index.
+    ["x", 'invalid type: string "x", expected struct WireFileSystemSandboxContext'],
+    // The reference decodes an array positionally (docs/protocol.md §14).
+    [[], "invalid type: sequence, expected struct WireFileSystemSandboxContext"],
+    [-1, "invalid type: number, expected struct WireFileSystemSandboxContext"],
+    [new JsonFloat(5.5), "invalid type: number, expected struct WireFileSystemSandboxContext"],
+    [{ ...valid, cwd: 5 }, "invalid type: number, expected a string"],
+    [{ ...valid, workspaceRoots: [5] }, "invalid type: number, expected a string"],
+    [{ ...valid, useLegacyLandlock: 5 }, "invalid type: number, expected a boolean"],
+    [
+      { ...valid, windowsSandboxLevel: true },
+      "invalid type: boolean `true`, expected string or map",
+    ],
+    [{ ...valid, windowsSandboxLevel: null }, "invalid type: null, expected string or map"],
+    [
+      { ...valid, windowsSandboxProxySettingsMode: "x" },
+      "unknown variant `x`, expected `reconcile` or `preserve`",
+    ],
+    [
+      { ...valid, permissions: 5 },
+      "invalid type: integer `5`, expected internally tagged enum ExecPermissionProfile",
+    ],
+    [{ ...valid, permissions: { type: 1 } }, "invalid type: number, expected variant identifier"],
+    [{ ...valid, permissions: { type: null } }, "invalid type: null, expected variant identifier"],
+    [
+      { ...valid, permissions: { ...permissions, network: new JsonFloat(1.5) } },
+      "invalid type: floating point `1.5`, expected string or map",
+    ],
+    [
+      { ...valid, permissions: { ...permissions, file_system: "x" } },
+      'invalid type: string "x", expected internally tagged enum ExecManagedFileSystemPermissions',
+    ],
+    [
+      { ...valid, permissions: { ...permissions, file_system: { ...fileSystem, type: 5 } } },
+      "invalid value: integer `5`, expected variant index 0 <= i < 2",
+    ],
+    [
+      { ...valid, permissions: { ...permissions, file_system: { type: "restricted" } } },
+      "missing field `entries`",
+    ],
+    [
+      {
+        ...valid,
+        permissions: { ...permissions, file_system: { type: "restricted", entries: null } },
+      },
+      "invalid type: null, expected a sequence",
+    ],
+    [
+      withEntries([5 as unknown as Json]),
+      "invalid type: integer `5`, expected struct ExecFileSystemSandboxEntry",
+    ],
+    [
+      withEntries([{ path: "x", access: "read" }]),
+      'invalid type: string "x", expected internally tagged enum ExecFileSystemPath',
+    ],
+    [
+      withEntries([{ path: { type: 3, path: "file:///tmp" }, access: "read" }]),
+      "invalid value: integer `3`, expected variant index 0 <= i < 3",
+    ],
+    [
+      withEntries([{ path: { type: "special", value: { kind: 5 } }, access: "read" }]),
+      "missing field `path`",
+    ],
+    [
+      withEntries([{ path: { type: "special", value: { kind: null } }, access: "read" }]),
+      "invalid type: null, expected variant identifier",
+    ],
+    [
+      withEntries([{ path: { type: "special", value: { kind: "tmpdir" } }, access: null }]),
+      "invalid type: null, expected string or map",
+    ],
   ];
   for (const [sandbox, message] of cases) {
     const err = rpcErrorOf(() => planSandbox(sandbox, { cwd: layout.ws }));
     assert.equal(err.code, ErrorCode.InvalidParams, message);
     assert.equal(err.message, message);
+  }
+});
+
+Deno.test("planSandbox() takes the forms the reference's decoder takes", () => {
+  using layout = makeLayout();
+  const valid = codexRequest("workspace_write", layout.ws).sandbox as Json;
+  const permissions = valid.permissions as Json;
+  const fileSystem = permissions.file_system as Json;
+  const entries = fileSystem.entries as Json[];
+  const accepted: unknown[] = [
+    // A unit variant as a map, and a tag inside permissions as its variant's index.
+    { ...valid, permissions: { ...permissions, network: { restricted: null } } },
+    { ...valid, permissions: { ...permissions, file_system: { type: 1 } } },
+    {
+      ...valid,
+      permissions: {
+        ...permissions,
+        file_system: {
+          ...fileSystem,
+          entries: [...entries, {
+            // Index 5 is `unknown` (current_working_directory is an alias of project_roots).
+            path: { type: "special", value: { kind: 5, path: "file:///tmp" } },
+            access: { write: null },
+          }],
+        },
+      },
+    },
+    // Members it does not read (windowsSandboxPrivateDesktop) and a null proxy mode.
+    { ...valid, windowsSandboxPrivateDesktop: 5, windowsSandboxProxySettingsMode: null },
+    { ...valid, windowsSandboxProxySettingsMode: "preserve" },
+  ];
+  for (const sandbox of accepted) {
+    assert.doesNotThrow(() => planSandbox(sandbox, { cwd: layout.ws }), JSON.stringify(sandbox));
   }
 });
 

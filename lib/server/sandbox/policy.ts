@@ -27,6 +27,7 @@
  */
 
 import { ErrorCode, invalidParams, RpcError } from "../../protocol/errors.ts";
+import { JsonFloat } from "../../protocol/json_decode.ts";
 import { pathFromUri } from "../host/path_uri.ts";
 import { SANDBOX_SPECIAL_PATH_KINDS } from "../../protocol/methods.ts";
 import { removeMountPointIfUnused } from "./mount_locks.ts";
@@ -172,20 +173,32 @@ interface Context {
 
 // ---------------------------------------------------------------------------
 // Wire validation (serde-style messages, as the reference's decoder).
+//
+// The reference reads the context's own members from the message text, where a number is just
+// `number`, and everything inside `permissions` (an internally tagged enum) from a buffered copy,
+// where it is `integer `5`` or `floating point `1.5`` and a tag may also be its variant's index.
+// `Level` says which of the two a value is read at.
 
-function describe(value: unknown): string {
-  if (value === null) return "null";
-  if (typeof value === "boolean") return `boolean \`${value}\``;
+type Level = "text" | "buffered";
+
+function describe(value: unknown, level: Level): string {
+  const number = typeof value === "number" || typeof value === "bigint" ||
+    value instanceof JsonFloat;
+  if (number && level === "text") return "number";
+  if (value instanceof JsonFloat) return `floating point \`${value.value}\``;
+  if (typeof value === "bigint") return `integer \`${value}\``;
   if (typeof value === "number") {
     return Number.isInteger(value) ? `integer \`${value}\`` : `floating point \`${value}\``;
   }
+  if (value === null) return "null";
+  if (typeof value === "boolean") return `boolean \`${value}\``;
   if (typeof value === "string") return `string ${JSON.stringify(value)}`;
   if (Array.isArray(value)) return "sequence";
   return "map";
 }
 
-function invalidType(value: unknown, expected: string): RpcError {
-  return invalidParams(`invalid type: ${describe(value)}, expected ${expected}`);
+function invalidType(value: unknown, expected: string, level: Level): RpcError {
+  return invalidParams(`invalid type: ${describe(value, level)}, expected ${expected}`);
 }
 
 function missingField(name: string): RpcError {
@@ -202,22 +215,63 @@ function unknownVariant(value: string, variants: readonly string[]): RpcError {
   return invalidParams(`unknown variant \`${value}\`, expected ${expected}`);
 }
 
-function record(value: unknown, expected: string): Record<string, unknown> {
-  if (typeof value !== "object" || value === null || Array.isArray(value)) {
-    throw invalidType(value, expected);
+/** A JSON object; `expected` names the type in the error (`struct X`, `internally tagged enum X`). */
+function record(value: unknown, expected: string, level: Level): Record<string, unknown> {
+  if (
+    typeof value !== "object" || value === null || Array.isArray(value) ||
+    value instanceof JsonFloat
+  ) {
+    throw invalidType(value, expected, level);
   }
   return value as Record<string, unknown>;
 }
 
-function variant<T extends string>(value: unknown, variants: readonly T[]): T {
-  if (typeof value !== "string") throw invalidType(value, "a string");
-  if (!(variants as readonly string[]).includes(value)) throw unknownVariant(value, variants);
-  return value as T;
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value) &&
+    !(value instanceof JsonFloat);
 }
 
-function tag<T extends string>(object: Record<string, unknown>, field: string, variants: T[]): T {
+/** A unit enum value: its name, or a map of its name to `null`. */
+function variant<T extends string>(value: unknown, variants: readonly T[], level: Level): T {
+  let name = value;
+  if (isRecord(value)) {
+    const keys = Object.keys(value);
+    if (keys.length === 1 && value[keys[0]!] === null) name = keys[0];
+  }
+  if (typeof name !== "string") throw invalidType(value, "string or map", level);
+  if (!(variants as readonly string[]).includes(name)) throw unknownVariant(name, variants);
+  return name as T;
+}
+
+/**
+ * The tag of an internally tagged enum. Read from a buffered copy, an integer picks the variant
+ * of that index (`indexed`: the variants in declaration order, without aliases).
+ */
+function tag<T extends string>(
+  object: Record<string, unknown>,
+  field: string,
+  variants: readonly T[],
+  level: Level,
+  indexed: readonly T[] = variants,
+): T {
   if (!(field in object)) throw missingField(field);
-  return variant(object[field], variants);
+  const value = object[field];
+  if (typeof value === "string") {
+    if (!(variants as readonly string[]).includes(value)) throw unknownVariant(value, variants);
+    return value as T;
+  }
+  const index = typeof value === "bigint"
+    ? value
+    : Number.isInteger(value)
+    ? BigInt(value as number)
+    : -1n;
+  if (level === "buffered" && index >= 0n) {
+    if (index < BigInt(indexed.length)) return indexed[Number(index)]!;
+    throw invalidParams(
+      `invalid value: integer \`${index}\`, expected variant index 0 <= i < ${indexed.length}`,
+    );
+  }
+  throw invalidType(value, "variant identifier", level);
 }
 
 function required(object: Record<string, unknown>, field: string): unknown {
@@ -225,81 +279,89 @@ function required(object: Record<string, unknown>, field: string): unknown {
   return object[field];
 }
 
-function optionalBool(object: Record<string, unknown>, field: string): boolean {
+function optionalBool(object: Record<string, unknown>, field: string, level: Level): boolean {
   const value = object[field];
   if (value === undefined || value === null) return false;
-  if (typeof value !== "boolean") throw invalidType(value, "a boolean");
+  if (typeof value !== "boolean") throw invalidType(value, "a boolean", level);
   return value;
 }
 
-function uriList(value: unknown): string[] {
-  if (!Array.isArray(value)) throw invalidType(value, "a sequence");
-  return value.map((item) => {
-    if (typeof item !== "string") throw invalidType(item, "a string");
-    return pathFromUri(item);
-  });
+function string(value: unknown, level: Level): string {
+  if (typeof value !== "string") throw invalidType(value, "a string", level);
+  return value;
+}
+
+function uriList(value: unknown, level: Level): string[] {
+  if (!Array.isArray(value)) throw invalidType(value, "a sequence", level);
+  return value.map((item) => pathFromUri(string(item, level)));
 }
 
 const ACCESS = ["read", "write", "deny", "none"] as const;
 const KINDS = SANDBOX_SPECIAL_PATH_KINDS;
+/** The kinds by index: `current_working_directory` is an alias of `project_roots`. */
+const INDEXED_KINDS = KINDS.filter((kind) => kind !== "current_working_directory");
 
 function parsePathSpec(value: unknown): PathSpec {
-  const object = record(value, "internally tagged enum FileSystemPath");
-  const type = tag(object, "type", ["path", "glob_pattern", "special"]);
+  const object = record(value, "internally tagged enum ExecFileSystemPath", "buffered");
+  const type = tag(object, "type", ["path", "glob_pattern", "special"], "buffered");
   if (type === "path") {
-    const path = required(object, "path");
-    if (typeof path !== "string") throw invalidType(path, "a string");
-    return { type, path: pathFromUri(path) };
+    return { type, path: pathFromUri(string(required(object, "path"), "buffered")) };
   }
   if (type === "glob_pattern") {
-    const pattern = required(object, "pattern");
-    if (typeof pattern !== "string") throw invalidType(pattern, "a string");
-    return { type, pattern };
+    return { type, pattern: string(required(object, "pattern"), "buffered") };
   }
-  const special = record(required(object, "value"), "internally tagged enum FileSystemSpecialPath");
-  const kind = tag(special, "kind", [...KINDS]);
+  const special = record(
+    required(object, "value"),
+    "internally tagged enum FileSystemSpecialPath",
+    "buffered",
+  );
+  const kind = tag(special, "kind", KINDS, "buffered", INDEXED_KINDS);
   const subpath = special.subpath;
-  if (subpath !== undefined && subpath !== null && typeof subpath !== "string") {
-    throw invalidType(subpath, "a string");
-  }
   const spec: PathSpec = {
     type,
     kind: kind === "current_working_directory" ? "project_roots" : kind,
   };
-  if (typeof subpath === "string") spec.subpath = subpath;
-  if (kind === "unknown" && typeof required(special, "path") !== "string") {
-    throw invalidType(special.path, "a string");
-  }
+  if (subpath !== undefined && subpath !== null) spec.subpath = string(subpath, "buffered");
+  if (kind === "unknown") string(required(special, "path"), "buffered");
   return spec;
 }
 
 function parseEntry(value: unknown): Entry {
-  const object = record(value, "struct FileSystemSandboxEntry");
+  const object = record(value, "struct ExecFileSystemSandboxEntry", "buffered");
   const path = parsePathSpec(required(object, "path"));
-  const access = variant(required(object, "access"), ACCESS);
+  const access = variant(required(object, "access"), ACCESS, "buffered");
   const missing = object.missing_path_behavior;
-  if (missing !== undefined && missing !== null) variant(missing, ["skip"]);
+  if (missing !== undefined && missing !== null) variant(missing, ["skip"], "buffered");
   return { path, access: access === "none" ? "deny" : access };
 }
 
 function parseContext(value: unknown): Context {
-  const object = record(value, "struct FileSystemSandboxContext");
-  const permissionsValue = record(required(object, "permissions"), "internally tagged enum");
-  const type = tag(permissionsValue, "type", ["managed", "disabled", "external"]);
+  const object = record(value, "struct WireFileSystemSandboxContext", "text");
+  const permissionsValue = record(
+    required(object, "permissions"),
+    "internally tagged enum ExecPermissionProfile",
+    "buffered",
+  );
+  // The tag is read from the text, the rest of `permissions` from the buffered copy.
+  const type = tag(permissionsValue, "type", ["managed", "disabled", "external"], "text");
   const network = (): NetworkPolicy =>
-    variant(required(permissionsValue, "network"), ["restricted", "enabled"]);
+    variant(required(permissionsValue, "network"), ["restricted", "enabled"], "buffered");
   let permissions: Context["permissions"];
   if (type === "disabled") {
     permissions = { type };
   } else if (type === "external") {
     permissions = { type, network: network() };
   } else {
-    const fileSystem = record(required(permissionsValue, "file_system"), "internally tagged enum");
-    const fsType = tag(fileSystem, "type", ["restricted", "unrestricted"]);
+    const fileSystem = record(
+      required(permissionsValue, "file_system"),
+      "internally tagged enum ExecManagedFileSystemPermissions",
+      "buffered",
+    );
+    const fsType = tag(fileSystem, "type", ["restricted", "unrestricted"], "buffered");
     let entries: Entry[] | null = null;
     if (fsType === "restricted") {
-      const raw = fileSystem.entries ?? [];
-      if (!Array.isArray(raw)) throw invalidType(raw, "a sequence");
+      const raw = required(fileSystem, "entries");
+      if (!Array.isArray(raw)) throw invalidType(raw, "a sequence", "buffered");
       entries = raw.map(parseEntry);
     }
     permissions = { type, network: network(), entries };
@@ -309,20 +371,24 @@ function parseContext(value: unknown): Context {
     "restricted-token",
     "elevated",
     "mxc",
-  ]);
-  optionalBool(object, "windowsSandboxPrivateDesktop");
+  ], "text");
+  const proxyMode = object.windowsSandboxProxySettingsMode;
+  if (proxyMode !== undefined && proxyMode !== null) {
+    variant(proxyMode, ["reconcile", "preserve"], "text");
+  }
   const context: Context = {
     permissions,
-    workspaceRoots: object.workspaceRoots === undefined ? [] : uriList(object.workspaceRoots),
-    useLegacyLandlock: optionalBool(object, "useLegacyLandlock"),
+    workspaceRoots: object.workspaceRoots === undefined
+      ? []
+      : uriList(object.workspaceRoots, "text"),
+    useLegacyLandlock: optionalBool(object, "useLegacyLandlock", "text"),
   };
   if (object.cwd !== undefined && object.cwd !== null) {
-    if (typeof object.cwd !== "string") throw invalidType(object.cwd, "a string");
-    context.cwd = pathFromUri(object.cwd);
+    context.cwd = pathFromUri(string(object.cwd, "text"));
   }
   const temporary = object.temporaryDirectories;
   if (temporary !== undefined && temporary !== null) {
-    context.temporaryDirectories = uriList(temporary);
+    context.temporaryDirectories = uriList(temporary, "text");
   }
   return context;
 }
