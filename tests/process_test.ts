@@ -824,6 +824,22 @@ Deno.test("process/start with tty resolves argv[0] only through the child's PATH
   await client.log.processClosed("ok");
 });
 
+Deno.test("process/start runs a relative argv[0] from cwd as the absolute path it checked", async () => {
+  await using server = await inProcessSession();
+  const client = server.stdio;
+  const dir = await Deno.realPath(await Deno.makeTempDir());
+  try {
+    await Deno.writeTextFile(`${dir}/run.sh`, '#!/bin/sh\necho "ran $0"\n', { mode: 0o755 });
+    // The reference executes `./run.sh` as given, so the script's $0 is `./run.sh` there
+    // (docs/protocol.md §14).
+    await start(client, "rel", ["./run.sh"], { cwd: `file://${dir}` });
+    await client.log.processClosed("rel");
+    assert.equal(client.log.outputText("rel"), `ran ${dir}/./run.sh\n`);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
 Deno.test("process output bytes pass through unmodified, and any string is a process id", async () => {
   await using server = await inProcessSession();
   const client = server.stdio;
