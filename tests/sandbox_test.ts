@@ -282,9 +282,9 @@ Deno.test("planSandbox() returns undefined without a sandbox and plans profiles 
   assert.deepEqual(withCarveOut.mounts, [{ path: "/etc", access: "read", node: "directory" }]);
 });
 
-Deno.test("planSandbox() rejects invalid values with the reference's messages", () => {
-  using layout = makeLayout();
-  const valid = codexRequest("workspace_write", layout.ws).sandbox as Json;
+/** The Codex client's workspace-write sandbox for `ws`, its parts, and it with more entries. */
+function workspaceWriteParts(ws: string) {
+  const valid = codexRequest("workspace_write", ws).sandbox as Json;
   const permissions = valid.permissions as Json;
   const fileSystem = permissions.file_system as Json;
   const entries = fileSystem.entries as Json[];
@@ -295,6 +295,12 @@ Deno.test("planSandbox() rejects invalid values with the reference's messages", 
       file_system: { ...fileSystem, entries: [...entries, ...extra] },
     },
   });
+  return { valid, permissions, fileSystem, withEntries };
+}
+
+Deno.test("planSandbox() rejects invalid values with the reference's messages", () => {
+  using layout = makeLayout();
+  const { valid, permissions, fileSystem, withEntries } = workspaceWriteParts(layout.ws);
   const cases: [unknown, string][] = [
     [{ bogus: 1 }, "missing field `permissions`"],
     [{ ...valid, windowsSandboxLevel: undefined }, "missing field `windowsSandboxLevel`"],
@@ -415,28 +421,16 @@ Deno.test("planSandbox() rejects invalid values with the reference's messages", 
 
 Deno.test("planSandbox() takes the forms the reference's decoder takes", () => {
   using layout = makeLayout();
-  const valid = codexRequest("workspace_write", layout.ws).sandbox as Json;
-  const permissions = valid.permissions as Json;
-  const fileSystem = permissions.file_system as Json;
-  const entries = fileSystem.entries as Json[];
+  const { valid, permissions, withEntries } = workspaceWriteParts(layout.ws);
   const accepted: unknown[] = [
     // A unit variant as a map, and a tag inside permissions as its variant's index.
     { ...valid, permissions: { ...permissions, network: { restricted: null } } },
     { ...valid, permissions: { ...permissions, file_system: { type: 1 } } },
-    {
-      ...valid,
-      permissions: {
-        ...permissions,
-        file_system: {
-          ...fileSystem,
-          entries: [...entries, {
-            // Index 5 is `unknown` (current_working_directory is an alias of project_roots).
-            path: { type: "special", value: { kind: 5, path: "file:///tmp" } },
-            access: { write: null },
-          }],
-        },
-      },
-    },
+    withEntries([{
+      // Index 5 is `unknown` (current_working_directory is an alias of project_roots).
+      path: { type: "special", value: { kind: 5, path: "file:///tmp" } },
+      access: { write: null },
+    }]),
     // Members it does not read (windowsSandboxPrivateDesktop) and a null proxy mode.
     { ...valid, windowsSandboxPrivateDesktop: 5, windowsSandboxProxySettingsMode: null },
     { ...valid, windowsSandboxProxySettingsMode: "preserve" },
