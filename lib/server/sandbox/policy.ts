@@ -215,20 +215,15 @@ function unknownVariant(value: string, variants: readonly string[]): RpcError {
   return invalidParams(`unknown variant \`${value}\`, expected ${expected}`);
 }
 
-/** A JSON object; `expected` names the type in the error (`struct X`, `internally tagged enum X`). */
-function record(value: unknown, expected: string, level: Level): Record<string, unknown> {
-  if (
-    typeof value !== "object" || value === null || Array.isArray(value) ||
-    value instanceof JsonFloat
-  ) {
-    throw invalidType(value, expected, level);
-  }
-  return value as Record<string, unknown>;
-}
-
 function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value) &&
     !(value instanceof JsonFloat);
+}
+
+/** A JSON object; `expected` names the type in the error (`struct X`, `internally tagged enum X`). */
+function record(value: unknown, expected: string, level: Level): Record<string, unknown> {
+  if (!isRecord(value)) throw invalidType(value, expected, level);
+  return value;
 }
 
 /** A unit enum value: its name, or a map of its name to `null`. */
