@@ -202,6 +202,7 @@ async function main(args: string[]): Promise<void> {
     concurrentRequests: flags["concurrent-requests"],
     ttlMs: flags["session-ttl"] * 1000,
     processRetentionMs: flags["process-retention"] * 1000,
+    maxProcesses: flags["max-processes"],
     maxMessageBytes: flags["max-message-bytes"],
   };
   let server: RunningServer;

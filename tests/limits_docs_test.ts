@@ -89,6 +89,7 @@ const EXPECTED: [string, string][] = [
   ["MAX_CLIENT_NAME_CHARS", `${MAX_CLIENT_NAME_CHARS} characters`],
   ["--session-ttl", seconds(SERVER_FLAGS["session-ttl"].default)],
   ["--process-retention", seconds(SERVER_FLAGS["process-retention"].default)],
+  ["--max-processes N", count(SERVER_FLAGS["max-processes"].default)],
   ["MAX_PTY_PROCESSES", count(MAX_PTY_PROCESSES)],
   ["WATCHDOG_SOON_MS", ms(WATCHDOG_SOON_MS)],
   ["WATCHDOG_SCAN_MS", `within ${ms(WATCHDOG_SCAN_MS)}`],

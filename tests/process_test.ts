@@ -7,7 +7,7 @@ import {
   startStdio,
   type StdioClient,
 } from "./helpers/server_harness.ts";
-import { inProcessSession } from "./helpers/in_process_server.ts";
+import { InProcessServer, inProcessSession } from "./helpers/in_process_server.ts";
 import {
   call,
   callError,
@@ -344,6 +344,40 @@ Deno.test("process/signal interrupt reaches a trapping shell", async () => {
   assert.equal(client.log.outputText("s2"), "armed\ncaught\n");
   const exited = events.find((m) => m.method === "process/exited")!;
   assert.equal((exited.params as { exitCode: number }).exitCode, 7);
+});
+
+Deno.test("process/start beyond --max-processes live processes of the whole server fails with spawnFailed until one has ended", async () => {
+  await using server = await InProcessServer.websocket({ maxProcesses: 2 });
+  await using first = await server.connect();
+  await using second = await server.connect();
+  await handshake(first);
+  await handshake(second);
+  await start(first, "a", ["/bin/sleep", "30"]);
+  await start(second, "b", ["/bin/sleep", "30"]);
+  const refusal = {
+    code: -32603,
+    message: "Cannot spawn a process: the limit of 2 live processes (--max-processes) is reached",
+    data: { kind: "spawnFailed" },
+  };
+  assert.deepEqual(
+    await callError(first, "process/start", startParams("c", ["/bin/true"])),
+    refusal,
+  );
+  assert.deepEqual(
+    await callError(second, "process/start", startParams("c", ["/bin/true"])),
+    refusal,
+  );
+  // A refused start leaves no entry behind; the process counts until it has exited and closed.
+  assert.equal(
+    (await callError(first, "process/read", { processId: "c" })).message,
+    "unknown process id c",
+  );
+  await call(second, "process/terminate", { processId: "b" });
+  await second.log.processClosed("b");
+  await start(first, "c", ["/bin/true"]);
+  await first.log.processClosed("c");
+  await call(first, "process/terminate", { processId: "a" });
+  await first.log.processClosed("a");
 });
 
 Deno.test("process/terminate kills the whole process group with SIGKILL (137)", async () => {

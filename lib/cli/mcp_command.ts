@@ -37,6 +37,7 @@ const IN_PROCESS_FLAGS = {
     "sandbox-unix-sockets",
     "process-namespace",
     "process-retention",
+    "max-processes",
   ]),
   "concurrent-requests": {
     ...SERVER_FLAGS["concurrent-requests"],
@@ -149,6 +150,7 @@ async function serve(args: string[]): Promise<number> {
     const { server, target } = startInProcessServer({
       concurrentRequests: flags["concurrent-requests"],
       processRetentionMs: flags["process-retention"] * 1000,
+      maxProcesses: flags["max-processes"],
     });
     openClient = (clientName: string) => createClient(target, { clientName });
     stopServer = () => server.shutdown();

@@ -9,6 +9,7 @@
 import { VERSION } from "../server/session/environment.ts";
 import { LOG_FORMATS } from "../server/host/log.ts";
 import { DEFAULT_MAX_CONNECTIONS } from "../server/listen/connection_limit.ts";
+import { DEFAULT_MAX_PROCESSES } from "../server/process/live_processes.ts";
 import { SANDBOX_MODES } from "../server/sandbox/server_policy.ts";
 import { SANDBOX_LAYER_CHOICES } from "../server/sandbox/layer.ts";
 import {
@@ -96,6 +97,13 @@ export const SERVER_FLAGS = defineFlags({
     value: "SECONDS",
     default: 80,
     help: "how long a closed process stays readable",
+  },
+  "max-processes": {
+    kind: "integer",
+    value: "N",
+    default: DEFAULT_MAX_PROCESSES,
+    help: "most processes alive at once across all sessions; a further\n" +
+      "process/start fails with spawnFailed",
   },
   "max-message-bytes": {
     kind: "integer",

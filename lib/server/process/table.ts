@@ -8,6 +8,7 @@
  * @module
  */
 
+import { LiveProcesses } from "./live_processes.ts";
 import { becomeSubreaper, killTree, reapSoon, trackLeader } from "../host/proc.ts";
 import { spawnMarked } from "../host/spawn_mark.ts";
 import { scanSoon, startWatchdog, watchLeader } from "../host/watchdog.ts";
@@ -60,6 +61,13 @@ export interface ProcessTableOptions {
    * @default {""}
    */
   sessionId?: string;
+  /**
+   * The count of live processes this table's starts take a place in (shared by a server's
+   * sessions).
+   *
+   * @default {a count of this table's own, bounded by DEFAULT_MAX_PROCESSES}
+   */
+  live?: LiveProcesses;
 }
 
 /**
@@ -80,15 +88,17 @@ export class ProcessTable {
   #retentionMs: number;
   #sessionId: string;
   #extensions: ReadonlySet<ExtensionName> = new Set();
+  #live: LiveProcesses;
 
   /**
    * Creates an empty table.
    *
-   * @param options Retention of closed processes.
+   * @param options Retention of closed processes, the count of live processes.
    */
   constructor(options: ProcessTableOptions = {}) {
     this.#retentionMs = options.retentionMs ?? DEFAULT_PROCESS_RETENTION_MS;
     this.#sessionId = options.sessionId ?? "";
+    this.#live = options.live ?? new LiveProcesses();
   }
 
   /** Sets where notifications go (`undefined` while the session is detached: they are dropped). */
@@ -145,6 +155,13 @@ export class ProcessTable {
         throw kindError("processExists", `process ${params.processId} already exists`);
       }
     });
+    let releaseLive: () => void;
+    try {
+      releaseLive = this.#live.claim();
+    } catch (err) {
+      plan.sandbox?.release();
+      throw err;
+    }
     const proc: ManagedProcess = new ManagedProcess(params.processId, plan.tty ? 1 : 2, {
       sink: () => this.#sink,
       extensions: () => this.#extensions,
@@ -152,6 +169,7 @@ export class ProcessTable {
       tail: plan.sandbox === undefined ? undefined : new OutputTail(),
       release: () => {
         plan.sandbox?.release();
+        releaseLive();
         untrack();
         reapSoon();
         scanSoon();
@@ -189,6 +207,7 @@ export class ProcessTable {
       watchLeader(proc.backend.pid);
     } catch (err) {
       plan.sandbox?.release();
+      releaseLive();
       throw err;
     }
     PROCESS_EVENTS.started.publish(proc, {

@@ -5,6 +5,7 @@
  * @module
  */
 
+import { DEFAULT_MAX_PROCESSES, LiveProcesses } from "../process/live_processes.ts";
 import { killOrphans } from "../host/proc.ts";
 import { closeWatchdog } from "../host/watchdog.ts";
 import { ErrorCode, kindError, RpcError } from "../../protocol/errors.ts";
@@ -51,6 +52,12 @@ export interface SessionRegistryOptions {
    * @default {80000}
    */
   processRetentionMs?: number;
+  /**
+   * The most processes alive at once across all sessions (`--max-processes`).
+   *
+   * @default {DEFAULT_MAX_PROCESSES}
+   */
+  maxProcesses?: number;
 }
 
 /** One session: its id, its processes, and the connection it is attached to (if any). */
@@ -118,15 +125,17 @@ export class SessionRegistry {
   #sessions = new Map<string, Session>();
   #ttlMs: number;
   #retentionMs: number;
+  #live: LiveProcesses;
 
   /**
    * Creates a registry.
    *
-   * @param options TTL and retention.
+   * @param options TTL, retention and the bound on live processes.
    */
   constructor(options: SessionRegistryOptions = {}) {
     this.#ttlMs = options.ttlMs ?? DEFAULT_SESSION_TTL_MS;
     this.#retentionMs = options.processRetentionMs ?? 80_000;
+    this.#live = new LiveProcesses(options.maxProcesses ?? DEFAULT_MAX_PROCESSES);
   }
 
   /** Number of live sessions. */
@@ -144,7 +153,7 @@ export class SessionRegistry {
     const id = crypto.randomUUID();
     const session = new Session(
       id,
-      new ProcessTable({ retentionMs: this.#retentionMs, sessionId: id }),
+      new ProcessTable({ retentionMs: this.#retentionMs, sessionId: id, live: this.#live }),
     );
     session.attach(owner, sink, clientName);
     this.#sessions.set(session.id, session);
