@@ -86,6 +86,17 @@ async function fixture(): Promise<Fixture> {
   };
 }
 
+/** Awaits `promise`, expecting an RpcError, and returns its `data.kind`. */
+async function failureKind(operation: Promise<unknown>): Promise<unknown> {
+  try {
+    await operation;
+  } catch (err) {
+    if (err instanceof RpcError) return (err.data as { kind?: unknown } | undefined)?.kind;
+    throw err;
+  }
+  throw new Error("expected an RpcError");
+}
+
 /** Awaits `promise`, expecting an RpcError, and returns its wire code and message. */
 async function failure(
   operation: Promise<unknown> | (() => unknown),
@@ -874,6 +885,10 @@ Deno.test("FileHandleTable rejects bad ids, non-files and the 129th handle", asy
     code: -32600,
     message: "at most 128 file handles may be open per connection",
   });
+  assertEquals(
+    await failureKind(open(table, { handleId: "one-more", path: fx.at("a.txt") })),
+    "limitReached",
+  );
   table.closeAll();
   assertEquals(table.size, 0);
   assertEquals(await failure(table.readBlock({ handleId: "h2", offset: 0, len: 1 })), {
@@ -962,6 +977,10 @@ Deno.test("MissingWatchTable holds at most 1024 watches per connection; a fired 
       code: -32600,
       message: "at most 1024 missing-path watches may be registered per connection",
     },
+  );
+  assertEquals(
+    await failureKind(watchMissing(table, { watchId: 1024, missing: [fx.at("x")] }, notify)),
+    "limitReached",
   );
   await Deno.writeTextFile(`${fx.dir}/w7`, "");
   assertEquals(await fired.promise, 7);

@@ -6,7 +6,11 @@ import { ErrorCode, RpcError } from "../lib/protocol/errors.ts";
 import type { ParamsOf, ResultOf } from "../lib/protocol/methods.ts";
 import { MAX_BUFFERED_BODY_BYTES } from "../lib/server/http/decoding.ts";
 import { isValidHeaderValue } from "../lib/server/http/headers.ts";
-import { HttpRequestTable, MAX_DELTA_BYTES } from "../lib/server/http/request.ts";
+import {
+  HttpRequestTable,
+  MAX_ACTIVE_STREAMS,
+  MAX_DELTA_BYTES,
+} from "../lib/server/http/request.ts";
 import { concat } from "./helpers/server_harness.ts";
 
 type BodyDelta = ParamsOf<"http/request/bodyDelta">;
@@ -1065,6 +1069,57 @@ Deno.test("http/request refuses a duplicate active requestId and accepts it afte
     { requestId: "dup", seq: 1, deltaBase64: "b2s=", done: false, error: null },
     { requestId: "dup", seq: 2, deltaBase64: "", done: true, error: null },
   ]);
+});
+
+Deno.test("http/request holds at most MAX_ACTIVE_STREAMS streamed responses per connection; a finished one frees its place", async () => {
+  const release = Promise.withResolvers<void>();
+  const releaseFirst = Promise.withResolvers<void>();
+  await using server = rawServer(async (conn, request) => {
+    if (request.startsWith("GET /stall")) {
+      await write(conn, "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n");
+      await (request.startsWith("GET /stall0 ") ? releaseFirst.promise : release.promise);
+      await write(conn, "0\r\n\r\n");
+    } else {
+      await write(conn, "HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok");
+    }
+  });
+  const { table, finalDelta, request } = recordingTable();
+  try {
+    for (let i = 0; i < MAX_ACTIVE_STREAMS; i++) {
+      await request({
+        method: "GET",
+        url: `${server.origin}/stall${i}`,
+        requestId: `s${i}`,
+        streamResponse: true,
+      });
+    }
+    assertEquals(table.activeStreams, MAX_ACTIVE_STREAMS);
+    const more = { method: "GET", url: `${server.origin}/hello`, requestId: "more" };
+    const refused = await table.request({ ...more, streamResponse: true }).then(
+      () => assert.fail("expected the stream past the bound to be refused"),
+      (err) => err,
+    );
+    assert.ok(refused instanceof RpcError);
+    assertEquals(
+      { code: refused.code, message: refused.message, data: refused.data },
+      {
+        code: ErrorCode.InvalidRequest,
+        message:
+          `at most ${MAX_ACTIVE_STREAMS} streamed http/request responses may be active per connection`,
+        data: { kind: "limitReached" },
+      },
+    );
+    // Buffered requests still run.
+    assertEquals(text((await request(more)).bodyBase64), "ok");
+    releaseFirst.resolve();
+    await finalDelta("s0");
+    assertEquals((await request({ ...more, streamResponse: true })).status, 200);
+    await finalDelta("more");
+  } finally {
+    release.resolve();
+  }
+  for (let i = 1; i < MAX_ACTIVE_STREAMS; i++) await finalDelta(`s${i}`);
+  assertEquals(table.activeStreams, 0);
 });
 
 Deno.test("http/request closeAll stops active streams without further deltas", async () => {

@@ -26,6 +26,7 @@ import {
 import { MAX_BUFFERED_BODY_BYTES } from "../lib/server/http/decoding.ts";
 import { POOL_MAX_IDLE, POOL_MAX_IDLE_PER_ORIGIN } from "../lib/server/http/pool.ts";
 import { MAX_REDIRECTS } from "../lib/server/http/redirects.ts";
+import { MAX_ACTIVE_STREAMS } from "../lib/server/http/request.ts";
 import {
   MAX_RESPONSE_FIELDS,
   MAX_RESPONSE_HEAD_BYTES,
@@ -91,6 +92,7 @@ const EXPECTED: [string, string][] = [
   ["--process-retention", seconds(SERVER_FLAGS["process-retention"].default)],
   ["--max-processes N", count(SERVER_FLAGS["max-processes"].default)],
   ["MAX_PTY_PROCESSES", count(MAX_PTY_PROCESSES)],
+  ["MAX_ACTIVE_STREAMS", count(MAX_ACTIVE_STREAMS)],
   ["WATCHDOG_SOON_MS", ms(WATCHDOG_SOON_MS)],
   ["WATCHDOG_SCAN_MS", `within ${ms(WATCHDOG_SCAN_MS)}`],
   ["MAX_PENDING_CHARS", bytes(MAX_PENDING_CHARS)],

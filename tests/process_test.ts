@@ -346,7 +346,7 @@ Deno.test("process/signal interrupt reaches a trapping shell", async () => {
   assert.equal((exited.params as { exitCode: number }).exitCode, 7);
 });
 
-Deno.test("process/start beyond --max-processes live processes of the whole server fails with spawnFailed until one has ended", async () => {
+Deno.test("process/start beyond --max-processes live processes of the whole server fails with limitReached until one has ended", async () => {
   await using server = await InProcessServer.websocket({ maxProcesses: 2 });
   await using first = await server.connect();
   await using second = await server.connect();
@@ -357,7 +357,7 @@ Deno.test("process/start beyond --max-processes live processes of the whole serv
   const refusal = {
     code: -32603,
     message: "Cannot spawn a process: the limit of 2 live processes (--max-processes) is reached",
-    data: { kind: "spawnFailed" },
+    data: { kind: "limitReached" },
   };
   assert.deepEqual(
     await callError(first, "process/start", startParams("c", ["/bin/true"])),

@@ -419,7 +419,7 @@ Deno.test("PtyProcess.close() releases every descriptor", async () => {
   assert.equal(ptyFdCount(), before);
 });
 
-Deno.test("spawnPty() refuses the live pty process beyond its limit with spawnFailed, and spawns again once one is released", async () => {
+Deno.test("spawnPty() refuses the live pty process beyond its limit with limitReached, and spawns again once one is released", async () => {
   // The bound itself is 1024 (MAX_PTY_PROCESSES); a lower limit through the same check keeps CI cheap.
   assert.ok(await eventually(() => livePtyProcesses() === 0), "ptys of earlier tests released");
   const limit = 3;
@@ -431,7 +431,7 @@ Deno.test("spawnPty() refuses the live pty process beyond its limit with spawnFa
     assert.equal(livePtyProcesses(), limit);
     assert.deepEqual(spawnErrorOf(() => start(["/bin/true"], { maxLive: limit })), {
       message: `Cannot spawn a pty process: the limit of ${limit} live pty processes is reached`,
-      kind: "spawnFailed",
+      kind: "limitReached",
     });
     const first = children.shift()!;
     first.kill("SIGKILL");

@@ -103,7 +103,7 @@ export const SERVER_FLAGS = defineFlags({
     value: "N",
     default: DEFAULT_MAX_PROCESSES,
     help: "most processes alive at once across all sessions; a further\n" +
-      "process/start fails with spawnFailed",
+      "process/start fails with limitReached",
   },
   "max-message-bytes": {
     kind: "integer",

@@ -74,6 +74,11 @@ export const ERROR_KINDS = {
     codes: [ErrorCode.InvalidRequest],
     description: "process/start: the session already has a process with this `processId`.",
   },
+  limitReached: {
+    codes: [ErrorCode.InvalidRequest, ErrorCode.InternalError],
+    description:
+      "A documented bound is reached (docs/guide/limits.md): open file handles, missing-path watches or streamed http/request responses of the connection (-32600), live processes or pty processes of the server (-32603, as spawn failures); the same request can succeed once one of them has ended.",
+  },
 } as const satisfies Record<string, { codes: readonly ErrorCodeValue[]; description: string }>;
 
 /** One of the `data.kind` values of {@linkcode ERROR_KINDS}. */
@@ -101,13 +106,18 @@ export function errorKind(data: unknown): ErrorKind | undefined {
 }
 
 /**
- * Builds an error of the given kind with the kind's (first) code and `data: {kind}`.
+ * Builds an error of the given kind with `data: {kind}` and one of the kind's codes.
  *
  * @param kind The `data.kind`.
  * @param message The message sent on the wire.
+ * @param code One of the kind's codes (default: the first).
  */
-export function kindError(kind: ErrorKind, message: string): RpcError {
-  return new RpcError(ERROR_KINDS[kind].codes[0], message, { data: { kind } });
+export function kindError<K extends ErrorKind>(
+  kind: K,
+  message: string,
+  code: (typeof ERROR_KINDS)[K]["codes"][number] = ERROR_KINDS[kind].codes[0],
+): RpcError {
+  return new RpcError(code, message, { data: { kind } });
 }
 
 /** The `error` member of an error response, as it goes on the wire. */

@@ -4,7 +4,7 @@
  * @module
  */
 
-import { ErrorCode, invalidRequest, RpcError } from "../../protocol/errors.ts";
+import { ErrorCode, invalidRequest, kindError, RpcError } from "../../protocol/errors.ts";
 import { fsError, osError, osErrorCode } from "../host/os_errors.ts";
 import type { ParamsOf, ResultOf } from "../../protocol/methods.ts";
 import { close, F, fsSyscallsAvailable, fstatat, preadAt, pwriteAt } from "../host/fs_syscalls.ts";
@@ -78,7 +78,10 @@ export class FileHandleTable {
     checkId(id);
     if (this.#handles.has(id)) throw invalidRequest(`file handle \`${id}\` already exists`);
     if (this.#handles.size >= MAX_HANDLES) {
-      throw invalidRequest(`at most ${MAX_HANDLES} file handles may be open per connection`);
+      throw kindError(
+        "limitReached",
+        `at most ${MAX_HANDLES} file handles may be open per connection`,
+      );
     }
     const replace = mode === "replace";
     this.#handles.set(id, undefined);

@@ -4,7 +4,7 @@
  * @module
  */
 
-import { invalidRequest } from "../../protocol/errors.ts";
+import { kindError } from "../../protocol/errors.ts";
 import { dirname } from "../host/posix_path.ts";
 import { fsError, osErrorCode } from "../host/os_errors.ts";
 import type { ResultOf } from "../../protocol/methods.ts";
@@ -138,7 +138,8 @@ export class MissingWatchTable {
   /** Refuses a watch past {@linkcode MAX_WATCHES} (checked again after the awaits of a registration). */
   #checkRoom(): void {
     if (this.#watches.size < MAX_WATCHES) return;
-    throw invalidRequest(
+    throw kindError(
+      "limitReached",
       `at most ${MAX_WATCHES} missing-path watches may be registered per connection`,
     );
   }

@@ -13,7 +13,7 @@
  * @module
  */
 
-import { ErrorCode, RpcError } from "../../protocol/errors.ts";
+import { ErrorCode, kindError, RpcError } from "../../protocol/errors.ts";
 import type { ParamsOf, ReplyOf } from "../../protocol/methods.ts";
 import { STREAMED_CHUNK_BYTES, StreamedString } from "../../protocol/streamed_json.ts";
 import { concatBytes } from "../../rpc/bytes.ts";
@@ -31,6 +31,9 @@ import { type ReceivedResponse, send } from "./redirects.ts";
  * size while the reply is written.
  */
 const STREAMED_BODY_BYTES = STREAMED_CHUNK_BYTES;
+
+/** Streamed responses of one connection whose body has not ended, at most (`-32600` beyond). */
+export const MAX_ACTIVE_STREAMS = 256;
 
 /** Largest decoded chunk carried by one `http/request/bodyDelta` (1 MiB). */
 export const MAX_DELTA_BYTES: number = 1024 * 1024;
@@ -111,6 +114,12 @@ export class HttpRequestTable {
         throw new RpcError(
           ErrorCode.InvalidParams,
           `http/request streamResponse requestId \`${params.requestId}\` is already active`,
+        );
+      }
+      if (this.#active.size >= MAX_ACTIVE_STREAMS) {
+        throw kindError(
+          "limitReached",
+          `at most ${MAX_ACTIVE_STREAMS} streamed http/request responses may be active per connection`,
         );
       }
       this.#active.set(params.requestId, exchange);

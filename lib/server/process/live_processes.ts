@@ -4,7 +4,7 @@
  * @module
  */
 
-import { kindError } from "../../protocol/errors.ts";
+import { ErrorCode, kindError } from "../../protocol/errors.ts";
 
 /** The default of `--max-processes`. */
 export const DEFAULT_MAX_PROCESSES = 4096;
@@ -48,13 +48,14 @@ export class LiveProcesses {
    * Takes a place for a process about to be spawned.
    *
    * @returns The function that gives the place back; calls after the first do nothing.
-   * @throws {RpcError} `-32603` with `data.kind: "spawnFailed"` when {@linkcode max} are alive.
+   * @throws {RpcError} `-32603` with `data.kind: "limitReached"` when {@linkcode max} are alive.
    */
   claim(): () => void {
     if (this.#count >= this.max) {
       throw kindError(
-        "spawnFailed",
+        "limitReached",
         `Cannot spawn a process: the limit of ${this.max} live processes (--max-processes) is reached`,
+        ErrorCode.InternalError,
       );
     }
     this.#count++;

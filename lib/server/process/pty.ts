@@ -19,7 +19,7 @@ import { ptySupported } from "./pty_support.ts";
 import { osErrorName } from "../host/os_errors.ts";
 import { waitedExit } from "../host/child_exits.ts";
 import { spawnErrorFromErrno } from "./spawn_errors.ts";
-import { kindError, type RpcError } from "../../protocol/errors.ts";
+import { ErrorCode, kindError, type RpcError } from "../../protocol/errors.ts";
 import {
   byValue,
   C,
@@ -180,8 +180,9 @@ export function spawnPty(argv: readonly string[], options: PtySpawnOptions): Pty
   const maxLive = Math.min(options.maxLive ?? MAX_PTY_PROCESSES, MAX_PTY_PROCESSES);
   if (liveCount >= maxLive) {
     throw kindError(
-      "spawnFailed",
+      "limitReached",
       `Cannot spawn a pty process: the limit of ${maxLive} live pty processes is reached`,
+      ErrorCode.InternalError,
     );
   }
   const program = argv[0];
