@@ -1,5 +1,8 @@
 import assert from "node:assert/strict";
 import { meets, worstRepetitionRatio } from "./bench.ts";
+import { METRICS } from "./metrics.ts";
+import { existingServer } from "./server_process.ts";
+import { connectWebSocket } from "./transport.ts";
 
 const runs = (values: number[]) => values.map((p50) => ({ values: { p50 } }));
 
@@ -19,3 +22,35 @@ Deno.test("a repetition without a value leaves the target unjudged", () => {
   const ours: { values: Record<string, number> }[] = [{ values: { p50: 1 } }, { values: {} }];
   assert.ok(Number.isNaN(worstRepetitionRatio(ours, runs([2, 2]), "p50", target)));
 });
+
+Deno.test({
+  name: "the confinedSpawn metric spawns under --sandbox workspace-write in its writable root",
+  // bubblewrap (or Landlock) confines the processes; without bwrap the server refuses the flag.
+  ignore: !bubblewrapInstalled(),
+  async fn() {
+    const confined = METRICS.find((metric) => metric.name === "confinedSpawn")!;
+    const values = await confined.run({
+      server: existingServer("ws://127.0.0.1:1"),
+      command: `${Deno.execPath()} run --allow-all ${
+        new URL("../main.ts", import.meta.url).pathname
+      }`,
+      quick: true,
+      connect: (url) => connectWebSocket(url),
+      deadline: Date.now() + 60_000,
+      reference: false,
+    });
+    assert.ok(
+      (values.seqP50Ms ?? 0) > 0 && (values.concurrentProcsPerS ?? 0) > 0,
+      JSON.stringify(values),
+    );
+  },
+});
+
+function bubblewrapInstalled(): boolean {
+  try {
+    return new Deno.Command("bwrap", { args: ["--version"], stdout: "null", stderr: "null" })
+      .outputSync().success;
+  } catch {
+    return false;
+  }
+}

@@ -137,8 +137,13 @@ export async function startProcess(
   client: RpcClient,
   processId: string,
   argv: string[],
-  listener: { onOutput?(chunk: string, seq: number): void; pipeStdin?: boolean; tty?: boolean } =
-    {},
+  listener: {
+    onOutput?(chunk: string, seq: number): void;
+    pipeStdin?: boolean;
+    tty?: boolean;
+    /** The working directory (a `file:` URI; default `CWD`). */
+    cwd?: string;
+  } = {},
 ): Promise<Watched> {
   const { promise, resolve } = Promise.withResolvers<void>();
   client.watch(processId, {
@@ -151,7 +156,7 @@ export async function startProcess(
   await client.call("process/start", {
     processId,
     argv,
-    cwd: CWD,
+    cwd: listener.cwd ?? CWD,
     env: ENV,
     tty: listener.tty ?? false,
     pipeStdin: listener.pipeStdin ?? false,
@@ -224,16 +229,17 @@ async function runSpawn(ctx: MetricContext): Promise<Record<string, number>> {
   return await measureSpawn(ctx, ctx.server.url);
 }
 
-/** Spawns `true` on the server at `url`: sequential latency, then 32 in flight. */
+/** Spawns `true` in `cwd` on the server at `url`: sequential latency, then 32 in flight. */
 async function measureSpawn(
   ctx: MetricContext,
   url: string | null,
+  cwd?: string,
 ): Promise<Record<string, number>> {
   const n = ctx.quick ? 30 : 300;
   const client = await openClient(ctx, url);
   const once = async () => {
     const t0 = performance.now();
-    const w = await startProcess(client, nextProcessId("spawn"), ["true"]);
+    const w = await startProcess(client, nextProcessId("spawn"), ["true"], { cwd });
     await withTimeout(w.closed, remaining(ctx), "process/closed of true");
     return performance.now() - t0;
   };
@@ -266,7 +272,8 @@ async function runConfinedSpawn(ctx: MetricContext): Promise<Record<string, numb
   const server = await startServer(ctx.command + (ctx.reference ? "" : flags));
   try {
     const cpu0 = cpuMs(server.pid);
-    const result = await measureSpawn(ctx, server.url);
+    // In the writable root: the sandbox gives its processes a private /tmp, which hides /tmp.
+    const result = await measureSpawn(ctx, server.url, `file://${root}`);
     return { ...result, serverCpuMs: cpuMs(server.pid) - cpu0 };
   } finally {
     await server.stop();
