@@ -46,7 +46,7 @@ import {
  * pty pair; all of them share a single waiting thread from Deno's blocking thread pool (which
  * Deno 2.9 caps at about 32 threads, also used by file system operations), so the cap guards
  * descriptors and `/dev/pts` entries, not threads. {@linkcode spawnPty} fails with
- * `spawnFailed` beyond it.
+ * `limitReached` beyond it.
  */
 export const MAX_PTY_PROCESSES = 1024;
 
@@ -83,7 +83,7 @@ export interface PtySpawnOptions {
    */
   cols?: number;
   /**
-   * The most pty processes alive at once, this one included: the spawn fails with `spawnFailed`
+   * The most pty processes alive at once, this one included: the spawn fails with `limitReached`
    * when that many already are. Lower than {@linkcode MAX_PTY_PROCESSES} only in tests of the bound.
    *
    * @default {MAX_PTY_PROCESSES}
