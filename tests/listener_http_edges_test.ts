@@ -181,3 +181,43 @@ Deno.test("a request head whose lines end in a bare LF is answered as its CRLF t
     assert.equal(answer.status, 400);
   });
 });
+
+Deno.test("a method other than GET or HEAD on a served path is answered 405 with Allow, as the reference answers it", async (t) => {
+  await using server = await InProcessServer.websocket();
+  const port = portOf(server);
+  for (
+    const [method, target] of [["POST", "/"], ["PUT", "/readyz"], ["DELETE", "/healthz"], [
+      "POST",
+      "/metrics",
+    ]]
+  ) {
+    await t.step(`${method} ${target}`, async () => {
+      const got = await exchange(
+        port,
+        `${method} ${target} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n`,
+      );
+      assert.ok(typeof got === "object");
+      assert.equal(got.status, 405);
+      assert.equal(got.headers.get("allow"), "GET, HEAD");
+      if (target === "/") {
+        assert.equal(new TextDecoder().decode(got.body), "Request method must be `GET`");
+      }
+    });
+  }
+  await t.step("POST carrying upgrade headers", async () => {
+    const got = await exchange(
+      port,
+      `POST / HTTP/1.1\r\nHost: x\r\n${UPGRADE}Sec-WebSocket-Version: 13\r\nContent-Length: 0\r\n\r\n`,
+    );
+    assert.ok(typeof got === "object");
+    assert.equal(got.status, 405);
+  });
+  await t.step("an unknown path stays 404 whatever the method", async () => {
+    const got = await exchange(
+      port,
+      "POST /nowhere HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n",
+    );
+    assert.ok(typeof got === "object");
+    assert.equal(got.status, 404);
+  });
+});

@@ -11,7 +11,7 @@ import { log } from "../host/log.ts";
 import { isSandboxedPeer } from "../sandbox/peer.ts";
 import { HandshakeDeadlines } from "./handshake_deadlines.ts";
 import { audit } from "../observe/audit.ts";
-import { authorizeRequest, operatorRoutes } from "../observe/routes.ts";
+import { authorizeRequest, methodNotAllowed, operatorRoutes } from "../observe/routes.ts";
 import type { ConsoleFeed } from "../observe/console_feed.ts";
 import type { ConsoleAnswer } from "../observe/console_routes.ts";
 import { osErrorCode } from "../host/os_errors.ts";
@@ -255,8 +255,12 @@ export function serveWebSocket(options: WebSocketListenOptions = {}): Promise<Ru
     if (refused) return { response: refused };
     const answered = request && await operator(request, peer);
     if (answered) return { response: answered };
-    if (request && (new URL(request.url).pathname !== "/" || request.method !== "GET")) {
+    if (request && new URL(request.url).pathname !== "/") {
       return { response: new Response(null, { status: 404 }) };
+    }
+    // The reference's text for another method on `/`.
+    if (request && request.method !== "GET") {
+      return { response: methodNotAllowed("Request method must be `GET`") };
     }
     const refusal = upgradeRefusal(head.headers);
     if (refusal) return { response: refusal };

@@ -88,6 +88,27 @@ export const PRIVATE_HEADERS: Readonly<Record<string, string>> = {
   "x-content-type-options": "nosniff",
 };
 
+const OPERATOR_PATHS = new Set(["/healthz", "/readyz", "/metrics"]);
+
+/**
+ * `405 Method Not Allowed` for a path served only to `GET` (and `HEAD`, which is answered as
+ * `GET`), with its `Allow` field.
+ *
+ * @example
+ * ```ts
+ * import { methodNotAllowed } from "./routes.ts";
+ * const answer = methodNotAllowed("Request method must be `GET`");
+ * console.log(answer.status, answer.headers.get("allow")); // 405 "GET, HEAD"
+ * ```
+ *
+ * @param text A plain-text body, or none.
+ */
+export function methodNotAllowed(text: string | null = null): Response {
+  const headers: Record<string, string> = { allow: "GET, HEAD" };
+  if (text !== null) headers["content-type"] = "text/plain; charset=utf-8";
+  return new Response(text, { status: 405, headers });
+}
+
 /**
  * Builds the operator routes of a server.
  *
@@ -106,8 +127,8 @@ export const PRIVATE_HEADERS: Readonly<Record<string, string>> = {
  */
 export function operatorRoutes(options: OperatorRoutesOptions): OperatorRoutes {
   return async (request, remoteAddress) => {
-    if (request.method !== "GET") return undefined;
     const path = new URL(request.url).pathname;
+    if (request.method !== "GET") return OPERATOR_PATHS.has(path) ? methodNotAllowed() : undefined;
     if (path === "/healthz") {
       return new Response("ok\n", { headers: { "content-type": "text/plain; charset=utf-8" } });
     }
