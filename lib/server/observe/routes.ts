@@ -88,8 +88,6 @@ export const PRIVATE_HEADERS: Readonly<Record<string, string>> = {
   "x-content-type-options": "nosniff",
 };
 
-const OPERATOR_PATHS = new Set(["/healthz", "/readyz", "/metrics"]);
-
 /**
  * `405 Method Not Allowed` for a path served only to `GET` (and `HEAD`, which is answered as
  * `GET`), with its `Allow` field.
@@ -126,18 +124,26 @@ export function methodNotAllowed(text: string | null = null): Response {
  * @returns The routes.
  */
 export function operatorRoutes(options: OperatorRoutesOptions): OperatorRoutes {
+  // The one list of the operator's paths: each is served to GET (and HEAD), 405 otherwise.
+  const routes: Record<
+    string,
+    (request: Request, remoteAddress: string) => Response | Promise<Response>
+  > = {
+    "/healthz": () =>
+      new Response("ok\n", { headers: { "content-type": "text/plain; charset=utf-8" } }),
+    "/readyz": () => new Response(null),
+    "/metrics": async (request, remoteAddress) => {
+      const auth = await authorizeRequest(options.authorize, request, remoteAddress);
+      if (!auth.ok) return await withHeaders(auth.response, PRIVATE_HEADERS);
+      return new Response(metricsText(options.state), {
+        headers: { "content-type": "text/plain; version=0.0.4; charset=utf-8", ...PRIVATE_HEADERS },
+      });
+    },
+  };
   return async (request, remoteAddress) => {
     const path = new URL(request.url).pathname;
-    if (request.method !== "GET") return OPERATOR_PATHS.has(path) ? methodNotAllowed() : undefined;
-    if (path === "/healthz") {
-      return new Response("ok\n", { headers: { "content-type": "text/plain; charset=utf-8" } });
-    }
-    if (path === "/readyz") return new Response(null);
-    if (path !== "/metrics") return undefined;
-    const auth = await authorizeRequest(options.authorize, request, remoteAddress);
-    if (!auth.ok) return await withHeaders(auth.response, PRIVATE_HEADERS);
-    return new Response(metricsText(options.state), {
-      headers: { "content-type": "text/plain; version=0.0.4; charset=utf-8", ...PRIVATE_HEADERS },
-    });
+    if (!Object.hasOwn(routes, path)) return undefined;
+    const route = routes[path]!;
+    return request.method === "GET" ? await route(request, remoteAddress) : methodNotAllowed();
   };
 }

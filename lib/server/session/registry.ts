@@ -5,7 +5,7 @@
  * @module
  */
 
-import { DEFAULT_MAX_PROCESSES, LiveProcesses } from "../process/live_processes.ts";
+import { LiveProcesses } from "../process/live_processes.ts";
 import { killOrphans } from "../host/proc.ts";
 import { closeWatchdog } from "../host/watchdog.ts";
 import { ErrorCode, kindError, RpcError } from "../../protocol/errors.ts";
@@ -135,7 +135,7 @@ export class SessionRegistry {
   constructor(options: SessionRegistryOptions = {}) {
     this.#ttlMs = options.ttlMs ?? DEFAULT_SESSION_TTL_MS;
     this.#retentionMs = options.processRetentionMs ?? 80_000;
-    this.#live = new LiveProcesses(options.maxProcesses ?? DEFAULT_MAX_PROCESSES);
+    this.#live = new LiveProcesses(options.maxProcesses);
   }
 
   /** Number of live sessions. */
