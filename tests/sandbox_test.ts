@@ -1411,3 +1411,30 @@ Deno.test("sandboxed fs/walk following links neither lists nor enters a link to 
   const listed = walk.entries.map((entry) => pathFromUri(entry.path).slice(ws.length));
   assert.ok(!listed.some((path) => path.startsWith("/l")), listed.join());
 });
+
+Deno.test("sandboxed fs/walk of a denied directory answers its denial as the walk's one error, as the reference", async () => {
+  using layout = makeLayout();
+  const { ws, outside } = layout;
+  await Deno.writeTextFile(`${outside}/SECRETMARK`, "");
+  const sandbox = codexRequest("workspace_write", ws).sandbox as Json;
+  const permissions = sandbox.permissions as { file_system: { entries: Json[] } };
+  permissions.file_system.entries.push(
+    { path: { type: "path", path: uriFromPath(outside) }, access: "none" },
+  );
+  const options = {
+    maxDepth: 3,
+    maxDirectories: 10,
+    maxEntries: 100,
+    followDirectorySymlinks: true,
+  };
+  assert.deepEqual(await runFs("fs/walk", { path: uriFromPath(outside), options, sandbox }), {
+    entries: [],
+    errors: [{ path: uriFromPath(outside), message: "Permission denied (os error 13)" }],
+    truncated: false,
+  });
+  // Below the denied directory the walk is still refused.
+  const below = await rejection(
+    runFs("fs/walk", { path: uriFromPath(`${outside}/sub`), options, sandbox }),
+  );
+  assert.equal(below.code, ErrorCode.InvalidRequest);
+});

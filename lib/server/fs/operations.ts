@@ -28,6 +28,7 @@ import { canonicalize, getMetadata } from "./metadata.ts";
 import { readFile } from "./read_file.ts";
 import { remove } from "./remove.ts";
 import { walk } from "./walk.ts";
+import { osError } from "../host/os_errors.ts";
 import type { MissingWatchTable } from "./watch.ts";
 import { writeFile } from "./write_file.ts";
 
@@ -154,6 +155,15 @@ export const FS_OPERATIONS: { readonly [M in FsMethod]: FsOperation<M> } = {
   }),
 };
 
+/** The walk of a directory the sandbox denies: no entries and its root's denial. */
+function deniedWalk(root: string): ResultOf<"fs/walk"> {
+  return {
+    entries: [],
+    errors: [{ path: root, message: osError("EACCES").message }],
+    truncated: false,
+  };
+}
+
 /**
  * Runs an fs request: plans its `sandbox`, resolves its paths, checks them
  * against the sandbox and the server's Deno permissions, then runs it.
@@ -196,10 +206,10 @@ export function runFsOperation<M extends FsMethod>(
   // The sandbox first: an invalid one is reported before an invalid path, as by the reference.
   const { client, server } = fsSandboxChecks((params as { sandbox?: unknown }).sandbox);
   const paths = entry.access(params);
-  // Only `mkdir -p` can be done without running, and its result is `{}`.
-  if (client !== undefined && checkFsAccess(client.plan, paths, client.refusals) === "done") {
-    return {} as ReplyOf<M>;
-  }
+  // Only `mkdir -p` can be done without running, and its result is `{}`; only a walk is denied.
+  const verdict = client === undefined ? "run" : checkFsAccess(client.plan, paths, client.refusals);
+  if (verdict === "done") return {} as ReplyOf<M>;
+  if (verdict === "denied") return deniedWalk((params as { path: string }).path) as ReplyOf<M>;
   for (const path of paths) {
     if (path.access === "write") requireWrite(path.path);
     else if (path.kind === "metadata") requireReadOrMissing(path.path);

@@ -299,6 +299,14 @@ export function checkFsRead(
   }
 }
 
+/** Whether `path` is a directory the plan denies, itself (not a path below one). */
+function isDeniedMount(plan: SandboxPlan, path: string): boolean {
+  if (plan.isolation !== "filesystem") return false;
+  const canonical = canonicalPath(path).path;
+  const at = mountAt(plan, canonical);
+  return at?.access === "deny" && at.path === canonical;
+}
+
 /** Planning options for an fs request: the server's cwd and `TMPDIR`. */
 function planOptions(): PlanSandboxOptions {
   const tmpdir = serverEnv("TMPDIR");
@@ -322,7 +330,10 @@ export function planFsSandbox(sandbox: unknown): SandboxPlan | undefined {
  * documentation). Returns `"run"` when the operation may proceed (it may
  * still fail on its own), `"done"` when it already succeeds inside the
  * sandbox without touching the disk (`mkdir -p` of a directory that exists
- * there).
+ * there), `"denied"` when it lists a directory the request's sandbox denies, itself (the
+ * sandboxed walk of its root fails, which the reference answers as the walk's one error, not
+ * as the request's; under the server's own sandbox, `refusals` other than the default, the walk
+ * is refused).
  *
  * @param plan The request's plan.
  * @param accesses Every path the request reads or writes, from the fs operations table.
@@ -333,11 +344,16 @@ export function checkFsAccess(
   plan: SandboxPlan,
   accesses: readonly PathAccess[],
   refusals: FsRefusals = KERNEL_REFUSALS,
-): "run" | "done" {
-  let verdict: "run" | "done" = "run";
+): "run" | "done" | "denied" {
+  let verdict: "run" | "done" | "denied" = "run";
   const { read, write } = refusals;
   for (const access of accesses) {
-    if (access.access === "read") {
+    // Only the request's own sandbox answers so; the server's refuses the walk.
+    const walksDenied = refusals === KERNEL_REFUSALS && access.access === "read" &&
+      access.kind === "listing" && isDeniedMount(plan, access.path);
+    if (walksDenied) {
+      verdict = "denied";
+    } else if (access.access === "read") {
       const subtree = access.kind === "tree" && lstatOrNull(access.path)?.isDirectory === true;
       const metadataOnly = access.kind === "metadata" || access.kind === "existence";
       checkFsRead(plan, access.path, subtree, metadataOnly, read);
