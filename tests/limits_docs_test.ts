@@ -8,6 +8,15 @@
 
 import assert from "node:assert/strict";
 import { SERVER_FLAGS } from "../lib/cli/server_flags.ts";
+import {
+  MAX_BUNDLE_BYTES_PER_REQUEST,
+  MAX_BUNDLE_BYTES_PER_ROOT,
+  MAX_DIRECTORIES_PER_ROOT,
+  MAX_ENTRIES_PER_ROOT,
+  MAX_FILE_BYTES,
+  MAX_ROOTS_PER_REQUEST,
+  MAX_SCAN_DEPTH,
+} from "../lib/server/capabilities/discover.ts";
 import { MAX_JSON_DEPTH, MAX_JSON_VALUES } from "../lib/protocol/json_decode.ts";
 import { INBOUND_QUEUE_LIMIT } from "../lib/rpc/connection.ts";
 import {
@@ -81,6 +90,13 @@ const EXPECTED: [string, string][] = [
   ["MAX_WATCH_PATHS", `${MAX_WATCH_PATHS} distinct paths per watch`],
   ["MAX_WATCHES", `${count(MAX_WATCHES)} watches`],
   ["WALK_REPLY_CHARS", `${WALK_REPLY_CHARS >> 20} Mi characters`],
+  ["MAX_ROOTS_PER_REQUEST", `${MAX_ROOTS_PER_REQUEST} (the reference's)`],
+  ["MAX_SCAN_DEPTH", `depth ${MAX_SCAN_DEPTH}`],
+  ["MAX_DIRECTORIES_PER_ROOT", `${count(MAX_DIRECTORIES_PER_ROOT)} directories`],
+  ["MAX_ENTRIES_PER_ROOT", `${count(MAX_ENTRIES_PER_ROOT)} entries`],
+  ["MAX_FILE_BYTES", `${bytes(MAX_FILE_BYTES)} per file`],
+  ["MAX_BUNDLE_BYTES_PER_ROOT", `${bytes(MAX_BUNDLE_BYTES_PER_ROOT)} per root`],
+  ["MAX_BUNDLE_BYTES_PER_REQUEST", `${bytes(MAX_BUNDLE_BYTES_PER_REQUEST)} per request`],
   ["RETAINED_OUTPUT_BYTES", bytes(RETAINED_OUTPUT_BYTES)],
   ["BULK_PIPE_BYTES", bytes(BULK_PIPE_BYTES)],
   ["MAX_BULK_PIPES", `at most ${MAX_BULK_PIPES} pipes`],

@@ -459,6 +459,29 @@ const U16 = unsigned("u16", { max: 65535n });
 // deno-lint-ignore no-slow-types
 const TerminalSize = object({ rows: U16, cols: U16 }, { name: "TerminalSize" });
 
+/** A UTF-8 text file that capability discovery read. */
+const CapabilityTextFile = object({ path: PathUri, contents: string() }, {
+  name: "CapabilityTextFile",
+});
+
+/** What `capabilityRoots/discoverV1` found below one root. */
+const CapabilityRootDiscovery = object({
+  id: string(),
+  path: PathUri,
+  plugin: nullable(object({
+    manifest: CapabilityTextFile,
+    mcpConfig: nullable(CapabilityTextFile),
+    appsConfig: nullable(CapabilityTextFile),
+  }, { name: "DiscoveredPluginFiles" })),
+  skills: array(object({
+    instructions: CapabilityTextFile,
+    metadata: nullable(CapabilityTextFile),
+  }, { name: "DiscoveredSkillFiles" })),
+  namespaceManifests: array(CapabilityTextFile),
+  warnings: array(string()),
+  error: nullable(string()),
+}, { name: "CapabilityRootDiscovery" });
+
 // ---------------------------------------------------------------------------
 // The table
 
@@ -824,11 +847,13 @@ export const METHODS = {
 
   "capabilityRoots/discoverV1": request(
     "capability discovery",
-    "Codex-specific plugin discovery (not supported: capabilityDiscoveryV2 is false).",
+    "Codex-specific: finds the plugin manifests, MCP and app configs and skills below each root (with each root's sandbox) and returns their text, root by root in request order; a root's failure is its own `error`.",
     object({
-      roots: array(object({ id: string(), path: PathUri }, { name: "CapabilityRoot" })),
+      roots: array(
+        object({ id: string(), path: PathUri, sandbox }, { name: "CapabilityRootDiscoverRequest" }),
+      ),
     }, { name: "WireCapabilityRootsDiscoverParams" }),
-    object({ roots: array(any()) }, { name: "CapabilityRootsDiscoverResponse" }),
+    object({ roots: array(CapabilityRootDiscovery) }, { name: "CapabilityRootsDiscoverResponse" }),
   ),
   "capabilities/discoverV2": request(
     "capability discovery",
@@ -843,8 +868,11 @@ export const METHODS = {
     "Codex-specific config layer reading (not supported: environmentConfigRead is false).",
     object({
       cwd: PathUri,
-      configPaths: array(array(PathUri)),
-      requirementsPaths: array(array(PathUri)),
+      configPaths: described(
+        array(array(string())),
+        'Config key paths to read (each a list of keys, such as ["features"]).',
+      ),
+      requirementsPaths: described(array(array(string())), "Requirements key paths to read."),
     }, { name: "EnvironmentConfigReadParams" }),
     object({
       userHomeDir: PathUri,

@@ -59,7 +59,7 @@ export function capabilities(): Record<string, boolean> {
     networkProxyTransparentTcp: false,
     credentialMasking: false,
     credentialMaskingCustomProviders: false,
-    capabilityDiscoverySandbox: false,
+    capabilityDiscoverySandbox: true,
     fsWatchMissing: true,
     capabilityDiscoveryV2: false,
     environmentConfigRead: false,

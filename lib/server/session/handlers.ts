@@ -120,7 +120,16 @@ export const HANDLERS: Handlers = {
       : http.request(params);
   },
 
-  "capabilityRoots/discoverV1": () => unsupported("capability discovery", "capabilityDiscoveryV2"),
+  "capabilityRoots/discoverV1": async (params, ctx) => {
+    const [fs, { discoverCapabilityRoots }] = await Promise.all([
+      ctx.state.fs(),
+      import("../capabilities/discover.ts"),
+    ]);
+    return discoverCapabilityRoots(
+      params,
+      (method, fsParams) => fs.run(method, fsParams, fs.context),
+    );
+  },
   "capabilities/discoverV2": () => unsupported("capability discovery", "capabilityDiscoveryV2"),
   "environmentConfig/read": (params) => {
     if (params.configPaths.length === 0 && params.requirementsPaths.length === 0) {

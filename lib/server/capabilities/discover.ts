@@ -1,0 +1,371 @@
+/**
+ * `capabilityRoots/discoverV1` (docs/protocol.md §13): for each root a client selects, the
+ * plugin manifest it declares (with its MCP and app configs), every `SKILL.md` below it (with
+ * its `agents/openai.yaml`) and the plugin manifests that namespace those skills, read as text
+ * in one bounded pass, as the reference does it.
+ *
+ * Every file-system access goes through the fs operations table (`fs/getMetadata`, `fs/walk`,
+ * `fs/readFile` with the root's `sandbox`), so discovery sees exactly what those requests
+ * would: the root's sandbox, the server's own sandbox and its `--allow-read` scope apply, and a
+ * path outside the read scope is a missing one. Problems below a root are warnings, a root that
+ * cannot be inspected is that root's `error`; neither fails the other roots.
+ *
+ * @module
+ */
+
+import { invalidRequest, RpcError } from "../../protocol/errors.ts";
+import type { ParamsOf, ReplyOf, ResultOf } from "../../protocol/methods.ts";
+import { StreamedString } from "../../protocol/streamed_json.ts";
+import type { FsMethod } from "../fs/operations.ts";
+import { joinPath, pathFromUri, uriFromPath } from "../host/path_uri.ts";
+import { fsSandboxChecks } from "../sandbox/fs_guard.ts";
+import { utf8Error } from "./utf8_error.ts";
+
+/** Most roots one request may name (the reference's bound, with its `-32600`). */
+export const MAX_ROOTS_PER_REQUEST = 128;
+/** Deepest level below a root the scan lists (the reference's). */
+export const MAX_SCAN_DEPTH = 6;
+/** Most directories the scan of one root lists (the reference's). */
+export const MAX_DIRECTORIES_PER_ROOT = 2_000;
+/** Most entries the scan of one root lists (the reference's). */
+export const MAX_ENTRIES_PER_ROOT = 20_000;
+/** Largest file read: 1 MiB (the reference's); a larger one is a warning. */
+export const MAX_FILE_BYTES = 1024 * 1024;
+/** Most text read below one root: 16 MiB (the reference's); past it files are warnings. */
+export const MAX_BUNDLE_BYTES_PER_ROOT = 16 * 1024 * 1024;
+/**
+ * Most text one request reads over all its roots: 64 MiB (the reference has no such bound, and
+ * 128 roots of 16 MiB would make a 2 GiB reply); past it files are warnings.
+ */
+export const MAX_BUNDLE_BYTES_PER_REQUEST = 64 * 1024 * 1024;
+
+/** The plugin manifests a root may hold, the first present one being its own. */
+const PLUGIN_MANIFESTS = [
+  ".codex-plugin/plugin.json",
+  ".claude-plugin/plugin.json",
+  ".cursor-plugin/plugin.json",
+] as const;
+const SKILL_FILE = "SKILL.md";
+const SKILL_METADATA = "agents/openai.yaml";
+const DEFAULT_MCP_CONFIG = ".mcp.json";
+
+type Params = ParamsOf<"capabilityRoots/discoverV1">;
+type Result = ResultOf<"capabilityRoots/discoverV1">;
+type RootDiscovery = Result["roots"][number];
+type TextFile = RootDiscovery["namespaceManifests"][number];
+
+/** Runs one fs request through the fs operations table (`runFsOperation` with the connection's state). */
+export type FsRunner = <M extends FsMethod>(
+  method: M,
+  params: ParamsOf<M>,
+) => ReplyOf<M> | Promise<ReplyOf<M>>;
+
+/** Bytes of text read, below one root and in the whole request. */
+class Budget {
+  #request = 0;
+  #root = 0;
+
+  /** Starts the count of a new root. */
+  nextRoot(): void {
+    this.#root = 0;
+  }
+
+  /** Why `bytes` more do not fit, or `undefined` when they do. */
+  refusal(bytes: number): string | undefined {
+    if (this.#root + bytes > MAX_BUNDLE_BYTES_PER_ROOT) {
+      return `capability root bundle exceeds the ${MAX_BUNDLE_BYTES_PER_ROOT}-byte limit`;
+    }
+    if (this.#request + bytes > MAX_BUNDLE_BYTES_PER_REQUEST) {
+      return `capability discovery reply exceeds the ${MAX_BUNDLE_BYTES_PER_REQUEST}-byte limit`;
+    }
+    return undefined;
+  }
+
+  add(bytes: number): void {
+    this.#root += bytes;
+    this.#request += bytes;
+  }
+}
+
+/** One root's scan: its fs requests carry its sandbox, its warnings collect here. */
+interface Scan {
+  readonly run: FsRunner;
+  readonly sandbox: unknown;
+  readonly budget: Budget;
+  readonly warnings: string[];
+}
+
+function messageOf(err: unknown): string {
+  return err instanceof RpcError ? err.message : "internal error";
+}
+
+function isNotFound(err: unknown): boolean {
+  return err instanceof RpcError &&
+    (err.data as { errno?: string } | undefined)?.errno === "ENOENT";
+}
+
+function parentOf(path: string): string | undefined {
+  if (path === "/") return undefined;
+  const slash = path.lastIndexOf("/");
+  return slash <= 0 ? "/" : path.slice(0, slash);
+}
+
+function baseName(path: string): string {
+  return path.slice(path.lastIndexOf("/") + 1);
+}
+
+/** The file's bytes from `fs/readFile`, or `undefined` once they pass `limit`. */
+async function readBytes(scan: Scan, uri: string, limit: number): Promise<Uint8Array | undefined> {
+  const { dataBase64 } = await scan.run("fs/readFile", { path: uri, sandbox: scan.sandbox });
+  if (!(dataBase64 instanceof StreamedString)) return Uint8Array.fromBase64(dataBase64);
+  let text = "";
+  // Leaving the loop early closes the file (the chunks' generator ends).
+  for await (const chunk of dataBase64.take()) {
+    text += chunk;
+    if (text.length > Math.ceil(limit / 3) * 4) return undefined;
+  }
+  return Uint8Array.fromBase64(text);
+}
+
+/**
+ * A capability file's text: `undefined` when it is missing or not a regular file (silently) or
+ * when it cannot be used (with a warning: unreadable, too large, over the budget, not UTF-8).
+ */
+async function readText(scan: Scan, uri: string): Promise<TextFile | undefined> {
+  const warn = (warning: string) => void scan.warnings.push(warning);
+  let size: number;
+  try {
+    const metadata = await scan.run("fs/getMetadata", { path: uri, sandbox: scan.sandbox });
+    if (!metadata.isFile) return undefined;
+    size = metadata.size;
+  } catch (err) {
+    if (!isNotFound(err)) warn(`failed to inspect capability file ${uri}: ${messageOf(err)}`);
+    return undefined;
+  }
+  if (size > MAX_FILE_BYTES) {
+    return void warn(`capability file ${uri} exceeds the ${MAX_FILE_BYTES}-byte limit`);
+  }
+  const refusal = scan.budget.refusal(size);
+  if (refusal !== undefined) return void warn(refusal);
+  let bytes: Uint8Array | undefined;
+  try {
+    bytes = await readBytes(scan, uri, MAX_FILE_BYTES);
+  } catch (err) {
+    return void warn(`failed to read capability file ${uri}: ${messageOf(err)}`);
+  }
+  // The file grew after its size was read.
+  if (bytes === undefined || bytes.length > MAX_FILE_BYTES) {
+    return void warn(`capability file ${uri} exceeded its read limit`);
+  }
+  const grown = scan.budget.refusal(bytes.length);
+  if (grown !== undefined) return void warn(grown);
+  const invalid = utf8Error(bytes);
+  if (invalid !== undefined) return void warn(`capability file ${uri} is not UTF-8: ${invalid}`);
+  scan.budget.add(bytes.length);
+  return { path: uri, contents: new TextDecoder("utf-8", { ignoreBOM: true }).decode(bytes) };
+}
+
+/** The first plugin manifest `directory` holds, in {@linkcode PLUGIN_MANIFESTS} order. */
+async function firstManifest(scan: Scan, directory: string): Promise<TextFile | undefined> {
+  for (const relative of PLUGIN_MANIFESTS) {
+    const manifest = await readText(scan, uriFromPath(joinPath(directory, relative)));
+    if (manifest !== undefined) return manifest;
+  }
+  return undefined;
+}
+
+/** The rank of a plugin manifest path in {@linkcode PLUGIN_MANIFESTS}, or -1 for another file. */
+function manifestRank(path: string): number {
+  const parent = parentOf(path);
+  if (baseName(path) !== "plugin.json" || parent === undefined) return -1;
+  return PLUGIN_MANIFESTS.indexOf(`${baseName(parent)}/plugin.json` as never);
+}
+
+/** The plugin a manifest describes: the directory holding its `.codex-plugin` (or similar). */
+function pluginRootOf(manifestPath: string): string {
+  return parentOf(parentOf(manifestPath)!)!;
+}
+
+/** A file a manifest declares under `field`: a `./` path that stays below the root. */
+function declaredPath(
+  scan: Scan,
+  root: string,
+  field: string,
+  value: unknown,
+  manifest: TextFile,
+): string | undefined {
+  if (typeof value !== "string") return undefined;
+  const ignoring = `ignoring ${field} in ${manifest.path}: path must`;
+  if (!value.startsWith("./")) {
+    return void scan.warnings.push(`${ignoring} start with \`./\``);
+  }
+  const relative = value.slice(2);
+  if (relative === "" || relative.startsWith("/") || relative.split(/[/\\]/).includes("..")) {
+    return void scan.warnings.push(`${ignoring} remain below the capability root`);
+  }
+  return uriFromPath(joinPath(root, relative));
+}
+
+/** The root plugin's files: its manifest, its MCP config (declared or `.mcp.json`), its apps. */
+async function pluginFiles(
+  scan: Scan,
+  root: string,
+  manifest: TextFile,
+): Promise<NonNullable<RootDiscovery["plugin"]>> {
+  let declared: Record<string, unknown> = {};
+  try {
+    const parsed = JSON.parse(manifest.contents);
+    if (typeof parsed === "object" && parsed !== null && !Array.isArray(parsed)) declared = parsed;
+  } catch {
+    // A manifest that is not JSON declares nothing; the client parses it and says why.
+  }
+  const servers = declared.mcpServers;
+  const inline = typeof servers === "object" && servers !== null && !Array.isArray(servers);
+  const mcpPath = inline ? undefined : declaredPath(scan, root, "mcpServers", servers, manifest) ??
+    uriFromPath(joinPath(root, DEFAULT_MCP_CONFIG));
+  const appsPath = declaredPath(scan, root, "apps", declared.apps, manifest);
+  const mcpConfig = mcpPath === undefined ? undefined : await readText(scan, mcpPath);
+  const appsConfig = appsPath === undefined ? undefined : await readText(scan, appsPath);
+  return { manifest, mcpConfig: mcpConfig ?? null, appsConfig: appsConfig ?? null };
+}
+
+/** Discovers one root (its URI and sandbox already checked). */
+async function discoverRoot(
+  request: Params["roots"][number],
+  run: FsRunner,
+  budget: Budget,
+): Promise<RootDiscovery> {
+  const { id, path: uri, sandbox } = request;
+  const root = pathFromUri(uri);
+  const scan: Scan = { run, sandbox, budget, warnings: [] };
+  const discovery: RootDiscovery = {
+    id,
+    path: uri,
+    plugin: null,
+    skills: [],
+    namespaceManifests: [],
+    warnings: scan.warnings,
+    error: null,
+  };
+  try {
+    const metadata = await run("fs/getMetadata", { path: uri, sandbox });
+    if (!metadata.isDirectory) {
+      return { ...discovery, error: `capability root ${uri} is not a directory` };
+    }
+  } catch (err) {
+    return { ...discovery, error: `failed to inspect capability root ${uri}: ${messageOf(err)}` };
+  }
+  let walked: ResultOf<"fs/walk">;
+  try {
+    walked = await run("fs/walk", {
+      path: uri,
+      options: {
+        maxDepth: MAX_SCAN_DEPTH,
+        maxDirectories: MAX_DIRECTORIES_PER_ROOT,
+        maxEntries: MAX_ENTRIES_PER_ROOT,
+        followDirectorySymlinks: true,
+        pruneHiddenDirectories: false,
+      },
+      sandbox,
+    });
+  } catch (err) {
+    return { ...discovery, error: `failed to scan capability root ${uri}: ${messageOf(err)}` };
+  }
+  for (const error of walked.errors) {
+    scan.warnings.push(`failed to scan capability path ${error.path}: ${error.message}`);
+  }
+  if (walked.truncated) {
+    scan.warnings.push(`capability scan reached its traversal limit (root: ${uri})`);
+  }
+  const files = walked.entries.filter((entry) => entry.kind === "file").map((entry) => ({
+    uri: entry.path,
+    path: pathFromUri(entry.path),
+  }));
+  const skills = files.filter((file) => baseName(file.path) === SKILL_FILE)
+    .sort((a, b) => a.uri < b.uri ? -1 : a.uri > b.uri ? 1 : 0);
+  const manifests = files.filter((file) => manifestRank(file.path) >= 0).map((file) => ({
+    ...file,
+    pluginRoot: uriFromPath(pluginRootOf(file.path)),
+    rank: manifestRank(file.path),
+  })).sort((a, b) =>
+    a.pluginRoot < b.pluginRoot ? -1 : a.pluginRoot > b.pluginRoot ? 1 : a.rank - b.rank
+  );
+
+  const own = await firstManifest(scan, root);
+  // Skills of a root inside a plugin take that plugin's namespace: the nearest manifest above.
+  let inherited = own;
+  for (let above = parentOf(root); inherited === undefined && above !== undefined;) {
+    inherited = await firstManifest(scan, above);
+    above = parentOf(above);
+  }
+  const namespaced = new Set<string>();
+  if (inherited !== undefined) {
+    namespaced.add(uriFromPath(pluginRootOf(pathFromUri(inherited.path))));
+    discovery.namespaceManifests.push(inherited);
+  }
+  for (const manifest of manifests) {
+    if (namespaced.has(manifest.pluginRoot)) continue;
+    namespaced.add(manifest.pluginRoot);
+    const text = await readText(scan, manifest.uri);
+    if (text !== undefined) discovery.namespaceManifests.push(text);
+  }
+  if (own !== undefined) discovery.plugin = await pluginFiles(scan, root, own);
+  for (const skill of skills) {
+    const instructions = await readText(scan, skill.uri);
+    if (instructions === undefined) continue;
+    const metadataPath = joinPath(parentOf(skill.path)!, SKILL_METADATA);
+    const metadata = await readText(scan, uriFromPath(metadataPath));
+    discovery.skills.push({ instructions, metadata: metadata ?? null });
+  }
+  return discovery;
+}
+
+/**
+ * `capabilityRoots/discoverV1`: discovers each root in request order.
+ *
+ * Every root's URI and `sandbox` are checked before any is scanned, so a request with one
+ * invalid root (or a sandbox this server cannot enforce) is refused whole, with `-32602`, as the
+ * reference refuses one it cannot decode.
+ *
+ * @param params The request's params.
+ * @param run Runs an fs request for this connection.
+ * @returns One discovery per root, in request order.
+ * @throws {RpcError} `-32600` past {@linkcode MAX_ROOTS_PER_REQUEST} roots; the path or sandbox
+ * error of an invalid root.
+ *
+ * @example Discover a skill
+ * ```ts
+ * import { discoverCapabilityRoots } from "./discover.ts";
+ * import { runFsOperation } from "../fs/operations.ts";
+ * import { FileHandleTable } from "../fs/handles.ts";
+ * import { MissingWatchTable } from "../fs/watch.ts";
+ * const context = { files: new FileHandleTable(), watches: new MissingWatchTable(), notify() {} };
+ * const dir = await Deno.makeTempDir();
+ * await Deno.mkdir(`${dir}/skills/tidy`, { recursive: true });
+ * await Deno.writeTextFile(`${dir}/skills/tidy/SKILL.md`, "---\nname: tidy\n---\n");
+ * const { roots } = await discoverCapabilityRoots(
+ *   { roots: [{ id: "repo", path: `file://${dir}` }] },
+ *   (method, params) => runFsOperation(method, params, context),
+ * );
+ * console.log(roots[0]!.skills.length); // 1
+ * await Deno.remove(dir, { recursive: true });
+ * ```
+ */
+export async function discoverCapabilityRoots(params: Params, run: FsRunner): Promise<Result> {
+  if (params.roots.length > MAX_ROOTS_PER_REQUEST) {
+    throw invalidRequest(
+      `capability root discovery accepts at most ${MAX_ROOTS_PER_REQUEST} roots`,
+    );
+  }
+  for (const root of params.roots) {
+    pathFromUri(root.path);
+    fsSandboxChecks(root.sandbox);
+  }
+  const budget = new Budget();
+  const roots: RootDiscovery[] = [];
+  for (const root of params.roots) {
+    budget.nextRoot();
+    roots.push(await discoverRoot(root, run, budget));
+  }
+  return { roots };
+}
