@@ -15,7 +15,7 @@ import { runFsOperation } from "../lib/server/fs/operations.ts";
 import { MissingWatchTable } from "../lib/server/fs/watch.ts";
 import { uriFromPath } from "../lib/server/host/path_uri.ts";
 import { inProcessSession } from "./helpers/in_process_server.ts";
-import type { Json } from "./helpers/server_harness.ts";
+import { handshake, type Json, MAIN_TS, startStdio } from "./helpers/server_harness.ts";
 
 type Discovery = ResultOf<"capabilityRoots/discoverV1">["roots"][number];
 type Root = { id: string; path: string; sandbox?: unknown };
@@ -362,4 +362,39 @@ Deno.test("utf8Error names the first bad sequence as Rust's Utf8Error does", asy
   for (const [bytes, expected] of cases) {
     assert.equal(utf8Error(new Uint8Array(bytes)), expected, bytes.join(","));
   }
+});
+
+Deno.test("under a scoped --allow-read, discovery sees only the scope: a root outside it is missing, ancestors outside are skipped", async () => {
+  await using dir = await scratch();
+  const inside = await tree(`${dir.base}/in`, {
+    "sub/.claude-plugin/plugin.json": '{"name":"sub"}\n',
+    "sub/skills/b/SKILL.md": "x\n",
+  });
+  // A manifest above the scope would namespace the root's skills if the server could read it.
+  const outside = await tree(dir.base, { ".codex-plugin/plugin.json": "{}\n", "out/SKILL.md": "" });
+  const main = MAIN_TS.slice(0, MAIN_TS.lastIndexOf("/"));
+  await using server = await startStdio({
+    permissions: [`--allow-read=${inside},${main}`, "--allow-env", "--allow-sys", "--allow-ffi"],
+  });
+  await handshake(server.stdio);
+  const reply = await server.stdio.request(2, "capabilityRoots/discoverV1", {
+    roots: [{ id: "in", path: uriFromPath(inside) }, {
+      id: "out",
+      path: uriFromPath(`${outside}/out`),
+    }],
+  });
+  const [found, missing] = (reply.result as { roots: Discovery[] }).roots;
+  assert.deepEqual(found!.skills.map((skill) => skill.instructions.path), [
+    uriFromPath(`${inside}/sub/skills/b/SKILL.md`),
+  ]);
+  assert.deepEqual(found!.namespaceManifests.map((manifest) => manifest.path), [
+    uriFromPath(`${inside}/sub/.claude-plugin/plugin.json`),
+  ]);
+  assert.deepEqual(found!.warnings, []);
+  assert.equal(
+    missing!.error,
+    `failed to inspect capability root ${
+      uriFromPath(`${outside}/out`)
+    }: No such file or directory (os error 2)`,
+  );
 });
