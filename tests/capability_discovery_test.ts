@@ -96,6 +96,17 @@ Deno.test("capabilityRoots/discoverV1 returns a plugin's manifest, declared MCP 
   }]);
 });
 
+Deno.test("capabilityRoots/discoverV1 gives a root back with its dot segments resolved, as the reference", async () => {
+  await using dir = await scratch();
+  await tree(dir.base, { "sub/skills/b/SKILL.md": "x\n" });
+  const dotted = `${uriFromPath(dir.base)}/skills/../sub`;
+  const { roots: [found] } = await discover([{ id: "d", path: dotted }]);
+  assert.equal(found!.path, uriFromPath(`${dir.base}/sub`));
+  assert.deepEqual(found!.skills.map((skill) => skill.instructions.path), [
+    uriFromPath(`${dir.base}/sub/skills/b/SKILL.md`),
+  ]);
+});
+
 Deno.test("capabilityRoots/discoverV1 reports a missing root and a file root as that root's error", async () => {
   await using dir = await scratch();
   await Deno.writeTextFile(`${dir.base}/file`, "");

@@ -235,8 +235,11 @@ async function discoverRoot(
   run: FsRunner,
   budget: Budget,
 ): Promise<RootDiscovery> {
-  const { id, path: uri, sandbox } = request;
-  const root = pathFromUri(uri);
+  const { id, sandbox } = request;
+  const root = pathFromUri(request.path);
+  // The root as the reference's URI parser gives it back: dot segments resolved, and the
+  // client's own percent-encoding kept.
+  const uri = new URL(request.path).href;
   const scan: Scan = { run, sandbox, budget, warnings: [] };
   const discovery: RootDiscovery = {
     id,
