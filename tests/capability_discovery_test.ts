@@ -14,6 +14,7 @@ import { FileHandleTable } from "../lib/server/fs/handles.ts";
 import { runFsOperation } from "../lib/server/fs/operations.ts";
 import { MissingWatchTable } from "../lib/server/fs/watch.ts";
 import { uriFromPath } from "../lib/server/host/path_uri.ts";
+import { sandboxValue } from "./helpers/attack.ts";
 import { inProcessSession } from "./helpers/in_process_server.ts";
 import { handshake, type Json, MAIN_TS, startStdio } from "./helpers/server_harness.ts";
 
@@ -304,20 +305,11 @@ Deno.test("capabilityRoots/discoverV1 reads through each root's sandbox: a denie
     "skills/denied/SKILL.md": "secret\n",
   });
   const denied = `${root}/skills/denied`;
-  const sandbox = {
-    permissions: {
-      type: "managed",
-      file_system: {
-        type: "restricted",
-        entries: [
-          { path: { type: "special", value: { kind: "root" } }, access: "read" },
-          { path: { type: "path", path: uriFromPath(denied) }, access: "none" },
-        ],
-      },
-      network: "restricted",
-    },
-    windowsSandboxLevel: "disabled",
-  };
+  const sandbox = sandboxValue([], "restricted");
+  const permissions = sandbox.permissions as { file_system: { entries: unknown[] } };
+  permissions.file_system.entries.push(
+    { path: { type: "path", path: uriFromPath(denied) }, access: "none" },
+  );
   const { roots: [whole, inside, free] } = await discover([
     { id: "g", path: uriFromPath(root), sandbox },
     { id: "h", path: uriFromPath(denied), sandbox },
