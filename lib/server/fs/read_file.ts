@@ -155,12 +155,17 @@ async function* base64Chunks(file: OpenFile): AsyncGenerator<string> {
   }
 }
 
-/** Reads to the end, expecting about `expected` bytes and enforcing the limit. */
+/**
+ * Reads to the end, expecting about `expected` bytes and enforcing the limit. The buffer has
+ * room for one byte more than expected: a read of a regular file is short only at its end, so
+ * one that stops at the expected size with room to spare ended the file, and the read that
+ * would return 0 (a trip to the blocking pool) is skipped.
+ */
 async function readToEnd(
   read: (buffer: Uint8Array) => Promise<number | null>,
   expected: number,
 ): Promise<Uint8Array> {
-  let data = new Uint8Array(expected);
+  let data = new Uint8Array(expected + 1);
   let filled = 0;
   while (true) {
     if (filled === data.length) {
@@ -176,5 +181,6 @@ async function readToEnd(
     const n = await read(data.subarray(filled));
     if (n === null) return data.subarray(0, filled);
     filled += n;
+    if (filled === expected && filled < data.length) return data.subarray(0, filled);
   }
 }
