@@ -409,6 +409,27 @@ Deno.test("fs/readDirectory lists a file whose name is not UTF-8, its byte as U+
   });
 });
 
+Deno.test("fs/walk answers a file whose name is not UTF-8 as an error of its U+FFFD name, as the reference does", async () => {
+  // The reference describes each entry by its decoded name, which does not exist.
+  await using fx = await fixture();
+  await Deno.mkdir(`${fx.dir}/odd`);
+  await makeNonUtf8File(`${fx.dir}/odd`);
+  const options = {
+    maxDepth: 1,
+    maxDirectories: 10,
+    maxEntries: 10,
+    followDirectorySymlinks: false,
+  };
+  assertEquals(await walk({ path: fx.at("odd"), options }), {
+    entries: [],
+    errors: [{
+      path: uriFromPath(`${fx.dir}/odd/${NON_UTF8_NAME_TEXT}`),
+      message: "No such file or directory (os error 2)",
+    }],
+    truncated: false,
+  });
+});
+
 Deno.test("fs/copy and fs/remove of a tree take a file whose name is not UTF-8 along, as the reference does", async () => {
   // Before, the copy left the file out and the removal answered {} and removed nothing: the
   // decoded name was not found, and that ENOENT read as a missing path.

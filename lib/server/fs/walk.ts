@@ -200,17 +200,23 @@ interface Listing {
   close(): void;
 }
 
-/** A directory listed by path (nothing to protect: no read scope, no sandbox). */
+/**
+ * A directory listed by path (nothing to protect: no read scope, no sandbox). Each entry's type
+ * is the one the listing reports (Deno asks `lstat` itself where the file system does not say),
+ * except for a name holding U+FFFD, which `lstat` describes.
+ */
 async function listPath(path: string): Promise<Listing | Error> {
-  const names: string[] = [];
+  const entries = new Map<string, Entry>();
   try {
-    for await (const entry of Deno.readDir(path)) names.push(entry.name);
+    for await (const entry of Deno.readDir(path)) entries.set(entry.name, entry);
   } catch (err) {
     return err as Error;
   }
   return {
-    names,
-    entry: (name) => Deno.lstat(joinPath(path, name)),
+    names: [...entries.keys()],
+    // A name with U+FFFD may be a lossy decoding: described by that name, as by the reference.
+    entry: (name) =>
+      name.includes("\uFFFD") ? Deno.lstat(joinPath(path, name)) : entries.get(name)!,
     target: async (name) => {
       const full = joinPath(path, name);
       const info = await linkTargetInScope(full);
