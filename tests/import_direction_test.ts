@@ -30,8 +30,9 @@ const ROOT = new URL("../", import.meta.url);
  *   share) on `rpc`; `server/sandbox` (what a request may touch, and how a
  *   child is confined) on `host`; the three things a request does,
  *   `server/fs`, `server/process` and `server/http`, side by side on
- *   `sandbox` (none imports another); `server/session` (a connection, its
- *   session and the handler table) on all three; `server/observe` (audit
+ *   `sandbox` (none imports another); `server/capabilities` (capability
+ *   discovery, made of fs requests) on `fs`; `server/session` (a connection,
+ *   its session and the handler table) on all four; `server/observe` (audit
  *   log, metrics, console) on `session`, watching the core through the
  *   events it publishes (`host/hook.ts`), never imported by it;
  *   `server/listen` (stdio and WebSocket listeners, authentication) on
@@ -55,7 +56,8 @@ export const FLOORS: Floors = {
   "server/fs": ["server/sandbox"],
   "server/process": ["server/sandbox"],
   "server/http": ["server/sandbox"],
-  "server/session": ["server/fs", "server/process", "server/http"],
+  "server/capabilities": ["server/fs"],
+  "server/session": ["server/fs", "server/process", "server/http", "server/capabilities"],
   "server/observe": ["server/session"],
   "server/listen": ["server/observe"],
   "mcp": ["server/listen", "client"],
