@@ -10,7 +10,7 @@ import type { ParamsOf, ResultOf } from "../../protocol/methods.ts";
 import { joinPath, pathFromUri, uriFromPath } from "../host/path_uri.ts";
 import { linkTargetInScope } from "../host/stat.ts";
 import { mayRead } from "../host/permissions.ts";
-import { close, F, isType, listDirectory, statx } from "../host/fs_syscalls.ts";
+import { close, F, isType, listDirectoryEntries, statx } from "../host/fs_syscalls.ts";
 import type { SandboxPlan } from "../sandbox/policy.ts";
 import { canonicalAt, linkTargetAt, metadataAt, openDirectoryToList } from "./inspect_at.ts";
 import { readsScoped } from "./resolve.ts";
@@ -188,14 +188,17 @@ interface Listing {
   names: string[];
   /** The entry itself; throws when it cannot be described. */
   entry(name: string): Entry | Promise<Entry>;
-  /** A link's target and its real path; `undefined` when it leads nowhere readable. */
+  /**
+   * A link's target and, for a directory, its real path (the only one the walk enters);
+   * `undefined` when it leads nowhere readable.
+   */
   target(
     name: string,
   ):
-    | { isDirectory: boolean; real: string }
+    | { isDirectory: boolean; real?: string }
     | undefined
     | Promise<
-      { isDirectory: boolean; real: string } | undefined
+      { isDirectory: boolean; real?: string } | undefined
     >;
   close(): void;
 }
@@ -206,14 +209,18 @@ interface Listing {
  * except for a name holding U+FFFD, which `lstat` describes.
  */
 async function listPath(path: string): Promise<Listing | Error> {
+  const names: string[] = [];
   const entries = new Map<string, Entry>();
   try {
-    for await (const entry of Deno.readDir(path)) entries.set(entry.name, entry);
+    for await (const entry of Deno.readDir(path)) {
+      names.push(entry.name);
+      entries.set(entry.name, entry);
+    }
   } catch (err) {
     return err as Error;
   }
   return {
-    names: [...entries.keys()],
+    names,
     // A name with U+FFFD may be a lossy decoding: described by that name, as by the reference.
     entry: (name) =>
       name.includes("\uFFFD") ? Deno.lstat(joinPath(path, name)) : entries.get(name)!,
@@ -221,6 +228,7 @@ async function listPath(path: string): Promise<Listing | Error> {
       const full = joinPath(path, name);
       const info = await linkTargetInScope(full);
       if (info === undefined) return undefined;
+      if (!info.isDirectory) return { isDirectory: false };
       try {
         return { isDirectory: info.isDirectory, real: await Deno.realPath(full) };
       } catch {
@@ -234,14 +242,18 @@ async function listPath(path: string): Promise<Listing | Error> {
 /** A directory opened below the read scope's root, checked, and listed through its descriptor. */
 function listAt(path: string, plans: readonly SandboxPlan[]): Listing | Error {
   let fd: number;
-  let names: string[];
   try {
     fd = openDirectoryToList(path, plans);
   } catch (err) {
     return err as Error;
   }
+  const names: string[] = [];
+  const types = new Map<string, number>();
   try {
-    names = listDirectory(fd);
+    for (const entry of listDirectoryEntries(fd)) {
+      names.push(entry.name);
+      types.set(entry.name, entry.type);
+    }
   } catch (err) {
     close(fd);
     return err as Error;
@@ -249,6 +261,16 @@ function listAt(path: string, plans: readonly SandboxPlan[]): Listing | Error {
   return {
     names,
     entry: (name) => {
+      // The type the listing reports, as in `listPath`; statx where it says nothing, and for a
+      // name holding U+FFFD (a lossy decoding is looked up by that name, as by the reference).
+      const type = name.includes("\uFFFD") ? 0 : types.get(name)!;
+      if (type !== 0) {
+        return {
+          isFile: type === F.S_IFREG,
+          isDirectory: type === F.S_IFDIR,
+          isSymlink: type === F.S_IFLNK,
+        };
+      }
       const stat = statx(fd, name, false);
       return {
         isFile: isType(stat, F.S_IFREG),
@@ -264,12 +286,21 @@ function listAt(path: string, plans: readonly SandboxPlan[]): Listing | Error {
   };
 }
 
+/**
+ * A UTF-16 code unit mapped so that comparing mapped units orders strings by code point:
+ * surrogates (U+D800–U+DFFF, halves of the characters above U+FFFF) move above U+E000–U+FFFF.
+ */
+function codePointRank(unit: number): number {
+  return unit >= 0xe000 ? unit - 0x800 : unit >= 0xd800 ? unit + 0x2000 : unit;
+}
+
+/** Orders two names by their code points (the reference's order), without copying them. */
 function compareCodePoints(a: string, b: string): number {
-  const left = [...a];
-  const right = [...b];
-  for (let i = 0; i < Math.min(left.length, right.length); i++) {
-    const diff = left[i]!.codePointAt(0)! - right[i]!.codePointAt(0)!;
-    if (diff !== 0) return diff;
+  const length = Math.min(a.length, b.length);
+  for (let i = 0; i < length; i++) {
+    const left = a.charCodeAt(i);
+    const right = b.charCodeAt(i);
+    if (left !== right) return codePointRank(left) - codePointRank(right);
   }
-  return left.length - right.length;
+  return a.length - b.length;
 }
