@@ -3,6 +3,7 @@ import { meets, worstRepetitionRatio } from "./bench.ts";
 import { METRICS } from "./metrics.ts";
 import { existingServer } from "./server_process.ts";
 import { connectWebSocket } from "./transport.ts";
+import { sandboxAvailable } from "../lib/server/sandbox/availability.ts";
 
 const runs = (values: number[]) => values.map((p50) => ({ values: { p50 } }));
 
@@ -25,8 +26,8 @@ Deno.test("a repetition without a value leaves the target unjudged", () => {
 
 Deno.test({
   name: "the confinedSpawn metric spawns under --sandbox workspace-write in its writable root",
-  // bubblewrap (or Landlock) confines the processes; without bwrap the server refuses the flag.
-  ignore: !bubblewrapInstalled(),
+  // bubblewrap (or Landlock) confines the processes; without either the server refuses the flag.
+  ignore: !sandboxAvailable().ok,
   async fn() {
     const confined = METRICS.find((metric) => metric.name === "confinedSpawn")!;
     const values = await confined.run({
@@ -45,12 +46,3 @@ Deno.test({
     );
   },
 });
-
-function bubblewrapInstalled(): boolean {
-  try {
-    return new Deno.Command("bwrap", { args: ["--version"], stdout: "null", stderr: "null" })
-      .outputSync().success;
-  } catch {
-    return false;
-  }
-}

@@ -10,6 +10,7 @@ import {
   MAX_FILE_BYTES,
   MAX_ROOTS_PER_REQUEST,
 } from "../lib/server/capabilities/discover.ts";
+import { utf8Error } from "../lib/server/capabilities/utf8_error.ts";
 import { FileHandleTable } from "../lib/server/fs/handles.ts";
 import { runFsOperation } from "../lib/server/fs/operations.ts";
 import { MissingWatchTable } from "../lib/server/fs/watch.ts";
@@ -350,8 +351,7 @@ Deno.test("the server answers capabilityRoots/discoverV1 and advertises capabili
   }]);
 });
 
-Deno.test("utf8Error names the first bad sequence as Rust's Utf8Error does", async () => {
-  const { utf8Error } = await import("../lib/server/capabilities/utf8_error.ts");
+Deno.test("utf8Error names the first bad sequence as Rust's Utf8Error does", () => {
   const cases: [number[], string | undefined][] = [
     [[0xe2, 0x28, 0xa1], "invalid utf-8 sequence of 1 bytes from index 0"],
     [[0x61, 0xe2, 0x82, 0x28], "invalid utf-8 sequence of 2 bytes from index 1"],

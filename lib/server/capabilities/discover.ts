@@ -18,6 +18,7 @@ import type { ParamsOf, ReplyOf, ResultOf } from "../../protocol/methods.ts";
 import { StreamedString } from "../../protocol/streamed_json.ts";
 import type { FsMethod } from "../fs/operations.ts";
 import { joinPath, pathFromUri, uriFromPath } from "../host/path_uri.ts";
+import { basename, dirname } from "../host/posix_path.ts";
 import { fsSandboxChecks } from "../sandbox/fs_guard.ts";
 import { utf8Error } from "./utf8_error.ts";
 
@@ -104,16 +105,6 @@ function isNotFound(err: unknown): boolean {
     (err.data as { errno?: string } | undefined)?.errno === "ENOENT";
 }
 
-function parentOf(path: string): string | undefined {
-  if (path === "/") return undefined;
-  const slash = path.lastIndexOf("/");
-  return slash <= 0 ? "/" : path.slice(0, slash);
-}
-
-function baseName(path: string): string {
-  return path.slice(path.lastIndexOf("/") + 1);
-}
-
 /** The file's bytes from `fs/readFile`, or `undefined` once they pass `limit`. */
 async function readBytes(scan: Scan, uri: string, limit: number): Promise<Uint8Array | undefined> {
   const { dataBase64 } = await scan.run("fs/readFile", { path: uri, sandbox: scan.sandbox });
@@ -176,14 +167,13 @@ async function firstManifest(scan: Scan, directory: string): Promise<TextFile | 
 
 /** The rank of a plugin manifest path in {@linkcode PLUGIN_MANIFESTS}, or -1 for another file. */
 function manifestRank(path: string): number {
-  const parent = parentOf(path);
-  if (baseName(path) !== "plugin.json" || parent === undefined) return -1;
-  return PLUGIN_MANIFESTS.indexOf(`${baseName(parent)}/plugin.json` as never);
+  if (basename(path) !== "plugin.json") return -1;
+  return PLUGIN_MANIFESTS.indexOf(`${basename(dirname(path))}/plugin.json` as never);
 }
 
 /** The plugin a manifest describes: the directory holding its `.codex-plugin` (or similar). */
 function pluginRootOf(manifestPath: string): string {
-  return parentOf(parentOf(manifestPath)!)!;
+  return dirname(dirname(manifestPath));
 }
 
 /** A file a manifest declares under `field`: a `./` path that stays below the root. */
@@ -284,22 +274,21 @@ async function discoverRoot(
     uri: entry.path,
     path: pathFromUri(entry.path),
   }));
-  const skills = files.filter((file) => baseName(file.path) === SKILL_FILE)
+  const skills = files.filter((file) => basename(file.path) === SKILL_FILE)
     .sort((a, b) => a.uri < b.uri ? -1 : a.uri > b.uri ? 1 : 0);
-  const manifests = files.filter((file) => manifestRank(file.path) >= 0).map((file) => ({
-    ...file,
-    pluginRoot: uriFromPath(pluginRootOf(file.path)),
-    rank: manifestRank(file.path),
-  })).sort((a, b) =>
-    a.pluginRoot < b.pluginRoot ? -1 : a.pluginRoot > b.pluginRoot ? 1 : a.rank - b.rank
-  );
+  const manifests = files.map((file) => ({ ...file, rank: manifestRank(file.path) }))
+    .filter((file) => file.rank >= 0)
+    .map((file) => ({ ...file, pluginRoot: uriFromPath(pluginRootOf(file.path)) }))
+    .sort((a, b) =>
+      a.pluginRoot < b.pluginRoot ? -1 : a.pluginRoot > b.pluginRoot ? 1 : a.rank - b.rank
+    );
 
   const own = await firstManifest(scan, root);
   // Skills of a root inside a plugin take that plugin's namespace: the nearest manifest above.
   let inherited = own;
-  for (let above = parentOf(root); inherited === undefined && above !== undefined;) {
+  for (let above = root; inherited === undefined && above !== "/";) {
+    above = dirname(above);
     inherited = await firstManifest(scan, above);
-    above = parentOf(above);
   }
   const namespaced = new Set<string>();
   if (inherited !== undefined) {
@@ -316,7 +305,7 @@ async function discoverRoot(
   for (const skill of skills) {
     const instructions = await readText(scan, skill.uri);
     if (instructions === undefined) continue;
-    const metadataPath = joinPath(parentOf(skill.path)!, SKILL_METADATA);
+    const metadataPath = joinPath(dirname(skill.path), SKILL_METADATA);
     const metadata = await readText(scan, uriFromPath(metadataPath));
     discovery.skills.push({ instructions, metadata: metadata ?? null });
   }

@@ -204,6 +204,15 @@ interface Listing {
 }
 
 /**
+ * Whether a listed name may be a lossy decoding (it holds U+FFFD): such an entry is described by
+ * looking that name up, as the reference does (which fails for a name that is not UTF-8),
+ * not by the type the listing reports.
+ */
+function mayBeLossy(name: string): boolean {
+  return name.includes("\uFFFD");
+}
+
+/**
  * A directory listed by path (nothing to protect: no read scope, no sandbox). Each entry's type
  * is the one the listing reports (Deno asks `lstat` itself where the file system does not say),
  * except for a name holding U+FFFD, which `lstat` describes.
@@ -221,9 +230,7 @@ async function listPath(path: string): Promise<Listing | Error> {
   }
   return {
     names,
-    // A name with U+FFFD may be a lossy decoding: described by that name, as by the reference.
-    entry: (name) =>
-      name.includes("\uFFFD") ? Deno.lstat(joinPath(path, name)) : entries.get(name)!,
+    entry: (name) => mayBeLossy(name) ? Deno.lstat(joinPath(path, name)) : entries.get(name)!,
     target: async (name) => {
       const full = joinPath(path, name);
       const info = await linkTargetInScope(full);
@@ -261,9 +268,8 @@ function listAt(path: string, plans: readonly SandboxPlan[]): Listing | Error {
   return {
     names,
     entry: (name) => {
-      // The type the listing reports, as in `listPath`; statx where it says nothing, and for a
-      // name holding U+FFFD (a lossy decoding is looked up by that name, as by the reference).
-      const type = name.includes("\uFFFD") ? 0 : types.get(name)!;
+      // The type the listing reports, as in `listPath`; statx where it says nothing.
+      const type = mayBeLossy(name) ? 0 : types.get(name)!;
       if (type !== 0) {
         return {
           isFile: type === F.S_IFREG,
