@@ -92,6 +92,11 @@ function normalizeResponse(msg: Json): Json {
     const r = result as Json;
     if ("environmentInfo" in r) r.environmentInfo = normalizeEnvironmentInfo(r.environmentInfo);
     if ("executorVersion" in r && "shell" in r) out.result = normalizeEnvironmentInfo(r);
+    if ("codexHomeDir" in r && "hostname" in r) {
+      // environmentConfig/read: the recording replaced the machine's Codex home and name.
+      r.codexHomeDir = "file://<CODEX_HOME>";
+      r.hostname = "<HOSTNAME>";
+    }
     if ("modifiedAtMs" in r) {
       // Times: the recording replaced them by a placeholder (and birth time was 0 there).
       r.modifiedAtMs = "<TIME>";
@@ -349,11 +354,9 @@ const OVERRIDES: Record<string, Case["options"] | "skip"> = {
     // directory with watch 4 and never fires there; ours fires every watch.
     allowExtra: (m) => m.method === "fs/missingChanged" && params(m).watchId === 3,
   },
-  // Of the Codex-specific methods, capability discovery V2 and the config read are not
-  // implemented (-32601, documented); capabilityRoots/discoverV1 replays like the reference.
-  "22_codex_specific_methods.jsonl": {
-    unimplemented: ["capabilities/discoverV2", "environmentConfig/read"],
-  },
+  // Of the Codex-specific methods, capability discovery V2 is not implemented (-32601,
+  // documented); capabilityRoots/discoverV1 and environmentConfig/read replay like the reference.
+  "22_codex_specific_methods.jsonl": { unimplemented: ["capabilities/discoverV2"] },
   "24_ws_detach_and_ttl_expiry.jsonl": {
     // Recorded with the reference's ~80 s TTL; replayed with 8 s (longer than the recorded
     // 5 s resume delay) so the expiry part takes seconds, not minutes.

@@ -17,6 +17,7 @@ import {
   MAX_ROOTS_PER_REQUEST,
   MAX_SCAN_DEPTH,
 } from "../lib/server/capabilities/discover.ts";
+import { MAX_CONFIG_FILE_BYTES } from "../lib/server/codex_config/environment_config.ts";
 import { MAX_JSON_DEPTH, MAX_JSON_VALUES } from "../lib/protocol/json_decode.ts";
 import { INBOUND_QUEUE_LIMIT } from "../lib/rpc/connection.ts";
 import {
@@ -97,6 +98,7 @@ const EXPECTED: [string, string][] = [
   ["MAX_FILE_BYTES", `${bytes(MAX_FILE_BYTES)} per file`],
   ["MAX_BUNDLE_BYTES_PER_ROOT", `${bytes(MAX_BUNDLE_BYTES_PER_ROOT)} per root`],
   ["MAX_BUNDLE_BYTES_PER_REQUEST", `${bytes(MAX_BUNDLE_BYTES_PER_REQUEST)} per request`],
+  ["MAX_CONFIG_FILE_BYTES", `${bytes(MAX_CONFIG_FILE_BYTES)} per config or requirements file`],
   ["RETAINED_OUTPUT_BYTES", bytes(RETAINED_OUTPUT_BYTES)],
   ["BULK_PIPE_BYTES", bytes(BULK_PIPE_BYTES)],
   ["MAX_BULK_PIPES", `at most ${MAX_BULK_PIPES} pipes`],

@@ -583,7 +583,6 @@ Deno.test("environmentInfo reports TMPDIR, HOME and the passwd shell like the re
       "networkProxyLaunch",
       "credentialMasking",
       "capabilityDiscoveryV2",
-      "environmentConfigRead",
       "shellSnapshotV2",
       "windowsMxc",
     ]

@@ -74,6 +74,11 @@ export const ERROR_KINDS = {
     codes: [ErrorCode.InvalidRequest],
     description: "process/start: the session already has a process with this `processId`.",
   },
+  configInvalid: {
+    codes: [ErrorCode.InternalError],
+    description:
+      "environmentConfig/read: a Codex config, project config or requirements file is not TOML, not UTF-8, over 4 MiB or unreadable, or a managed_config.toml policy or `projects`/`project_root_markers` entry has the wrong form; the message names the file or key.",
+  },
   limitReached: {
     codes: [ErrorCode.InvalidRequest, ErrorCode.InternalError],
     description:

@@ -464,6 +464,21 @@ const CapabilityTextFile = object({ path: PathUri, contents: string() }, {
   name: "CapabilityTextFile",
 });
 
+/** Config or requirements layers of `environmentConfig/read`, lowest precedence first. */
+const EnvironmentConfigLayerStack = object({
+  layers: array(
+    object({
+      source: described(
+        string(),
+        "Where the layer comes from, such as `user (/root/.codex/config.toml)`.",
+      ),
+      baseDir: described(PathUri, "The directory the layer's relative paths are read against."),
+      toml: described(string(), "The layer cut down to the requested key paths, as TOML."),
+    }, { name: "EnvironmentConfigLayer" }),
+  ),
+  cloudInsertionIndex: described(unsigned(), "How many layers come below the cloud's layers."),
+}, { name: "EnvironmentConfigLayerStack" });
+
 /** What `capabilityRoots/discoverV1` found below one root. */
 const CapabilityRootDiscovery = object({
   id: string(),
@@ -865,7 +880,7 @@ export const METHODS = {
   ),
   "environmentConfig/read": request(
     "environment config",
-    "Codex-specific config layer reading (not supported: environmentConfigRead is false).",
+    "Codex-specific: this machine's Codex config and requirements layers for `cwd` (system, user, trusted project, managed), lowest precedence first, each cut down to the requested key paths and written as TOML.",
     object({
       cwd: PathUri,
       configPaths: described(
@@ -875,11 +890,11 @@ export const METHODS = {
       requirementsPaths: described(array(array(string())), "Requirements key paths to read."),
     }, { name: "EnvironmentConfigReadParams" }),
     object({
-      userHomeDir: PathUri,
+      userHomeDir: nullable(PathUri),
       codexHomeDir: PathUri,
-      hostname: string(),
-      config: any(),
-      requirements: any(),
+      hostname: nullable(string()),
+      config: EnvironmentConfigLayerStack,
+      requirements: EnvironmentConfigLayerStack,
     }, { name: "EnvironmentConfigReadResponse" }),
   ),
 

@@ -14,9 +14,9 @@
  */
 
 import { invalidRequest, RpcError } from "../../protocol/errors.ts";
-import type { ParamsOf, ReplyOf, ResultOf } from "../../protocol/methods.ts";
+import type { ParamsOf, ResultOf } from "../../protocol/methods.ts";
 import { StreamedString } from "../../protocol/streamed_json.ts";
-import type { FsMethod } from "../fs/operations.ts";
+import type { FsRunner } from "../fs/operations.ts";
 import { joinPath, pathFromUri, uriFromPath } from "../host/path_uri.ts";
 import { basename, dirname } from "../host/posix_path.ts";
 import { fsSandboxChecks } from "../sandbox/fs_guard.ts";
@@ -54,12 +54,6 @@ type Params = ParamsOf<"capabilityRoots/discoverV1">;
 type Result = ResultOf<"capabilityRoots/discoverV1">;
 type RootDiscovery = Result["roots"][number];
 type TextFile = RootDiscovery["namespaceManifests"][number];
-
-/** Runs one fs request through the fs operations table (`runFsOperation` with the connection's state). */
-export type FsRunner = <M extends FsMethod>(
-  method: M,
-  params: ParamsOf<M>,
-) => ReplyOf<M> | Promise<ReplyOf<M>>;
 
 /** Bytes of text read, below one root and in the whole request. */
 class Budget {

@@ -165,6 +165,15 @@ function deniedWalk(root: string): ResultOf<"fs/walk"> {
 }
 
 /**
+ * Runs one fs request through the fs operations table: {@linkcode runFsOperation} with a
+ * connection's context, as the subsystems above fs (discovery, config reading) are given it.
+ */
+export type FsRunner = <M extends FsMethod>(
+  method: M,
+  params: ParamsOf<M>,
+) => ReplyOf<M> | Promise<ReplyOf<M>>;
+
+/**
  * Runs an fs request: plans its `sandbox`, resolves its paths, checks them
  * against the sandbox and the server's Deno permissions, then runs it.
  * Under a sandbox, a `mkdir -p` of a directory the sandbox already shows is

@@ -62,7 +62,7 @@ export function capabilities(): Record<string, boolean> {
     capabilityDiscoverySandbox: true,
     fsWatchMissing: true,
     capabilityDiscoveryV2: false,
-    environmentConfigRead: false,
+    environmentConfigRead: true,
     httpHeaderEnvVars: true,
     sandboxedFileStreaming: true,
     fileWriteStreaming: true,

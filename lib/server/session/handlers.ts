@@ -6,7 +6,7 @@
  * @module
  */
 
-import { ErrorCode, invalidParams, RpcError } from "../../protocol/errors.ts";
+import { ErrorCode, RpcError } from "../../protocol/errors.ts";
 import {
   type ClientRequestName,
   lookupMethod,
@@ -131,10 +131,14 @@ export const HANDLERS: Handlers = {
     );
   },
   "capabilities/discoverV2": () => unsupported("capability discovery", "capabilityDiscoveryV2"),
-  "environmentConfig/read": (params) => {
-    if (params.configPaths.length === 0 && params.requirementsPaths.length === 0) {
-      throw invalidParams("at least one config or requirements path is required");
-    }
-    return unsupported("environmentConfig/read", "environmentConfigRead");
+  "environmentConfig/read": async (params, ctx) => {
+    const [fs, { readEnvironmentConfig }] = await Promise.all([
+      ctx.state.fs(),
+      import("../codex_config/environment_config.ts"),
+    ]);
+    return readEnvironmentConfig(
+      params,
+      (method, fsParams) => fs.run(method, fsParams, fs.context),
+    );
   },
 };
