@@ -112,43 +112,78 @@ function valueText(value: TomlValue): string {
   return pairs.length === 0 ? "{}" : `{ ${pairs.join(", ")} }`;
 }
 
-/** Whether a character needs an escape (the literal forms allow none). */
-function isControl(char: string, multiLine: boolean): boolean {
-  const code = char.codePointAt(0)!;
-  if (char === "\t" || (multiLine && char === "\n")) return false;
-  return code < 0x20 || code === 0x7f;
+/** What a string holds that decides how it can be written. */
+interface StringTraits {
+  /** A control character other than tab and newline: only basic forms can write it. */
+  controls: boolean;
+  backslash: boolean;
+  newline: boolean;
+  /** The longest run of `'`, and of `"`. */
+  singleQuotes: number;
+  doubleQuotes: number;
+}
+
+function traits(text: string): StringTraits {
+  const found = {
+    controls: false,
+    backslash: false,
+    newline: false,
+    singleQuotes: 0,
+    doubleQuotes: 0,
+  };
+  let single = 0;
+  let double = 0;
+  for (const char of text) {
+    const code = char.codePointAt(0)!;
+    single = char === "'" ? single + 1 : 0;
+    double = char === '"' ? double + 1 : 0;
+    found.singleQuotes = Math.max(found.singleQuotes, single);
+    found.doubleQuotes = Math.max(found.doubleQuotes, double);
+    if (char === "\\") found.backslash = true;
+    else if (char === "\n") found.newline = true;
+    else if ((code < 0x20 && char !== "\t") || code === 0x7f) found.controls = true;
+  }
+  return found;
+}
+
+/** Basic-string text: escapes where needed; in a multi-line string newlines stay, quotes mostly. */
+function basicBody(text: string, multiLine: boolean): string {
+  let body = "";
+  let quotes = 0;
+  for (const char of text) {
+    if (multiLine && char === '"') {
+      // A third quote in a row would close the string.
+      quotes = quotes === 2 ? 0 : quotes + 1;
+      body += quotes === 0 ? '\\"' : '"';
+      continue;
+    }
+    quotes = 0;
+    body += escapeChar(char, multiLine);
+  }
+  return body;
 }
 
 /**
- * A string as the reference picks its form: literal (`'…'`, `'''…'''`) when it holds a
- * backslash and can be written without escapes, else basic; multi-line when it holds a newline
- * (a key is always on one line).
+ * A string in the first form of the reference's writer (`toml_write`) that needs no escapes:
+ * basic, literal, then (not for a key) multi-line basic and multi-line literal; else basic with
+ * escapes (multi-line when it holds a newline). A multi-line form starts on a new line when the
+ * string holds one.
  */
-function stringText(text: string, oneLine: boolean): string {
-  const multiLine = !oneLine && text.includes("\n");
-  const chars = [...text];
-  const literal = text.includes("\\") && !text.includes("'''") && !text.endsWith("'") &&
-    !chars.some((char) => isControl(char, multiLine));
-  if (literal) {
-    if (multiLine) return `'''\n${text}'''`;
-    return text.includes("'") ? `'''${text}'''` : `'${text}'`;
+function stringText(text: string, isKey: boolean): string {
+  const t = traits(text);
+  const lead = t.newline ? "\n" : "";
+  if (!t.controls && !t.backslash && t.doubleQuotes === 0 && !t.newline) {
+    return `"${basicBody(text, false)}"`;
   }
-  if (!multiLine) return `"${chars.map((char) => escapeChar(char, false)).join("")}"`;
-  // In a multi-line string a quote needs escaping only as the third in a row or the last one.
-  let body = "";
-  let quotes = 0;
-  chars.forEach((char, index) => {
-    if (char !== '"') {
-      quotes = 0;
-      body += escapeChar(char, true);
-      return;
+  if (!t.controls && t.singleQuotes === 0 && !t.newline) return `'${text}'`;
+  if (!isKey) {
+    if (!t.controls && !t.backslash && t.doubleQuotes <= 2) {
+      return `"""${lead}${basicBody(text, true)}"""`;
     }
-    quotes++;
-    const escape = quotes === 3 || index === chars.length - 1;
-    if (escape) quotes = 0;
-    body += escape ? '\\"' : '"';
-  });
-  return `"""\n${body}"""`;
+    if (!t.controls && t.singleQuotes <= 2) return `'''${lead}${text}'''`;
+    if (t.newline) return `"""${lead}${basicBody(text, true)}"""`;
+  }
+  return `"${basicBody(text, false)}"`;
 }
 
 function escapeChar(char: string, multiLine: boolean): string {
@@ -174,20 +209,26 @@ function escapeChar(char: string, multiLine: boolean): string {
     : char;
 }
 
-/** A float as Rust writes it: no exponent, `.0` on a whole number, `inf`, `nan`. */
+/**
+ * A float as Rust writes it: its shortest digits without an exponent (`1e300` is a 1 and 300
+ * zeros), `.0` on a whole number, `inf`, `nan`.
+ */
 function floatText(value: number): string {
   if (Number.isNaN(value)) return "nan";
   if (!Number.isFinite(value)) return value > 0 ? "inf" : "-inf";
   if (Object.is(value, -0)) return "-0.0";
-  if (Number.isInteger(value)) return `${BigInt(value)}.0`;
-  const text = String(value);
+  let text = String(value);
   const match = /^(-?)(\d)(?:\.(\d+))?e([+-]\d+)$/.exec(text);
-  if (match === null) return text;
-  const [, sign, lead, rest = "", exponent] = match;
-  const digits = lead! + rest;
-  const point = 1 + Number(exponent);
-  if (point <= 0) return `${sign}0.${"0".repeat(-point)}${digits}`;
-  return `${sign}${digits.slice(0, point)}.${digits.slice(point)}`;
+  if (match !== null) {
+    const [, sign, lead, rest = "", exponent] = match;
+    const digits = lead! + rest;
+    const point = 1 + Number(exponent);
+    text = point <= 0
+      ? `${sign}0.${"0".repeat(-point)}${digits}`
+      : `${sign}${digits.padEnd(point, "0").slice(0, point)}.${digits.slice(point)}`;
+    if (text.endsWith(".")) text = text.slice(0, -1);
+  }
+  return text.includes(".") ? text : `${text}.0`;
 }
 
 /** A date or time with the parts it has, fractions of a second without trailing zeros. */
