@@ -41,6 +41,7 @@ import { startMockModel, type ToolCall } from "./mock_model.ts";
 import { type OutboundGuard, startOutboundGuard } from "./outbound_guard.ts";
 import { probeSandboxedStart } from "./sandbox_probe.ts";
 import { type LoggedMessage, startWsProxy } from "./ws_proxy.ts";
+import { MOCK_MCP_TOOL, type MockMcp, startMockMcp } from "./mock_mcp.ts";
 
 const TEST_NAME = "codex runs its commands through exec-server";
 const FIVE_MIB = 5 * 1024 * 1024;
@@ -52,6 +53,8 @@ interface Context {
   codexBin: string;
   server: ExecServer;
   guard: OutboundGuard;
+  /** The HTTP MCP server named in the exec-server's own Codex config. */
+  mcp: MockMcp;
   workRoot: string;
   secret: string;
   summaries: string[];
@@ -94,6 +97,8 @@ interface CaseResult {
   commandItem: Record<string, unknown> | undefined;
   /** Non-loopback addresses Codex tried to connect to (empty when not traced). */
   foreignConnects: string[];
+  /** The tools Codex offered the model in its first request. */
+  modelTools: { name?: string }[];
 }
 
 const codexBin = findCodexBin();
@@ -108,15 +113,46 @@ if (codexBin === undefined) {
   Deno.test(TEST_NAME, async (t) => {
     const ctx = await setUp(codexBin);
     try {
+      let plain: CaseResult | undefined;
       await t.step("codex runs a plain command through exec-server", async () => {
-        const result = await runCase(ctx, {
+        plain = await runCase(ctx, {
           label: "plain",
           sandbox: "danger-full-access",
           command: (prelude) => prelude,
         });
-        assertRanOnServer(ctx, result, { exitCode: 0, checkAncestry: true });
-        assert.equal(result.start.tty, false);
+        assertRanOnServer(ctx, plain, { exitCode: 0, checkAncestry: true });
+        assert.equal(plain.start.tty, false);
       });
+
+      await t.step(
+        "codex adds the HTTP MCP server of the exec-server's own config, reached through http/request",
+        () => {
+          assert.ok(plain !== undefined, "the plain case ran");
+          // Codex read `mcp_servers` from the executor (environmentConfig/read) ...
+          const read = plain.log.find((entry) =>
+            entry.direction === "server" && entry.kind === "response" &&
+            entry.method === "environmentConfig/read"
+          );
+          const layers = (read?.payload as { config?: { layers?: { toml: string }[] } })?.config
+            ?.layers ?? [];
+          assert.deepEqual(layers.map((layer) => layer.toml), [
+            `[mcp_servers.executor_docs]\nurl = "${ctx.mcp.url}"\n`,
+          ]);
+          // ... spoke MCP to the server it names through the executor's http/request ...
+          assert.ok(
+            plain.log.some((entry) => entry.kind === "response" && entry.method === "http/request"),
+            "Codex sent the MCP traffic as http/request",
+          );
+          assert.ok(ctx.mcp.methods.includes("initialize"), `MCP methods: ${ctx.mcp.methods}`);
+          assert.ok(ctx.mcp.methods.includes("tools/list"), `MCP methods: ${ctx.mcp.methods}`);
+          // ... and offered the model that server's tool (in the server's tool namespace).
+          const offered = plain.modelTools.find((tool) => tool.name === "mcp__executor_docs");
+          assert.ok(
+            JSON.stringify(offered ?? null).includes(MOCK_MCP_TOOL),
+            `tools offered to the model: ${plain.modelTools.map((tool) => tool.name).join(", ")}`,
+          );
+        },
+      );
 
       await t.step("codex runs a tty command through exec-server", async () => {
         const result = await runCase(ctx, {
@@ -239,6 +275,11 @@ async function setUp(codexBinPath: string): Promise<Context> {
   const secret = `secret-${crypto.randomUUID()}`;
   const serverHome = `${workRoot}/server-home`;
   await Deno.mkdir(serverHome);
+  const mcp = startMockMcp();
+  await Deno.writeTextFile(
+    `${serverHome}/config.toml`,
+    `[mcp_servers.executor_docs]\nurl = "${mcp.url}"\n`,
+  );
   const command = Deno.env.get("EXEC_SERVER_CMD") ?? defaultExecServerCommand();
   const server = await startExecServer(command, {
     env: { INTEROP_SECRET: secret, CODEX_HOME: serverHome, DENO_NO_UPDATE_CHECK: "1" },
@@ -249,6 +290,7 @@ async function setUp(codexBinPath: string): Promise<Context> {
     codexBin: codexBinPath,
     server,
     guard,
+    mcp,
     workRoot,
     secret,
     summaries: [],
@@ -259,6 +301,7 @@ async function setUp(codexBinPath: string): Promise<Context> {
 async function tearDown(ctx: Context): Promise<void> {
   await ctx.guard.close();
   await ctx.server.close();
+  await ctx.mcp[Symbol.asyncDispose]();
   if (Deno.env.get("INTEROP_KEEP") === "1") {
     console.log(`Kept ${ctx.workRoot}`);
   } else {
@@ -358,6 +401,7 @@ async function runCase(ctx: Context, spec: CaseSpec): Promise<CaseResult> {
     start,
     commandItem,
     foreignConnects: foreign,
+    modelTools: (model.requests[0]?.body as { tools?: { name?: string }[] })?.tools ?? [],
   };
 }
 
