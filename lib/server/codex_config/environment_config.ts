@@ -21,6 +21,7 @@ import { invalidParams, kindError, RpcError } from "../../protocol/errors.ts";
 import type { ParamsOf, ResultOf } from "../../protocol/methods.ts";
 import type { FsRunner } from "../fs/operations.ts";
 import { joinPath, pathFromUri, uriFromPath } from "../host/path_uri.ts";
+import { serverEnv } from "../host/env.ts";
 import { dirname } from "../host/posix_path.ts";
 import { type Layer, type LayerStack, projectStack } from "./projection.ts";
 import { isTable, type TomlTable, tomlText } from "./toml_text.ts";
@@ -67,17 +68,9 @@ export interface ConfigPlaces {
   hostname: string | undefined;
 }
 
-function envVar(name: string): string | undefined {
-  try {
-    return Deno.env.get(name) || undefined;
-  } catch {
-    return undefined;
-  }
-}
-
 /** The places of this machine: `/etc/codex`, `$CODEX_HOME` (or `$HOME/.codex`), `$HOME`. */
 export function hostConfigPlaces(): ConfigPlaces {
-  const userHome = envVar("HOME");
+  const userHome = serverEnv("HOME") || undefined;
   let hostname: string | undefined;
   try {
     hostname = Deno.hostname();
@@ -86,7 +79,7 @@ export function hostConfigPlaces(): ConfigPlaces {
   }
   return {
     systemDir: "/etc/codex",
-    codexHome: envVar("CODEX_HOME") ?? joinPath(userHome ?? "/", ".codex"),
+    codexHome: serverEnv("CODEX_HOME") || joinPath(userHome ?? "/", ".codex"),
     userHome,
     hostname,
   };
