@@ -15,7 +15,7 @@
 
 import { invalidRequest, RpcError } from "../../protocol/errors.ts";
 import type { ParamsOf, ResultOf } from "../../protocol/methods.ts";
-import { StreamedString } from "../../protocol/streamed_json.ts";
+import { isNotFound, readFileUpTo } from "../fs/bounded_read.ts";
 import type { FsRunner } from "../fs/operations.ts";
 import { joinPath, pathFromUri, uriFromPath } from "../host/path_uri.ts";
 import { basename, dirname } from "../host/posix_path.ts";
@@ -94,24 +94,6 @@ function messageOf(err: unknown): string {
   return err instanceof RpcError ? err.message : "internal error";
 }
 
-function isNotFound(err: unknown): boolean {
-  return err instanceof RpcError &&
-    (err.data as { errno?: string } | undefined)?.errno === "ENOENT";
-}
-
-/** The file's bytes from `fs/readFile`, or `undefined` once they pass `limit`. */
-async function readBytes(scan: Scan, uri: string, limit: number): Promise<Uint8Array | undefined> {
-  const { dataBase64 } = await scan.run("fs/readFile", { path: uri, sandbox: scan.sandbox });
-  if (!(dataBase64 instanceof StreamedString)) return Uint8Array.fromBase64(dataBase64);
-  let text = "";
-  // Leaving the loop early closes the file (the chunks' generator ends).
-  for await (const chunk of dataBase64.take()) {
-    text += chunk;
-    if (text.length > Math.ceil(limit / 3) * 4) return undefined;
-  }
-  return Uint8Array.fromBase64(text);
-}
-
 /**
  * A capability file's text: `undefined` when it is missing or not a regular file (silently) or
  * when it cannot be used (with a warning: unreadable, too large, over the budget, not UTF-8).
@@ -132,14 +114,14 @@ async function readText(scan: Scan, uri: string): Promise<TextFile | undefined> 
   }
   const refusal = scan.budget.refusal(size);
   if (refusal !== undefined) return void warn(refusal);
-  let bytes: Uint8Array | undefined;
+  let bytes: Uint8Array;
   try {
-    bytes = await readBytes(scan, uri, MAX_FILE_BYTES);
+    bytes = await readFileUpTo(scan.run, { path: uri, sandbox: scan.sandbox }, MAX_FILE_BYTES);
   } catch (err) {
     return void warn(`failed to read capability file ${uri}: ${messageOf(err)}`);
   }
   // The file grew after its size was read.
-  if (bytes === undefined || bytes.length > MAX_FILE_BYTES) {
+  if (bytes.length > MAX_FILE_BYTES) {
     return void warn(`capability file ${uri} exceeded its read limit`);
   }
   const grown = scan.budget.refusal(bytes.length);

@@ -19,12 +19,13 @@
 
 import { invalidParams, kindError, RpcError } from "../../protocol/errors.ts";
 import type { ParamsOf, ResultOf } from "../../protocol/methods.ts";
+import { isNotFound, readFileUpTo } from "../fs/bounded_read.ts";
 import type { FsRunner } from "../fs/operations.ts";
 import { joinPath, pathFromUri, uriFromPath } from "../host/path_uri.ts";
 import { serverEnv } from "../host/env.ts";
 import { dirname } from "../host/posix_path.ts";
 import { type Layer, type LayerStack, projectStack } from "./projection.ts";
-import { isTable, type TomlTable, tomlText } from "./toml_text.ts";
+import { isTable, setEntry, type TomlTable, tomlText } from "./toml_text.ts";
 
 type Params = ParamsOf<"environmentConfig/read">;
 type Result = ResultOf<"environmentConfig/read">;
@@ -122,10 +123,6 @@ interface Reader {
   parse: TomlParse;
 }
 
-function errno(err: unknown): string | undefined {
-  return err instanceof RpcError ? (err.data as { errno?: string } | undefined)?.errno : undefined;
-}
-
 /**
  * Whether `path` exists (any file type), and whether it is a directory; a path the fs table
  * refuses (outside `--allow-read`, denied by the server's sandbox) counts as missing.
@@ -148,25 +145,14 @@ async function readText(reader: Reader, path: string): Promise<string | undefine
   if (metadata === undefined) return undefined;
   const tooLarge = () => invalid(`${path} exceeds the ${MAX_CONFIG_FILE_BYTES}-byte limit`);
   if (metadata.size > MAX_CONFIG_FILE_BYTES) throw tooLarge();
-  let reply;
+  let bytes: Uint8Array;
   try {
-    reply = await reader.run("fs/readFile", { path: uriFromPath(path) });
+    bytes = await readFileUpTo(reader.run, { path: uriFromPath(path) }, MAX_CONFIG_FILE_BYTES);
   } catch (err) {
-    if (errno(err) === "ENOENT") return undefined;
+    if (isNotFound(err)) return undefined;
     throw invalid(`failed to read ${path}: ${err instanceof RpcError ? err.message : "error"}`);
   }
-  const { dataBase64 } = reply;
-  // Base64 of one byte more than the bound: enough to tell a file that grew since its size.
-  const limit = Math.ceil((MAX_CONFIG_FILE_BYTES + 1) / 3) * 4;
-  let text = typeof dataBase64 === "string" ? dataBase64 : "";
-  if (typeof dataBase64 !== "string") {
-    // Leaving the loop early closes the file (the chunks' generator ends).
-    for await (const chunk of dataBase64.take()) {
-      text += chunk;
-      if (text.length > limit) break;
-    }
-  }
-  const bytes = Uint8Array.fromBase64(text.slice(0, limit));
+  // The file grew after its size was read.
   if (bytes.length > MAX_CONFIG_FILE_BYTES) throw tooLarge();
   try {
     return new TextDecoder("utf-8", { fatal: true }).decode(bytes);
@@ -195,13 +181,7 @@ function merge(base: TomlTable, overlay: TomlTable): TomlTable {
   const merged: TomlTable = { ...base };
   for (const [key, value] of Object.entries(overlay)) {
     const below = merged[key];
-    const next = isTable(below) && isTable(value) ? merge(below, value) : value;
-    Object.defineProperty(merged, key, {
-      value: next,
-      enumerable: true,
-      writable: true,
-      configurable: true,
-    });
+    setEntry(merged, key, isTable(below) && isTable(value) ? merge(below, value) : value);
   }
   return merged;
 }
@@ -214,22 +194,25 @@ function ancestors(path: string): string[] {
 }
 
 /**
- * Whether `dir` holds `marker`. A `.git` directory counts only with a `HEAD` in it (codex-cli
- * 0.171.0 passes over an empty one); a `.git` file always does.
+ * The metadata of `marker` in `dir` when `dir` holds it. A `.git` directory counts only with a
+ * `HEAD` in it (codex-cli 0.171.0 passes over an empty one); a `.git` file always does.
  */
-async function holdsMarker(reader: Reader, dir: string, marker: string): Promise<boolean> {
-  const path = joinPath(dir, marker);
+async function marker(
+  reader: Reader,
+  dir: string,
+  name: string,
+): Promise<{ isDirectory: boolean } | undefined> {
+  const path = joinPath(dir, name);
   const metadata = await stat(reader, path);
-  if (metadata === undefined) return false;
-  if (marker !== ".git" || !metadata.isDirectory) return true;
-  return await stat(reader, joinPath(path, "HEAD")) !== undefined;
+  if (metadata === undefined || name !== ".git" || !metadata.isDirectory) return metadata;
+  return await stat(reader, joinPath(path, "HEAD")) === undefined ? undefined : metadata;
 }
 
 async function projectRoot(reader: Reader, cwd: string, markers: string[]): Promise<string> {
   if (markers.length === 0) return cwd;
   for (const dir of ancestors(cwd)) {
-    for (const marker of markers) {
-      if (await holdsMarker(reader, dir, marker)) return dir;
+    for (const name of markers) {
+      if (await marker(reader, dir, name) !== undefined) return dir;
     }
   }
   return cwd;
@@ -242,10 +225,10 @@ async function projectRoot(reader: Reader, cwd: string, markers: string[]): Prom
 async function repositoryRoot(reader: Reader, cwd: string): Promise<string | undefined> {
   const base = (await stat(reader, cwd))?.isDirectory ? cwd : dirname(cwd);
   for (const dir of ancestors(base)) {
-    if (!await holdsMarker(reader, dir, ".git")) continue;
-    const dotGit = joinPath(dir, ".git");
-    if ((await stat(reader, dotGit))?.isDirectory) return dir;
-    const text = await readText(reader, dotGit).catch(() => undefined);
+    const dotGit = await marker(reader, dir, ".git");
+    if (dotGit === undefined) continue;
+    if (dotGit.isDirectory) return dir;
+    const text = await readText(reader, joinPath(dir, ".git")).catch(() => undefined);
     const gitDir = /^gitdir:\s*(.+?)\s*$/m.exec(text ?? "")?.[1];
     if (gitDir === undefined) return dir;
     const worktree = gitDir.startsWith("/") ? gitDir : joinPath(dir, gitDir);

@@ -5,7 +5,7 @@
  * @module
  */
 
-import { isTable, type TomlTable, type TomlValue } from "./toml_text.ts";
+import { isTable, setEntry, type TomlTable, type TomlValue } from "./toml_text.ts";
 
 /** A tree of requested key paths; `whole` marks a path that ends here. */
 interface Selector {
@@ -38,13 +38,9 @@ function project(value: TomlValue, node: Selector): TomlValue {
   const kept: TomlTable = {};
   for (const [key, item] of Object.entries(value)) {
     const child = node.children.get(key);
-    if (child !== undefined) Object.defineProperty(kept, key, projectedProperty(item, child));
+    if (child !== undefined) setEntry(kept, key, project(item, child));
   }
   return kept;
-}
-
-function projectedProperty(value: TomlValue, node: Selector): PropertyDescriptor {
-  return { value: project(value, node), enumerable: true, writable: true, configurable: true };
 }
 
 /** One layer of a stack before projection. */

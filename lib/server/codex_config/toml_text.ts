@@ -43,6 +43,26 @@ export function isTable(value: unknown): value is TomlTable {
     !(value instanceof Date);
 }
 
+/**
+ * Sets `table[key]` as an own property, so a key named `__proto__` is data, not a prototype.
+ *
+ * @example
+ * ```ts
+ * import { setEntry } from "./toml_text.ts";
+ * const table = {};
+ * setEntry(table, "__proto__", 1);
+ * console.log(Object.keys(table)); // ["__proto__"]
+ * ```
+ */
+export function setEntry(table: TomlTable, key: string, value: TomlValue): void {
+  Object.defineProperty(table, key, {
+    value,
+    enumerable: true,
+    writable: true,
+    configurable: true,
+  });
+}
+
 function isArrayOfTables(value: TomlValue): value is TomlTable[] {
   return Array.isArray(value) && value.length > 0 && value.every(isTable);
 }
