@@ -28,6 +28,24 @@ interface Browser {
     querySelector(selector: string): { textContent: string | null } | null;
   };
 }
+/**
+ * Clicks the element `selector` names now, in one step in the page: the live table redraws its
+ * rows, so an element looked up first and clicked a moment later can be gone (puppeteer's
+ * `page.click` does exactly that: "Node is detached from document").
+ */
+async function clickNow(
+  page: { evaluate(fn: (selector: string) => void, selector: string): Promise<unknown> },
+  selector: string,
+): Promise<void> {
+  await page.evaluate((selector) => {
+    const element = (globalThis as unknown as {
+      document: { querySelector(selector: string): { click(): void } | null };
+    }).document.querySelector(selector);
+    if (element === null) throw new Error(`no element ${selector}`);
+    element.click();
+  }, selector);
+}
+
 const chromiumMissing = (() => {
   try {
     return !Deno.statSync(CHROMIUM).isFile;
@@ -151,13 +169,13 @@ browserTest("web console: log in, watch a client's processes live, terminate one
   ]);
   assert.equal(row[8], "none");
 
-  await page.click("tr[data-process-id=agent-task] button.watch");
+  await clickNow(page, "tr[data-process-id=agent-task] button.watch");
   await page.waitForFunction(() =>
     (globalThis as unknown as Browser).document.getElementById("pipe-output")?.textContent ===
       "hello-from-the-agent\n"
   );
 
-  await page.click("tr[data-process-id=agent-shell] button.watch");
+  await clickNow(page, "tr[data-process-id=agent-shell] button.watch");
   // The terminal's screen text is in the DOM (xterm's screen reader tree and rows).
   await page.waitForFunction(() =>
     ((globalThis as unknown as Browser).document.querySelector(
@@ -168,7 +186,7 @@ browserTest("web console: log in, watch a client's processes live, terminate one
   const screenshot = Deno.env.get("EXEC_SERVER_CONSOLE_SCREENSHOT");
   if (screenshot) await page.screenshot({ path: screenshot });
 
-  await page.click("tr[data-process-id=agent-task] button.terminate");
+  await clickNow(page, "tr[data-process-id=agent-task] button.terminate");
   await page.waitForFunction(() =>
     (globalThis as unknown as Browser).document.querySelector(
       "tr[data-process-id=agent-task] td.exit",
@@ -289,7 +307,7 @@ browserTest(
       await Promise.all([page.waitForNavigation(), page.click("button[type=submit]")]);
       await page.waitForSelector("tr[data-process-id=watched] td.state-running");
       assert.equal(await page.$("tr[data-process-id=watched] button.terminate"), null);
-      await page.click("tr[data-process-id=watched] button.watch");
+      await clickNow(page, "tr[data-process-id=watched] button.watch");
       await page.waitForFunction(() =>
         (globalThis as unknown as Browser).document.getElementById("pipe-output")?.textContent ===
           "seen-by-the-operator\n"
