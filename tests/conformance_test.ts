@@ -43,11 +43,6 @@ interface CaseOptions extends ReplayOptions {
   racyNotificationConns?: string[];
   /** Notifications our server may send beyond the recording (documented deviations). */
   allowExtra?: (msg: Json) => boolean;
-  /**
-   * Methods this server answers `-32601` on purpose (docs/protocol.md §13): an answer that is not
-   * the reference's must be that.
-   */
-  unimplemented?: string[];
 }
 
 // ---------------------------------------------------------------------------
@@ -259,13 +254,6 @@ function compare(
       let got = normalizeResponse(m);
       let expected = normalizeResponse(want);
       const requests = requestFor(m.id);
-      const unimplemented = requests.length === 1 &&
-        options.unimplemented?.includes(String(requests[0]!.method));
-      if (unimplemented && toJson(got) !== toJson(expected)) {
-        // Answered like the reference where it refuses the params, else -32601.
-        assert.equal((got.error as Json | undefined)?.code, -32601, `${label}: ${toJson(got)}`);
-        return;
-      }
       if (
         requests.length === 1 && requests[0]!.method === "process/read" && got.result &&
         expected.result
@@ -354,9 +342,6 @@ const OVERRIDES: Record<string, Case["options"] | "skip"> = {
     // directory with watch 4 and never fires there; ours fires every watch.
     allowExtra: (m) => m.method === "fs/missingChanged" && params(m).watchId === 3,
   },
-  // Of the Codex-specific methods, capability discovery V2 is not implemented (-32601,
-  // documented); capabilityRoots/discoverV1 and environmentConfig/read replay like the reference.
-  "22_codex_specific_methods.jsonl": { unimplemented: ["capabilities/discoverV2"] },
   "24_ws_detach_and_ttl_expiry.jsonl": {
     // Recorded with the reference's ~80 s TTL; replayed with 8 s (longer than the recorded
     // 5 s resume delay) so the expiry part takes seconds, not minutes.

@@ -17,6 +17,14 @@ import {
   MAX_ROOTS_PER_REQUEST,
   MAX_SCAN_DEPTH,
 } from "../lib/server/capabilities/discover.ts";
+import {
+  MAX_CAPABILITIES,
+  MAX_LOCATIONS,
+  MAX_REMOTE_METADATA_BYTES,
+  MAX_RESPONSE_BYTES,
+  MAX_WARNINGS,
+} from "../lib/server/capabilities/discover_v2.ts";
+import { MAX_SKILL_NAME_CHARS } from "../lib/server/capabilities/skill_metadata.ts";
 import { MAX_CONFIG_FILE_BYTES } from "../lib/server/codex_config/environment_config.ts";
 import { MAX_JSON_DEPTH, MAX_JSON_VALUES } from "../lib/protocol/json_decode.ts";
 import { INBOUND_QUEUE_LIMIT } from "../lib/rpc/connection.ts";
@@ -99,6 +107,12 @@ const EXPECTED: [string, string][] = [
   ["MAX_BUNDLE_BYTES_PER_ROOT", `${bytes(MAX_BUNDLE_BYTES_PER_ROOT)} per root`],
   ["MAX_BUNDLE_BYTES_PER_REQUEST", `${bytes(MAX_BUNDLE_BYTES_PER_REQUEST)} per request`],
   ["MAX_CONFIG_FILE_BYTES", `${bytes(MAX_CONFIG_FILE_BYTES)} per config or requirements file`],
+  ["MAX_CAPABILITIES", `${count(MAX_CAPABILITIES)} plugins and skills`],
+  ["MAX_RESPONSE_BYTES", `${bytes(MAX_RESPONSE_BYTES)} of JSON`],
+  ["MAX_WARNINGS", `${MAX_WARNINGS} warnings`],
+  ["MAX_LOCATIONS", `${MAX_LOCATIONS} installed plugins and skill roots`],
+  ["MAX_REMOTE_METADATA_BYTES", `${bytes(MAX_REMOTE_METADATA_BYTES)} per`],
+  ["MAX_SKILL_NAME_CHARS", `${MAX_SKILL_NAME_CHARS} characters`],
   ["RETAINED_OUTPUT_BYTES", bytes(RETAINED_OUTPUT_BYTES)],
   ["BULK_PIPE_BYTES", bytes(BULK_PIPE_BYTES)],
   ["MAX_BULK_PIPES", `at most ${MAX_BULK_PIPES} pipes`],

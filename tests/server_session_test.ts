@@ -582,7 +582,6 @@ Deno.test("environmentInfo reports TMPDIR, HOME and the passwd shell like the re
     const off of [
       "networkProxyLaunch",
       "credentialMasking",
-      "capabilityDiscoveryV2",
       "shellSnapshotV2",
       "windowsMxc",
     ]

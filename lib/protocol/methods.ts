@@ -497,6 +497,57 @@ const CapabilityRootDiscovery = object({
   error: nullable(string()),
 }, { name: "CapabilityRootDiscovery" });
 
+const SkillToolDependency = object({
+  type: string(),
+  value: string(),
+  description: nullable(string()),
+  transport: nullable(string()),
+  command: nullable(string()),
+  url: nullable(string()),
+  oauthCallbackPort: nullable(U16),
+}, { name: "SkillToolDependency" });
+
+/** The fields of a skill that `capabilities/discoverV2` reports, wherever it was found. */
+const executorSkillFields = {
+  name: described(string(), "Qualified by its plugin's namespace: `namespace:name`."),
+  description: string(),
+  shortDescription: nullable(string()),
+  path: described(PathUri, "The skill's SKILL.md."),
+} as const;
+const skillPolicyFields = {
+  dependencies: nullable(object({ tools: array(SkillToolDependency) }, {
+    name: "SkillDependencies",
+  })),
+  policy: nullable(object({
+    allowImplicitInvocation: nullable(boolean()),
+    products: array(literal("codex", "chatgpt", "atlas")),
+  }, { name: "SkillPolicy" })),
+} as const;
+
+const ExecutorPluginSkill = object({ ...executorSkillFields, ...skillPolicyFields }, {
+  name: "ExecutorPluginSkill",
+});
+
+const ExecutorSkill = object({
+  ...executorSkillFields,
+  discoveryRoot: object({ id: string(), path: PathUri }, { name: "SkillDiscoveryRoot" }),
+  ...skillPolicyFields,
+}, { name: "ExecutorSkill" });
+
+const ExecutorPlugin = object({
+  id: described(string(), "`name@marketplace`."),
+  displayName: string(),
+  remotePluginId: nullable(string()),
+  version: string(),
+  root: PathUri,
+  files: object({
+    manifest: CapabilityTextFile,
+    mcpConfig: nullable(CapabilityTextFile),
+    appsConfig: nullable(CapabilityTextFile),
+  }, { name: "ExecutorPluginFiles" }),
+  skills: array(ExecutorPluginSkill),
+}, { name: "ExecutorPlugin" });
+
 // ---------------------------------------------------------------------------
 // The table
 
@@ -872,11 +923,13 @@ export const METHODS = {
   ),
   "capabilities/discoverV2": request(
     "capability discovery",
-    "Codex-specific installed-plugin discovery (not supported).",
+    "Codex-specific: the Codex plugins installed on this machine (`$CODEX_HOME/plugins/cache`, each at its active version) with their skills, and the skills of `$CODEX_HOME/skills`, `~/.agents/skills` and `/etc/codex/skills`, read with the request's sandbox; what cannot be read is left out with a warning.",
     object({ cwd: PathUri, sandbox }, { name: "WireCapabilitiesDiscoverParams" }),
-    object({ plugins: array(any()), skills: array(any()), warnings: array(any()) }, {
-      name: "CapabilitiesDiscoverResponse",
-    }),
+    object({
+      plugins: array(ExecutorPlugin),
+      skills: described(array(ExecutorSkill), "Skills outside installed plugins."),
+      warnings: array(string()),
+    }, { name: "CapabilitiesDiscoverResponse" }),
   ),
   "environmentConfig/read": request(
     "environment config",

@@ -329,11 +329,27 @@ export async function discoverCapabilityRoots(params: Params, run: FsRunner): Pr
     pathFromUri(root.path);
     fsSandboxChecks(root.sandbox);
   }
+  return { roots: await scanCapabilityRoots(params.roots, run) };
+}
+
+/**
+ * Discovers each root, in order, within one request's text budget (a root that cannot be
+ * scanned is its own `error`); for callers that have already checked the roots' URIs and
+ * sandboxes, such as `capabilities/discoverV2`.
+ *
+ * @param roots The roots, each with its id and sandbox.
+ * @param run Runs an fs request for this connection.
+ * @returns One discovery per root, in order.
+ */
+export async function scanCapabilityRoots(
+  roots: Params["roots"],
+  run: FsRunner,
+): Promise<RootDiscovery[]> {
   const budget = new Budget();
-  const roots: RootDiscovery[] = [];
-  for (const root of params.roots) {
+  const discoveries: RootDiscovery[] = [];
+  for (const root of roots) {
     budget.nextRoot();
-    roots.push(await discoverRoot(root, run, budget));
+    discoveries.push(await discoverRoot(root, run, budget));
   }
-  return { roots };
+  return discoveries;
 }

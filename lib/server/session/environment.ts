@@ -61,7 +61,7 @@ export function capabilities(): Record<string, boolean> {
     credentialMaskingCustomProviders: false,
     capabilityDiscoverySandbox: true,
     fsWatchMissing: true,
-    capabilityDiscoveryV2: false,
+    capabilityDiscoveryV2: true,
     environmentConfigRead: true,
     httpHeaderEnvVars: true,
     sandboxedFileStreaming: true,

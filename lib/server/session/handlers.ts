@@ -6,7 +6,6 @@
  * @module
  */
 
-import { ErrorCode, RpcError } from "../../protocol/errors.ts";
 import {
   type ClientRequestName,
   lookupMethod,
@@ -40,13 +39,6 @@ export type Handlers = {
     context: HandlerContext,
   ) => ReplyOf<M> | Promise<ReplyOf<M>>;
 };
-
-function unsupported(what: string, capability: string): never {
-  throw new RpcError(
-    ErrorCode.MethodNotFound,
-    `exec-server does not implement ${what} (capability ${capability} is false)`,
-  );
-}
 
 let schema: Promise<JsonSchema> | undefined;
 
@@ -130,7 +122,18 @@ export const HANDLERS: Handlers = {
       (method, fsParams) => fs.run(method, fsParams, fs.context),
     );
   },
-  "capabilities/discoverV2": () => unsupported("capability discovery", "capabilityDiscoveryV2"),
+  "capabilities/discoverV2": async (params, ctx) => {
+    const [fs, { discoverCapabilities }, { hostConfigPlaces }] = await Promise.all([
+      ctx.state.fs(),
+      import("../capabilities/discover_v2.ts"),
+      import("../codex_config/environment_config.ts"),
+    ]);
+    return discoverCapabilities(
+      params,
+      (method, fsParams) => fs.run(method, fsParams, fs.context),
+      hostConfigPlaces(),
+    );
+  },
   "environmentConfig/read": async (params, ctx) => {
     const [fs, { readEnvironmentConfig }] = await Promise.all([
       ctx.state.fs(),

@@ -13,6 +13,7 @@ import { Connection, type Schedule } from "../../rpc/connection.ts";
 import { Semaphore } from "../../rpc/semaphore.ts";
 import type { OutboundText, Transport } from "../../rpc/transport.ts";
 import { StreamedJson } from "../../protocol/streamed_json.ts";
+import { logEvent } from "../host/log.ts";
 import { environmentInfo } from "./environment.ts";
 import { type HandlerContext, HANDLERS } from "./handlers.ts";
 import { ConnectionState } from "./connection_state.ts";
@@ -131,7 +132,27 @@ export function serveConnection(
       params: unknown,
       context: HandlerContext,
     ) => unknown;
-    return handler(params, context);
+    try {
+      const answer = handler(params, context);
+      return answer instanceof Promise ? answer.catch((err) => unexpected(method, err)) : answer;
+    } catch (err) {
+      return unexpected(method, err);
+    }
+  }
+
+  /**
+   * Rethrows a handler's error; one that is not a protocol error (a bug, or a failure such as
+   * a package that could not be loaded) is logged first, since its reply says only `internal
+   * error`.
+   */
+  function unexpected(method: string, err: unknown): never {
+    if (!(err instanceof RpcError)) {
+      logEvent("error", "request.failed", {
+        method,
+        error: err instanceof Error ? err.message : String(err),
+      });
+    }
+    throw err;
   }
 
   /**
