@@ -167,8 +167,17 @@ async function cachedPlugins(run: FsRunner, cache: string): Promise<Locations> {
     const packageRoot = packages.get(id)!;
     let version: string | undefined;
     try {
-      const { entries } = await run("fs/readDirectory", { path: uriFromPath(packageRoot) });
-      version = activePluginVersion(entries.filter((e) => e.isDirectory).map((e) => e.fileName));
+      // The version directories themselves: a link to a directory is not a version (the
+      // package directory itself may be a link).
+      const { path: real } = await run("fs/canonicalize", { path: uriFromPath(packageRoot) });
+      const { entries } = await run("fs/walk", {
+        path: real,
+        options: { ...CACHE_WALK, maxDepth: 0, followDirectorySymlinks: false },
+      });
+      version = activePluginVersion(
+        entries.filter((entry) => entry.kind === "directory")
+          .map((entry) => basename(pathFromUri(entry.path))),
+      );
     } catch {
       version = undefined;
     }
