@@ -173,3 +173,32 @@ Deno.test("prose values are quoted for a second parse; block scalars, quoted val
   const skill = parseSkillFrontmatter(yaml, "---\nname: n\ndescription: a: b\n---\n", "dir");
   assert.deepEqual(skill, { name: "n", description: "a: b", shortDescription: null });
 });
+
+Deno.test("a YAML parser that cannot be loaded answers internal error and logs request.failed with the cause", async () => {
+  await using dir = await scratch();
+  await Deno.mkdir(`${dir.places.codexHome}/skills/s`, { recursive: true });
+  await Deno.writeTextFile(
+    `${dir.places.codexHome}/skills/s/SKILL.md`,
+    "---\ndescription: d\n---\n",
+  );
+  // An empty Deno cache and an npm registry nobody listens on: the package cannot be fetched.
+  const server = await startStdio({
+    env: {
+      PATH: "/usr/bin:/bin",
+      HOME: dir.places.userHome!,
+      CODEX_HOME: dir.places.codexHome,
+      DENO_DIR: `${dir.base}/deno-cache`,
+      NPM_CONFIG_REGISTRY: "http://127.0.0.1:9/",
+    },
+  });
+  try {
+    await server.stdio.request(1, "initialize", { clientName: "c" });
+    await server.stdio.send({ method: "initialized", params: {} });
+    const reply = await server.stdio.request(2, "capabilities/discoverV2", { cwd: "file:///tmp" });
+    assert.deepEqual(reply.error, { code: ErrorCode.InternalError, message: "internal error" });
+  } finally {
+    await server[Symbol.asyncDispose]();
+  }
+  const log = await server.stderr;
+  assert.match(log, /ERROR request\.failed method=capabilities\/discoverV2 error=".*yaml/);
+});

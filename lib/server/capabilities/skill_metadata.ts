@@ -113,9 +113,12 @@ interface YamlScalar {
 const YAML_PACKAGE = "npm:yaml@2.9.1";
 let yamlModule: Promise<YamlModule> | undefined;
 
-/** Loads the YAML parser once. */
+/** Loads the YAML parser once (again on the next call after a load that failed). */
 export function loadYaml(): Promise<YamlModule> {
-  return yamlModule ??= import(YAML_PACKAGE) as Promise<YamlModule>;
+  return yamlModule ??= (import(YAML_PACKAGE) as Promise<YamlModule>).catch((err) => {
+    yamlModule = undefined;
+    throw err;
+  });
 }
 
 /** Thrown where serde_yaml would fail to read a value into its struct. */

@@ -95,11 +95,15 @@ export type TomlParse = (text: string) => TomlTable;
 const TOML_PACKAGE = "npm:smol-toml@1.9.1";
 let parser: Promise<TomlParse> | undefined;
 
-/** Loads the TOML parser once. */
+/** Loads the TOML parser once (again on the next call after a load that failed). */
 export function loadTomlParser(): Promise<TomlParse> {
   return parser ??= import(TOML_PACKAGE).then(
     (module: { parse(text: string, options: { integersAsBigInt: boolean }): TomlTable }) =>
     (text: string) => module.parse(text, { integersAsBigInt: true }),
+    (err) => {
+      parser = undefined;
+      throw err;
+    },
   );
 }
 
