@@ -13,8 +13,8 @@ cd "$(dirname "$0")"
 
 PERMISSIONS=(--allow-run --allow-read --allow-write --allow-net --allow-env --allow-sys --allow-ffi)
 # main.ts loads `exec-server mcp` through a specifier deno compile does not follow (see loadMcpCommand).
-INCLUDES=(--include lib/cli/mcp_command.ts --include lib/server/codex_config/toml_package.ts
-  --include lib/server/capabilities/yaml_package.ts)
+# The npm packages loaded on first use: see lib/server/session/lazy_packages.ts.
+INCLUDES=(--include lib/cli/mcp_command.ts --include lib/server/session/lazy_packages.ts)
 ALL_TARGETS="x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu x86_64-apple-darwin aarch64-apple-darwin x86_64-pc-windows-msvc"
 
 if ! command -v deno >/dev/null 2>&1; then

@@ -21,9 +21,9 @@ import {
 import { FileHandleTable } from "../lib/server/fs/handles.ts";
 import { type FsRunner, runFsOperation } from "../lib/server/fs/operations.ts";
 import { MissingWatchTable } from "../lib/server/fs/watch.ts";
-import { askAll, runnerDenoDir } from "./fixtures/capability_discovery_v2/ask.ts";
+import { askAll } from "./fixtures/capability_discovery_v2/ask.ts";
 import { TREES } from "./fixtures/capability_discovery_v2/trees.ts";
-import { type Json, startStdio } from "./helpers/server_harness.ts";
+import { type Json, runnerDenoDir, startStdio } from "./helpers/server_harness.ts";
 
 const FIXTURES = new URL("./fixtures/capability_discovery_v2/", import.meta.url);
 // Puts the YAML parser in the runner's Deno cache, where the servers below find it.

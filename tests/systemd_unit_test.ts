@@ -10,7 +10,10 @@
 import assert from "node:assert/strict";
 import { SERVER_FLAGS } from "../lib/cli/server_flags.ts";
 import { parseFlags } from "../lib/cli/flags.ts";
+// The npm packages the server loads on first use, fetched into the runner's cache.
+import "../lib/server/session/lazy_packages.ts";
 import { docBlock } from "./helpers/doc_blocks.ts";
+import { runnerDenoDir } from "./helpers/server_harness.ts";
 import { findCodexBin } from "./interop/harness.ts";
 import type { CodexTurnReport } from "./interop/codex_turn_main.ts";
 
@@ -20,6 +23,34 @@ const REPO_ROOT = decodeURIComponent(new URL("../", import.meta.url).pathname).r
 const UNIT_PATH = `${REPO_ROOT}/deploy/systemd/exec-server.service`;
 /** Where systemd puts the unit's credentials (`%d`). */
 const CREDENTIALS_DIRECTORY = "/run/credentials/exec-server.service";
+const RUNNER_DENO_DIR = runnerDenoDir();
+
+/** The npm packages lazy_packages.ts names, through the modules it imports. */
+async function lazyNpmPackages(): Promise<string[]> {
+  const lazy = new URL("../lib/server/session/lazy_packages.ts", import.meta.url);
+  const names: string[] = [];
+  for (const [, module] of (await Deno.readTextFile(lazy)).matchAll(/^import "(.+)";$/gm)) {
+    const text = await Deno.readTextFile(new URL(module!, lazy));
+    for (const [, name] of text.matchAll(/"npm:((?:@[^/"]+\/)?[^@"]+)@/g)) names.push(name!);
+  }
+  return names;
+}
+const LAZY_NPM_PACKAGES = await lazyNpmPackages();
+
+/**
+ * The guide's install block, after what stands in for the network its `deno cache` needs (the
+ * machine has none): the npm packages it fetches, copied from the test runner's Deno cache.
+ */
+function installLines(): string[] {
+  return [
+    `mkdir -p /var/cache/exec-server/npm/registry.npmjs.org`,
+    ...LAZY_NPM_PACKAGES.map((name) =>
+      `cp -r ${q(`${RUNNER_DENO_DIR}/npm/registry.npmjs.org/${name}`)} ` +
+      `/var/cache/exec-server/npm/registry.npmjs.org/`
+    ),
+    docBlock("systemd-install"),
+  ];
+}
 
 /** A unit file's settings: `section → key → values`, in order (a key may repeat). */
 type Unit = Map<string, Map<string, string[]>>;
@@ -302,9 +333,10 @@ function startServiceLines(extraMounts: string[] = []): string {
     ...["--chdir", workdir],
   ];
   const lines = [
-    // StateDirectory=, CacheDirectory=: created and owned by the user.
+    // StateDirectory=, CacheDirectory=: created and owned by the user (what they hold already
+    // too: systemd changes the owner of the whole tree when the directory's is not the user).
     `mkdir -p ${[...states, ...caches].map(q).join(" ")}`,
-    `chown ${q(`${user}:${group}`)} ${[...states, ...caches].map(q).join(" ")}`,
+    `chown -R ${q(`${user}:${group}`)} ${[...states, ...caches].map(q).join(" ")}`,
     `chmod ${mode} ${states.map(q).join(" ")}`,
     // LoadCredential=: a copy of the file, readable by the service's user only.
     `install -d -m 0500 -o ${q(user)} ${q(CREDENTIALS_DIRECTORY)}`,
@@ -338,7 +370,7 @@ Deno.test({
     const script = [
       "set -euo pipefail",
       "# The guide's install block, as written, as root.",
-      docBlock("systemd-install"),
+      ...installLines(),
       `id -u ${q(user)} > "$SCRATCH/uid"`,
       `cmp deploy/systemd/exec-server.service /etc/systemd/system/exec-server.service`,
       `stat -c %a /etc/exec-server/token > "$SCRATCH/token.mode"`,
@@ -420,7 +452,7 @@ Deno.test({
     ) {
       const script = [
         "set -euo pipefail",
-        docBlock("systemd-install"),
+        ...installLines(),
         startServiceLines([...mounts]),
         `test -n "$server_pid" && kill -TERM "$server_pid"`,
         `set +e; wait $bwrap_pid; echo "$?" > "$SCRATCH/server.code"`,

@@ -107,6 +107,15 @@ export interface StartServerOptions {
   manualStdout?: boolean;
 }
 
+/**
+ * The test runner's Deno cache, for a server or machine whose `HOME` is not the runner's: the
+ * npm packages the server loads on first use are there (the test run has fetched them).
+ */
+export function runnerDenoDir(): string {
+  const home = Deno.env.get("HOME") ?? "/root";
+  return Deno.env.get("DENO_DIR") ?? `${Deno.env.get("XDG_CACHE_HOME") ?? `${home}/.cache`}/deno`;
+}
+
 /** The environment servers start with: the test runner's PATH and HOME, and a UTF-8 locale. */
 export function defaultServerEnv(): Record<string, string> {
   return {

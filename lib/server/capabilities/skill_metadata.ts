@@ -107,9 +107,9 @@ interface YamlScalar {
   type?: string;
 }
 
-// A specifier `deno run` does not resolve at start (a literal one it would); compile.sh
-// includes lib/server/capabilities/yaml_package.ts, which imports the same package, so a binary
-// carries it.
+// A specifier `deno run` does not resolve at start (a literal one it would);
+// lib/server/session/lazy_packages.ts names the same package for compile.sh and for the caches
+// a server without a network starts from.
 const YAML_PACKAGE = "npm:yaml@2.9.1";
 let yamlModule: Promise<YamlModule> | undefined;
 

@@ -1,7 +1,7 @@
 /**
- * The YAML parser package, named statically so that `deno compile` (compile.sh's `--include`)
- * carries it in a binary; the server loads it by a specifier `deno run` does not resolve at
- * start (`loadYaml` in skill_metadata.ts).
+ * The YAML parser package, named statically (through lib/server/session/lazy_packages.ts)
+ * so that a binary and a prepared cache carry it; the server loads it by a specifier `deno run`
+ * does not resolve at start (`loadYaml` in skill_metadata.ts).
  *
  * @module
  */

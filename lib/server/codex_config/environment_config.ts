@@ -89,9 +89,9 @@ export function hostConfigPlaces(): ConfigPlaces {
 /** The TOML parser: smol-toml, loaded with the first read (outside the start-up graph). */
 export type TomlParse = (text: string) => TomlTable;
 
-// A specifier `deno run` does not resolve at start (a literal one it would); compile.sh
-// includes lib/server/codex_config/toml_package.ts, which imports the same package, so a binary
-// carries it.
+// A specifier `deno run` does not resolve at start (a literal one it would);
+// lib/server/session/lazy_packages.ts names the same package for compile.sh and for the caches
+// a server without a network starts from.
 const TOML_PACKAGE = "npm:smol-toml@1.9.1";
 let parser: Promise<TomlParse> | undefined;
 
