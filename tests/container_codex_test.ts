@@ -26,6 +26,9 @@
  */
 
 import assert from "node:assert/strict";
+// The npm packages the server loads on first use, fetched into the runner's cache (the container
+// reads that cache).
+import "../lib/server/session/lazy_packages.ts";
 import { CODEX_CONFIG_TOML, findCodexBin, runCodexExec } from "./interop/harness.ts";
 import { startMockModel } from "./interop/mock_model.ts";
 import { LAYER_TRAITS, type SandboxLayer } from "../lib/server/sandbox/layer.ts";
@@ -57,6 +60,8 @@ interface Turn {
   stderr: string;
   /** The `sandboxLayer` of each `process.start` the server logged. */
   layers: unknown[];
+  /** The events the server logged at level `error` (a request that failed unexpectedly). */
+  errors: unknown[];
 }
 
 /** Codex's `environments.toml`: the container, its server's log appended to `log`. */
@@ -124,8 +129,9 @@ async function codexTurn(
   } catch {
     // The server never started.
   }
-  const layers = logText.split("\n").filter((line) => line.startsWith("{"))
-    .map((line) => JSON.parse(line)).filter((event) => event.event === "process.start")
+  const events = logText.split("\n").filter((line) => line.startsWith("{"))
+    .map((line) => JSON.parse(line));
+  const layers = events.filter((event) => event.event === "process.start")
     .map((event) => event.sandboxLayer);
   return {
     product: a * b,
@@ -133,6 +139,7 @@ async function codexTurn(
     code: result.code,
     stderr: `codex exit ${result.code}\ncodex stderr:\n${result.stderr}\nserver log:\n${logText}`,
     layers,
+    errors: events.filter((event) => event.level === "error"),
   };
 }
 
@@ -143,6 +150,8 @@ function assertRan(turn: Turn): string {
   assert.ok(turn.toolOutput.includes(`INTEROP_RESULT_${turn.product}`), diagnostics);
   // What Codex told the model (its JSONL events carry no command item for a sandboxed command).
   assert.match(turn.toolOutput, /Process exited with code 7/, diagnostics);
+  // Every request Codex sent was answered (environmentConfig/read needs its TOML parser).
+  assert.deepEqual(turn.errors, [], diagnostics);
   return diagnostics;
 }
 

@@ -351,6 +351,10 @@ async function codexTurnInContainer(
     });
     const output = model.toolOutputs().join("\n").replaceAll(String(a * 7), "A7");
     assert.equal(result.code, 0, result.stderr);
+    // Every request Codex sent was answered: environmentConfig/read needs the TOML parser the
+    // image's cache must hold (the server runs --cached-only).
+    const logs = await podman(["logs", served.box.name]);
+    assert.doesNotMatch(`${logs.stdout}${logs.stderr}`, /request\.failed/, logs.stderr);
     const item = result.events
       .filter((event) => event.type === "item.completed")
       .map((event) => event.item as Record<string, unknown>)

@@ -17,6 +17,8 @@
  * @module
  */
 
+import { runnerDenoDir } from "./server_harness.ts";
+
 /** The podman binary, or `undefined` when none is installed. */
 export const PODMAN: string | undefined = ["/usr/bin/podman", "/usr/local/bin/podman"].find(
   (path) => {
@@ -27,8 +29,7 @@ export const PODMAN: string | undefined = ["/usr/bin/podman", "/usr/local/bin/po
     }
   },
 );
-const DENO_CACHE = Deno.env.get("DENO_DIR") ??
-  `${Deno.env.get("XDG_CACHE_HOME") ?? `${Deno.env.get("HOME")}/.cache`}/deno`;
+const DENO_CACHE = runnerDenoDir();
 const DEFAULT_PROFILE = "/usr/share/containers/seccomp.json";
 const REPO = decodeURIComponent(new URL("../..", import.meta.url).pathname).replace(/\/$/, "");
 /** The container's user and group (`nobody`), who owns the workspace and the outside volume. */
