@@ -35,7 +35,14 @@ import { fsSandboxChecks } from "../sandbox/fs_guard.ts";
 import { scanCapabilityRoots } from "./discover.ts";
 import { type JsonNode, readJson, writeJson } from "./json_text.ts";
 import { activePluginVersion, isPluginSegment } from "./plugin_version.ts";
-import { foldLine, loadYaml, parseSkillFrontmatter, parseSkillPolicy } from "./skill_metadata.ts";
+import {
+  charCount,
+  foldLine,
+  loadYaml,
+  parseSkillFrontmatter,
+  parseSkillPolicy,
+  trimWhitespace,
+} from "./skill_metadata.ts";
 
 type Params = ParamsOf<"capabilities/discoverV2">;
 type Result = ResultOf<"capabilities/discoverV2">;
@@ -131,7 +138,7 @@ async function remotePluginId(run: FsRunner, packageRoot: string): Promise<strin
   if (bytes.length > MAX_REMOTE_METADATA_BYTES) throw new Error("too large");
   const metadata = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
   const id = typeof metadata?.remote_plugin_id === "string"
-    ? metadata.remote_plugin_id.trim()
+    ? trimWhitespace(metadata.remote_plugin_id)
     : undefined;
   if (metadata?.schema_version !== 1 || id === undefined || id === "") throw new Error("invalid");
   if (new TextEncoder().encode(id).length > MAX_REMOTE_PLUGIN_ID_BYTES) {
@@ -280,11 +287,11 @@ function pluginManifest(contents: string, root: string) {
     if (!isText(displayName) && !isNull(displayName)) return undefined;
   }
   const text = (value: JsonNode | undefined) => value?.kind === "string" ? value.value : "";
-  const shown = text(displayName).trim();
+  const shown = trimWhitespace(text(displayName));
   const named = text(name);
   const servers = fields.get("mcpServers");
   return {
-    displayName: shown !== "" ? shown : named.trim() !== "" ? named : basename(root),
+    displayName: shown !== "" ? shown : trimWhitespace(named) !== "" ? named : basename(root),
     inlineServers: servers?.kind === "object" ? writeJson(servers) : undefined,
     declaresServersFile: servers?.kind === "string",
     declaresAppsFile: fields.get("apps")?.kind === "string",
@@ -300,10 +307,6 @@ function namespaceOf(skillPath: string, namespaces: Map<string, string>): string
   }
 }
 
-function charCount(text: string): number {
-  return [...text].length;
-}
-
 async function discovered(location: Location, discovery: RootDiscovery): Promise<Discovered> {
   const yaml = await loadYaml();
   let incomplete = discovery.warnings.length > 0 || discovery.error !== null;
@@ -315,7 +318,7 @@ async function discovered(location: Location, discovery: RootDiscovery): Promise
     const pluginRoot = dirname(dirname(pathFromUri(manifest.path)));
     const name = manifestName(manifest.contents);
     if (name === undefined || namespaces.has(pluginRoot)) continue;
-    namespaces.set(pluginRoot, name.trim() === "" ? basename(pluginRoot) : name);
+    namespaces.set(pluginRoot, trimWhitespace(name) === "" ? basename(pluginRoot) : name);
   }
   const skills: PluginSkill[] = [];
   for (const { instructions, metadata } of discovery.skills) {

@@ -61,7 +61,8 @@ const IS_WS = new RegExp(`^[${WS}]$`, "u");
 const LEADING_WS = new RegExp(`^[${WS}]*`, "u");
 const TRAILING_WS = new RegExp(`[${WS}]*$`, "u");
 
-function trim(text: string): string {
+/** Text without whitespace at its ends, as Rust's `str::trim` cuts it (U+FEFF stays). */
+export function trimWhitespace(text: string): string {
   return text.replace(LEADING_WS, "").replace(TRAILING_WS, "");
 }
 
@@ -70,8 +71,8 @@ export function foldLine(text: string): string {
   return text.split(WS_RUN).filter((word) => word !== "").join(" ");
 }
 
-/** Characters (Unicode scalar values) in `text`. */
-function charCount(text: string): number {
+/** Characters (Unicode scalar values) in `text`, as Rust counts `chars()`. */
+export function charCount(text: string): number {
   let count = 0;
   for (const _ of text) count++;
   return count;
@@ -235,8 +236,8 @@ function lines(text: string): string[] {
 /** The frontmatter of a `SKILL.md`: the lines between two `---` lines, or `undefined`. */
 export function frontmatterOf(contents: string): string | undefined {
   const all = lines(contents);
-  if (all.length === 0 || trim(all[0]!) !== "---") return undefined;
-  const closing = all.findIndex((line, index) => index > 0 && trim(line) === "---");
+  if (all.length === 0 || trimWhitespace(all[0]!) !== "---") return undefined;
+  const closing = all.findIndex((line, index) => index > 0 && trimWhitespace(line) === "---");
   if (closing <= 1) return undefined;
   return all.slice(1, closing).join("\n");
 }
@@ -268,7 +269,7 @@ export function repairFrontmatter(
   for (const line of lines(frontmatter)) {
     const indent = line.length - line.replace(/^ +/, "").length;
     if (blockIndent !== undefined) {
-      if (trim(line) === "" || indent > blockIndent) {
+      if (trimWhitespace(line) === "" || indent > blockIndent) {
         repaired.push(line);
         continue;
       }
@@ -278,7 +279,7 @@ export function repairFrontmatter(
     const key = colon < 0 ? "" : line.slice(0, colon);
     const value = colon < 0 ? "" : line.slice(colon + 1);
     const first = [...value][0];
-    if (colon < 0 || trim(key) === "" || (first !== undefined && !IS_WS.test(first))) {
+    if (colon < 0 || trimWhitespace(key) === "" || (first !== undefined && !IS_WS.test(first))) {
       repaired.push(line);
       continue;
     }
