@@ -224,6 +224,61 @@ async function stdioRoundTrip(ctx: MetricContext, n: number): Promise<number> {
   }
 }
 
+/** The tree `fs/walk` lists: 300 directories of 60 files, each below a subdirectory. */
+const WALK_TREE = { directories: 300, filesPerDirectory: 60 };
+
+/** Builds the walk metric's tree in a new temporary directory. */
+async function walkTree(): Promise<string> {
+  const root = await Deno.makeTempDir({ prefix: "es-bench-walk-" });
+  for (let d = 0; d < WALK_TREE.directories; d++) {
+    const dir = `${root}/d${d}/sub${d % 7}`;
+    await Deno.mkdir(dir, { recursive: true });
+    for (let f = 0; f < WALK_TREE.filesPerDirectory; f++) {
+      await Deno.writeFile(`${dir}/f${f}.txt`, new Uint8Array());
+    }
+  }
+  return root;
+}
+
+/** Metric: `fs/walk` of a tree of 18 600 entries, sequential. */
+async function runWalk(ctx: MetricContext): Promise<Record<string, number>> {
+  const reps = ctx.quick ? 5 : 30;
+  const root = await walkTree();
+  const client = await openClient(ctx, ctx.server.url);
+  try {
+    const params = {
+      path: `file://${root}`,
+      options: {
+        maxDepth: 10,
+        maxDirectories: 10_000,
+        maxEntries: 50_000,
+        followDirectorySymlinks: false,
+        pruneHiddenDirectories: false,
+      },
+    };
+    for (let i = 0; i < 3; i++) await client.call("fs/walk", params);
+    const lat: number[] = [];
+    const serverCpu0 = cpuMs(ctx.server.pid);
+    for (let i = 0; i < reps && Date.now() < ctx.deadline; i++) {
+      const t0 = performance.now();
+      const reply = await client.call("fs/walk", params) as { entries: unknown[] };
+      lat.push(performance.now() - t0);
+      const expected = WALK_TREE.directories * (2 + WALK_TREE.filesPerDirectory);
+      if (reply.entries.length !== expected) {
+        throw new Error(`fs/walk listed ${reply.entries.length} entries, not ${expected}`);
+      }
+    }
+    return {
+      p50Ms: percentile(lat, 50),
+      p99Ms: percentile(lat, 99),
+      serverCpuMsPerWalk: (cpuMs(ctx.server.pid) - serverCpu0) / lat.length,
+    };
+  } finally {
+    client.close();
+    await Deno.remove(root, { recursive: true });
+  }
+}
+
 /** Metric 2: spawn `true` until `process/closed`, sequential and 32 in flight. */
 async function runSpawn(ctx: MetricContext): Promise<Record<string, number>> {
   return await measureSpawn(ctx, ctx.server.url);
@@ -961,6 +1016,17 @@ export const METRICS: readonly MetricDef[] = [
       { key: "wsServerCpuMs", label: "server CPU until ws response", unit: "ms" },
     ],
     run: runColdStart,
+  },
+  {
+    name: "walk",
+    title: "fs/walk of a tree of 18 600 entries (300 directories of 60 files)",
+    usesSharedServer: true,
+    measures: [
+      { key: "p50Ms", label: "sequential p50", unit: "ms", target: { op: "<=", ratio: 1.0 } },
+      { key: "p99Ms", label: "sequential p99", unit: "ms" },
+      { key: "serverCpuMsPerWalk", label: "server CPU per walk", unit: "ms" },
+    ],
+    run: runWalk,
   },
   {
     name: "http",

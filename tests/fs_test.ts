@@ -430,6 +430,34 @@ Deno.test("fs/walk answers a file whose name is not UTF-8 as an error of its U+F
   });
 });
 
+Deno.test("fs/walk and fs/readDirectory list a directory larger than one getdents64 buffer whole, in order, without . and ..", async () => {
+  // 3 000 names of 100 bytes: about 360 KiB of records, a dozen reads of the 32 KiB buffer.
+  await using fx = await fixture();
+  await Deno.mkdir(`${fx.dir}/big`);
+  const names = Array.from(
+    { length: 3000 },
+    (_, i) => `${String(i).padStart(4, "0")}${"é".repeat(48)}`,
+  );
+  for (const name of names) await Deno.writeTextFile(`${fx.dir}/big/${name}`, "");
+  const options = {
+    maxDepth: 0,
+    maxDirectories: 10,
+    maxEntries: 50_000,
+    followDirectorySymlinks: false,
+  };
+  const walked = await walk({ path: fx.at("big"), options });
+  assertEquals(walked.errors, []);
+  assertEquals(
+    walked.entries,
+    names.map((name) => ({ path: uriFromPath(`${fx.dir}/big/${name}`), kind: "file" })),
+  );
+  const listed = await readDirectory({ path: fx.at("big") });
+  assertEquals(
+    listed.entries.map((entry) => entry.fileName).sort(),
+    names,
+  );
+});
+
 Deno.test("fs/copy and fs/remove of a tree take a file whose name is not UTF-8 along, as the reference does", async () => {
   // Before, the copy left the file out and the removal answered {} and removed nothing: the
   // decoded name was not found, and that ENOENT read as a missing path.

@@ -7,10 +7,18 @@
 import { invalidRequest } from "../../protocol/errors.ts";
 import { fsError } from "../host/os_errors.ts";
 import type { ParamsOf, ResultOf } from "../../protocol/methods.ts";
-import { joinPath, pathFromUri, uriFromPath } from "../host/path_uri.ts";
+import { childUri, joinPath, pathFromUri, uriFromPath } from "../host/path_uri.ts";
 import { linkTargetInScope } from "../host/stat.ts";
 import { mayRead } from "../host/permissions.ts";
-import { close, F, isType, listDirectoryEntries, statx } from "../host/fs_syscalls.ts";
+import {
+  close,
+  F,
+  fsSyscallsAvailable,
+  isType,
+  listDirectoryEntries,
+  openat,
+  statx,
+} from "../host/fs_syscalls.ts";
 import type { SandboxPlan } from "../sandbox/policy.ts";
 import { canonicalAt, linkTargetAt, metadataAt, openDirectoryToList } from "./inspect_at.ts";
 import { readsScoped } from "./resolve.ts";
@@ -37,6 +45,8 @@ type WalkError = WalkResult["errors"][number];
 
 interface PendingDirectory {
   path: string;
+  /** Its `PathUri` (its entries' URIs extend it). */
+  uri: string;
   /** Depth of this directory's children. */
   depth: number;
 }
@@ -101,7 +111,7 @@ export async function walk(
   const prune = options.pruneHiddenDirectories ?? false;
   const visited = new Set([rootCanonical]);
   const canonical = new Map([[root, rootCanonical]]);
-  const queue: PendingDirectory[] = [{ path: root, depth: 0 }];
+  const queue: PendingDirectory[] = [{ path: root, uri: uriFromPath(root), depth: 0 }];
   let expanded = 0;
   let counted = 0;
   // Characters of the reply so far: every entry's path, every error's path and message.
@@ -147,7 +157,7 @@ export async function walk(
           linkReal = target.real;
         }
         // Counted toward maxEntries even when not listed (a link to a file, a FIFO...).
-        const uri = link.isFile || isDirectory ? uriFromPath(path) : "";
+        const uri = link.isFile || isDirectory ? childUri(next.uri, name) : "";
         if (counted >= maxEntries || chars + uri.length > WALK_REPLY_CHARS) {
           result.truncated = true;
           return result;
@@ -165,7 +175,7 @@ export async function walk(
           if (!mayRead(real)) continue; // A link out of the server's read scope is listed, not entered.
           visited.add(real);
           canonical.set(path, real);
-          queue.push({ path, depth: next.depth + 1 });
+          queue.push({ path, uri, depth: next.depth + 1 });
         }
       }
     } finally {
@@ -214,23 +224,31 @@ function mayBeLossy(name: string): boolean {
 
 /**
  * A directory listed by path (nothing to protect: no read scope, no sandbox). Each entry's type
- * is the one the listing reports (Deno asks `lstat` itself where the file system does not say),
- * except for a name holding U+FFFD, which `lstat` describes.
+ * is the one the listing reports (looked up with `lstat` where the file system does not say),
+ * except for a name holding U+FFFD, which `lstat` describes. With the file system calls the
+ * listing is one `getdents64` per few hundred entries (`listDirectoryEntries`); without them,
+ * `Deno.readDir`.
  */
 async function listPath(path: string): Promise<Listing | Error> {
-  const names: string[] = [];
-  const entries = new Map<string, Entry>();
+  let listed: Listed;
   try {
-    for await (const entry of Deno.readDir(path)) {
-      names.push(entry.name);
-      entries.set(entry.name, entry);
-    }
+    listed = fsSyscallsAvailable() ? describedEntries(path) : await readDirEntries(path);
   } catch (err) {
     return err as Error;
   }
+  const { names, types } = listed;
   return {
     names,
-    entry: (name) => mayBeLossy(name) ? Deno.lstat(joinPath(path, name)) : entries.get(name)!,
+    entry: (name) => {
+      const type = mayBeLossy(name) ? 0 : types.get(name)!;
+      if (typeof type !== "number") return type;
+      if (type === 0) return Deno.lstat(joinPath(path, name));
+      return {
+        isFile: type === F.S_IFREG,
+        isDirectory: type === F.S_IFDIR,
+        isSymlink: type === F.S_IFLNK,
+      };
+    },
     target: async (name) => {
       const full = joinPath(path, name);
       const info = await linkTargetInScope(full);
@@ -244,6 +262,37 @@ async function listPath(path: string): Promise<Listing | Error> {
     },
     close() {},
   };
+}
+
+/** A directory's names (two names that are not UTF-8 may read alike) and what each is. */
+interface Listed {
+  names: string[];
+  /** By name: the entry, or the type the directory reports (`0`: not said). */
+  types: Map<string, Entry | number>;
+}
+
+/** A directory listed through its descriptor, with the types it reports. */
+function describedEntries(path: string): Listed {
+  const fd = openat(F.AT_FDCWD, path, F.O_RDONLY | F.O_DIRECTORY | F.O_NONBLOCK);
+  try {
+    const entries = listDirectoryEntries(fd);
+    return {
+      names: entries.map((entry) => entry.name),
+      types: new Map(entries.map((entry) => [entry.name, entry.type])),
+    };
+  } finally {
+    close(fd);
+  }
+}
+
+/** A directory listed by `Deno.readDir`. */
+async function readDirEntries(path: string): Promise<Listed> {
+  const listed: Listed = { names: [], types: new Map() };
+  for await (const entry of Deno.readDir(path)) {
+    listed.names.push(entry.name);
+    listed.types.set(entry.name, entry);
+  }
+  return listed;
 }
 
 /** A directory opened below the read scope's root, checked, and listed through its descriptor. */

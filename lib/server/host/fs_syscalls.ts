@@ -40,8 +40,7 @@ const STATX_SYMBOLS = {
  * one is {@linkcode BY_VALUE_I64} (pass it with {@linkcode byValue}; a pointer as its
  * {@linkcode address}), so that `Deno.dlopen` compiles no fast-call trampoline for it
  * (`nonblocking` ones get none anyway): they run once or a few times per request, or, as
- * `readdir`, per entry of a listing that is mostly `/proc`'s (0.3 us more per entry: 1000
- * entries took 1.05-1.15 ms, 0.72-0.90 with a fast call). In fresh processes (7 runs each),
+ * `getdents64`, once per few hundred entries of a listing. In fresh processes (7 runs each),
  * binding the 31 symbols this file had, all with trampolines, took 7.4-13.1 ms (median 10.8)
  * and grew RSS by 3.5-4.6 MB; this table takes 2.1-2.7 ms (2.5) and 2.4-2.9 MB, and with
  * {@linkcode STATX_SYMBOLS} 3.1-6.6 ms (4.0) and 5.0-5.5 MB: most of it is the process's
@@ -50,6 +49,12 @@ const STATX_SYMBOLS = {
  */
 const SYMBOLS = {
   syscall: { parameters: [BY_VALUE_I64, "i64", "buffer", "buffer", "u64"], result: "i64" },
+  /** `syscall(SYS_getdents64, fd, buffer, size)`: a directory's records, many per call. */
+  getdents64: {
+    name: "syscall",
+    parameters: [BY_VALUE_I64, "i64", "buffer", "u64"],
+    result: "i64",
+  },
   openat: { parameters: [BY_VALUE_I64, "buffer", "i32", "u32"], result: "i32" },
   close: { parameters: [BY_VALUE_I64], result: "i32" },
   read: { parameters: [BY_VALUE_I64, "buffer", "usize"], result: "isize" },
@@ -97,10 +102,6 @@ const SYMBOLS = {
   memfd_create: { parameters: [BY_VALUE_I64, "u32"], result: "i32" },
   // Variadic in C; an int third argument is passed as in a non-variadic call.
   flock: { parameters: [BY_VALUE_I64, "i32"], result: "i32" },
-  fdopendir: { parameters: [BY_VALUE_I64], result: "pointer" },
-  // The `DIR *`'s address.
-  readdir: { parameters: [BY_VALUE_I64], result: "pointer" },
-  closedir: { parameters: [BY_VALUE_I64], result: "i32" },
   // `int *`, returned as a struct of one 64-bit integer: no trampoline (see `locateErrno`).
   __errno_location: { parameters: [], result: { struct: ["u64"] } },
 } as const;
@@ -130,6 +131,7 @@ export const F = {
   RESOLVE_NO_MAGICLINKS: 0x02,
   RESOLVE_BENEATH: 0x08,
   SYS_OPENAT2: 437,
+  SYS_GETDENTS64: Deno.build.arch === "aarch64" ? 61 : 217,
   S_IFMT: 0o170000,
   S_IFDIR: 0o040000,
   S_IFREG: 0o100000,
@@ -530,36 +532,54 @@ export interface DirectoryEntry {
 }
 
 /**
- * The entries of the directory open on `dirfd` (the descriptor stays open), without `.` and
- * `..`, with the type the directory itself reports: a name that is not UTF-8 cannot be looked
- * up again by its decoded text, its type still tells what it is.
+ * The buffer {@linkcode listDirectoryEntries} reads records into, reused (listings are
+ * synchronous): 32 KiB holds a few hundred records, so a directory of 1 000 entries takes a
+ * handful of calls instead of one per entry.
+ */
+const direntScratch = new Uint8Array(32 * 1024);
+const direntView = new DataView(direntScratch.buffer);
+
+/** A name of plain ASCII bytes as a string, without the decoder's call. */
+function asciiName(bytes: Uint8Array): string | undefined {
+  for (const byte of bytes) if (byte >= 0x80) return undefined;
+  return String.fromCharCode(...bytes);
+}
+
+/**
+ * The entries of the directory open on `dirfd` (the descriptor stays open, read to its end),
+ * without `.` and `..`, with the type the directory itself reports: a name that is not UTF-8
+ * cannot be looked up again by its decoded text, its type still tells what it is. The records
+ * come from `getdents64` into one reused buffer, many per call.
  */
 export function listDirectoryEntries(dirfd: number): DirectoryEntry[] {
-  const copy = check(lib().dup(byValue(dirfd)), "dup");
-  const dir = lib().fdopendir(byValue(copy));
-  if (dir === null) {
-    close(copy);
-    throw new SyscallError(errno(), "fdopendir");
-  }
-  const at = Deno.UnsafePointer.value(dir);
+  const { getdents64 } = lib();
   const entries: DirectoryEntry[] = [];
-  try {
-    const { readdir } = lib();
-    for (let entry = readdir(byValue(at)); entry !== null; entry = readdir(byValue(at))) {
-      // struct dirent64: d_ino 8, d_off 8, d_reclen 2, d_type 1, then d_name, NUL-padded to
-      // d_reclen: one copy of the record's name field, cut at its NUL, then decoded.
-      const view = new Deno.UnsafePointerView(entry);
-      const field = new Uint8Array(view.getUint16(16) - 19);
-      view.copyInto(field, 19);
-      const bytes = field.subarray(0, field.indexOf(0));
-      if (bytes.length <= 2 && bytes.every((byte) => byte === DOT)) continue;
+  for (;;) {
+    const size = Number(
+      check(
+        getdents64(
+          byValue(F.SYS_GETDENTS64),
+          BigInt(dirfd),
+          direntScratch,
+          BigInt(direntScratch.length),
+        ),
+        "getdents64",
+      ),
+    );
+    if (size === 0) return entries;
+    // struct linux_dirent64: d_ino 8, d_off 8, d_reclen 2, d_type 1, then d_name, NUL-padded to
+    // d_reclen.
+    for (let at = 0; at < size;) {
+      const length = direntView.getUint16(at + 16, true);
+      const end = direntScratch.indexOf(0, at + 19);
+      const bytes = direntScratch.slice(at + 19, end < 0 || end > at + length ? at + length : end);
       // d_type is the mode's type bits shifted right by 12 (DT_REG 8 is S_IFREG >> 12).
-      entries.push({ name: decoder.decode(bytes), bytes, type: view.getUint8(18) << 12 });
+      const type = direntScratch[at + 18]! << 12;
+      at += length;
+      if (bytes.length <= 2 && bytes.every((byte) => byte === DOT)) continue;
+      entries.push({ name: asciiName(bytes) ?? decoder.decode(bytes), bytes, type });
     }
-  } finally {
-    lib().closedir(byValue(at));
   }
-  return entries;
 }
 
 /** The names in the directory open on `dirfd` (the descriptor stays open), without `.` and `..`. */
