@@ -5,6 +5,7 @@
  */
 
 import type { ResultOf } from "../../protocol/methods.ts";
+import { fsSyscallsAvailable } from "../host/fs_syscalls.ts";
 import { fsError } from "../host/os_errors.ts";
 import { joinPath } from "../host/path_uri.ts";
 import type { SandboxPlan } from "../sandbox/policy.ts";
@@ -73,7 +74,9 @@ export async function readDirectory(
 ): Promise<ResultOf<"fs/readDirectory">> {
   const entries: DirectoryEntry[] = [];
   try {
-    if (readsScoped(path, plans)) return directoryAt(path, plans);
+    // Through the descriptor also where nothing is scoped, when the file system calls are
+    // there: one getdents64 per few hundred entries is cheaper than Deno.readDir's iteration.
+    if (fsSyscallsAvailable() || readsScoped(path, plans)) return directoryAt(path, plans);
     for await (const entry of Deno.readDir(path)) {
       if (!entry.isSymlink) {
         // The directory's own type (Deno looks it up by the name's bytes where the directory
