@@ -97,7 +97,6 @@ const SYMBOLS = {
   fchown: { parameters: [BY_VALUE_I64, "u32", "u32"], result: "i32" },
   fdatasync: { parameters: [BY_VALUE_I64], result: "i32" },
   fdatasyncAsync: { name: "fdatasync", parameters: ["i32"], result: "i32", nonblocking: true },
-  dup: { parameters: [BY_VALUE_I64], result: "i32" },
   // The name's address first.
   memfd_create: { parameters: [BY_VALUE_I64, "u32"], result: "i32" },
   // Variadic in C; an int third argument is passed as in a non-variadic call.
