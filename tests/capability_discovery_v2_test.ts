@@ -156,6 +156,8 @@ Deno.test("the frontmatter is the lines between two --- lines, as Rust's str::li
   assert.equal(frontmatterOf("---\na: 1\n"), undefined, "no closing line");
   assert.equal(frontmatterOf("\ufeff---\na: 1\n---\n"), undefined, "a BOM is not whitespace");
   assert.equal(frontmatterOf("\u0085---\na: 1\n---\n"), "a: 1", "U+0085 is whitespace");
+  assert.equal(frontmatterOf("---\na: 1\r\n---\r"), "a: 1", "a last line keeps its \\r");
+  assert.equal(frontmatterOf("---\na: 1\r\r\n---"), "a: 1\r", "one \\r of a \\r\\n is cut");
 });
 
 Deno.test("prose values are quoted for a second parse; block scalars, quoted values and comments are kept", async () => {

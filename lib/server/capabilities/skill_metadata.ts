@@ -226,11 +226,15 @@ class Yaml {
 // ---------------------------------------------------------------------------
 // SKILL.md
 
-/** Rust's `str::lines`: split at `\n`, a trailing `\r` cut, no empty last line. */
+/**
+ * Rust's `str::lines`: split at `\n`, the `\r` of a `\r\n` cut (a last line without `\n` keeps
+ * its `\r`), no empty last line.
+ */
 function lines(text: string): string[] {
   const parts = text.split("\n");
-  if (parts.at(-1) === "") parts.pop();
-  return parts.map((line) => line.endsWith("\r") ? line.slice(0, -1) : line);
+  const last = parts.pop()!;
+  const ended = parts.map((line) => line.endsWith("\r") ? line.slice(0, -1) : line);
+  return last === "" ? ended : [...ended, last];
 }
 
 /** The frontmatter of a `SKILL.md`: the lines between two `---` lines, or `undefined`. */
