@@ -365,6 +365,11 @@ export function openForRead(
   } finally {
     close(rootfd);
   }
+  // Read granted everywhere and no plan that isolates the file system: whatever was opened may
+  // be read, so its real path need not be looked up.
+  if (grantedEverywhere("read") && plans.every((plan) => plan.isolation !== "filesystem")) {
+    return fd;
+  }
   try {
     const real = fdPath(fd);
     if (!granted("read", real)) throw permissionDenied("read", path);
