@@ -47,6 +47,8 @@ const PLUGIN_MANIFESTS = [
   ".cursor-plugin/plugin.json",
 ] as const;
 const SKILL_FILE = "SKILL.md";
+/** How many skills' files are read ahead of the one being admitted (at most 2 MiB each). */
+const SKILL_READ_AHEAD = 8;
 const SKILL_METADATA = "agents/openai.yaml";
 const DEFAULT_MCP_CONFIG = ".mcp.json";
 
@@ -95,31 +97,59 @@ function messageOf(err: unknown): string {
 }
 
 /**
- * A capability file's text: `undefined` when it is missing or not a regular file (silently) or
- * when it cannot be used (with a warning: unreadable, too large, over the budget, not UTF-8).
+ * What reading a capability file found, before the budget decides: nothing (missing or not a
+ * regular file), a warning that comes before the budget (it cannot be inspected, it is too
+ * large), or its size with its bytes or the warning of the read that failed.
  */
-async function readText(scan: Scan, uri: string): Promise<TextFile | undefined> {
-  const warn = (warning: string) => void scan.warnings.push(warning);
+type Fetched =
+  | { kind: "absent" }
+  | { kind: "refused"; warning: string }
+  | { kind: "failed"; size: number; warning: string }
+  | { kind: "read"; size: number; bytes: Uint8Array };
+
+/** Reads a capability file (at most {@linkcode MAX_FILE_BYTES} of it); never throws. */
+async function fetchText(scan: Scan, uri: string): Promise<Fetched> {
   let size: number;
   try {
     const metadata = await scan.run("fs/getMetadata", { path: uri, sandbox: scan.sandbox });
-    if (!metadata.isFile) return undefined;
+    if (!metadata.isFile) return { kind: "absent" };
     size = metadata.size;
   } catch (err) {
-    if (!isNotFound(err)) warn(`failed to inspect capability file ${uri}: ${messageOf(err)}`);
-    return undefined;
+    return isNotFound(err)
+      ? { kind: "absent" }
+      : { kind: "refused", warning: `failed to inspect capability file ${uri}: ${messageOf(err)}` };
   }
   if (size > MAX_FILE_BYTES) {
-    return void warn(`capability file ${uri} exceeds the ${MAX_FILE_BYTES}-byte limit`);
+    return {
+      kind: "refused",
+      warning: `capability file ${uri} exceeds the ${MAX_FILE_BYTES}-byte limit`,
+    };
   }
-  const refusal = scan.budget.refusal(size);
-  if (refusal !== undefined) return void warn(refusal);
-  let bytes: Uint8Array;
   try {
-    bytes = await readFileUpTo(scan.run, { path: uri, sandbox: scan.sandbox }, MAX_FILE_BYTES);
+    const params = { path: uri, sandbox: scan.sandbox };
+    return { kind: "read", size, bytes: await readFileUpTo(scan.run, params, MAX_FILE_BYTES) };
   } catch (err) {
-    return void warn(`failed to read capability file ${uri}: ${messageOf(err)}`);
+    return {
+      kind: "failed",
+      size,
+      warning: `failed to read capability file ${uri}: ${messageOf(err)}`,
+    };
   }
+}
+
+/**
+ * A fetched capability file's text, within the budget: `undefined` when it is missing or not a
+ * regular file (silently) or when it cannot be used (with a warning: unreadable, too large,
+ * over the budget, not UTF-8).
+ */
+function admitText(scan: Scan, uri: string, fetched: Fetched): TextFile | undefined {
+  const warn = (warning: string) => void scan.warnings.push(warning);
+  if (fetched.kind === "absent") return undefined;
+  if (fetched.kind === "refused") return void warn(fetched.warning);
+  const refusal = scan.budget.refusal(fetched.size);
+  if (refusal !== undefined) return void warn(refusal);
+  if (fetched.kind === "failed") return void warn(fetched.warning);
+  const { bytes } = fetched;
   // The file grew after its size was read.
   if (bytes.length > MAX_FILE_BYTES) {
     return void warn(`capability file ${uri} exceeded its read limit`);
@@ -130,6 +160,11 @@ async function readText(scan: Scan, uri: string): Promise<TextFile | undefined> 
   if (invalid !== undefined) return void warn(`capability file ${uri} is not UTF-8: ${invalid}`);
   scan.budget.add(bytes.length);
   return { path: uri, contents: new TextDecoder("utf-8", { ignoreBOM: true }).decode(bytes) };
+}
+
+/** A capability file's text, read and admitted ({@linkcode admitText}). */
+async function readText(scan: Scan, uri: string): Promise<TextFile | undefined> {
+  return admitText(scan, uri, await fetchText(scan, uri));
 }
 
 /** The first plugin manifest `directory` holds, in {@linkcode PLUGIN_MANIFESTS} order. */
@@ -278,11 +313,28 @@ async function discoverRoot(
     if (text !== undefined) discovery.namespaceManifests.push(text);
   }
   if (own !== undefined) discovery.plugin = await pluginFiles(scan, root, own);
-  for (const skill of skills) {
-    const instructions = await readText(scan, skill.uri);
+  // Each skill's two files are read up to SKILL_READ_AHEAD skills ahead and admitted in order,
+  // so the budget and the warnings come out as if they were read one by one.
+  const metadataUri = (skill: { path: string }) =>
+    uriFromPath(joinPath(dirname(skill.path), SKILL_METADATA));
+  const fetches: Promise<[Fetched, Fetched]>[] = [];
+  const fetch = (index: number) => {
+    const skill = skills[index];
+    if (skill !== undefined) {
+      fetches[index] = Promise.all([
+        fetchText(scan, skill.uri),
+        fetchText(scan, metadataUri(skill)),
+      ]);
+    }
+  };
+  for (let index = 0; index < SKILL_READ_AHEAD; index++) fetch(index);
+  for (const [index, skill] of skills.entries()) {
+    const [instructionsRead, metadataRead] = await fetches[index]!;
+    delete fetches[index];
+    fetch(index + SKILL_READ_AHEAD);
+    const instructions = admitText(scan, skill.uri, instructionsRead);
     if (instructions === undefined) continue;
-    const metadataPath = joinPath(dirname(skill.path), SKILL_METADATA);
-    const metadata = await readText(scan, uriFromPath(metadataPath));
+    const metadata = admitText(scan, metadataUri(skill), metadataRead);
     discovery.skills.push({ instructions, metadata: metadata ?? null });
   }
   return discovery;
