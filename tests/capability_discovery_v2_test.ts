@@ -2,10 +2,8 @@
 // reference's answer (codex-cli 0.171.0) for the same tree, recorded by record.ts there.
 import assert from "node:assert/strict";
 import { ErrorCode, RpcError } from "../lib/protocol/errors.ts";
-import {
-  type CapabilityPlaces,
-  discoverCapabilities,
-} from "../lib/server/capabilities/discover_v2.ts";
+import { discoverCapabilities } from "../lib/server/capabilities/discover_v2.ts";
+import type { CodexPlaces } from "../lib/server/host/codex_places.ts";
 import { readJson, writeJson } from "../lib/server/capabilities/json_text.ts";
 import {
   activePluginVersion,
@@ -43,7 +41,7 @@ function runner(): FsRunner {
 
 async function scratch() {
   const base = await Deno.realPath(await Deno.makeTempDir({ prefix: "es-v2-" }));
-  const places: CapabilityPlaces = {
+  const places: CodexPlaces = {
     codexHome: `${base}/codex`,
     userHome: `${base}/home`,
     systemDir: `${base}/etc`,

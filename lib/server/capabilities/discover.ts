@@ -317,21 +317,13 @@ async function discoverRoot(
   // so the budget and the warnings come out as if they were read one by one.
   const metadataUri = (skill: { path: string }) =>
     uriFromPath(joinPath(dirname(skill.path), SKILL_METADATA));
-  const fetches: Promise<[Fetched, Fetched]>[] = [];
-  const fetch = (index: number) => {
-    const skill = skills[index];
-    if (skill !== undefined) {
-      fetches[index] = Promise.all([
-        fetchText(scan, skill.uri),
-        fetchText(scan, metadataUri(skill)),
-      ]);
-    }
-  };
-  for (let index = 0; index < SKILL_READ_AHEAD; index++) fetch(index);
+  const fetchBoth = (skill: { uri: string; path: string }) =>
+    Promise.all([fetchText(scan, skill.uri), fetchText(scan, metadataUri(skill))]);
+  const ahead = skills.slice(0, SKILL_READ_AHEAD).map(fetchBoth);
   for (const [index, skill] of skills.entries()) {
-    const [instructionsRead, metadataRead] = await fetches[index]!;
-    delete fetches[index];
-    fetch(index + SKILL_READ_AHEAD);
+    const [instructionsRead, metadataRead] = await ahead.shift()!;
+    const next = skills[index + SKILL_READ_AHEAD];
+    if (next !== undefined) ahead.push(fetchBoth(next));
     const instructions = admitText(scan, skill.uri, instructionsRead);
     if (instructions === undefined) continue;
     const metadata = admitText(scan, metadataUri(skill), metadataRead);

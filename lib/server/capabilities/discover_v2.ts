@@ -26,9 +26,9 @@
  */
 
 import type { ParamsOf, ResultOf } from "../../protocol/methods.ts";
-import { RpcError } from "../../protocol/errors.ts";
-import { isNotFound, readFileUpTo } from "../fs/bounded_read.ts";
+import { errnoOf, isNotFound, readFileUpTo } from "../fs/bounded_read.ts";
 import type { FsRunner } from "../fs/operations.ts";
+import { type CodexPlaces, codexPlaces } from "../host/codex_places.ts";
 import { joinPath, pathFromUri, uriFromPath } from "../host/path_uri.ts";
 import { basename, dirname, relative } from "../host/posix_path.ts";
 import { fsSandboxChecks } from "../sandbox/fs_guard.ts";
@@ -81,16 +81,6 @@ const METADATA_INCOMPLETE =
   "some capability metadata could not be loaded; discovery may be incomplete";
 const SIZE_LIMIT_REACHED = "capability discovery size limit reached";
 
-/** Where this machine keeps Codex's plugins and skills. */
-export interface CapabilityPlaces {
-  /** Codex's home: `$CODEX_HOME`, else `~/.codex`. */
-  codexHome: string;
-  /** The user's home directory, when known. */
-  userHome: string | undefined;
-  /** The system directory: `/etc/codex`. */
-  systemDir: string;
-}
-
 /** One place to discover: an installed plugin or a skill root. */
 interface Location {
   root: string;
@@ -109,9 +99,7 @@ interface Locations {
 class PrewarmFailure extends Error {}
 
 function errorKindName(err: unknown): string {
-  const errno = err instanceof RpcError
-    ? (err.data as { errno?: string } | undefined)?.errno
-    : undefined;
+  const errno = errnoOf(err);
   return errno === "EACCES" || errno === "EPERM" ? "PermissionDenied" : "Other";
 }
 
@@ -147,6 +135,27 @@ async function remotePluginId(run: FsRunner, packageRoot: string): Promise<strin
   return id;
 }
 
+/**
+ * The active version of the plugin package at `packageRoot`, `undefined` when it has none or
+ * cannot be listed. Its version directories are the directories in it (the package directory
+ * itself may be a link; a link in it to a directory is not a version).
+ */
+async function installedVersion(run: FsRunner, packageRoot: string): Promise<string | undefined> {
+  try {
+    const { path: real } = await run("fs/canonicalize", { path: uriFromPath(packageRoot) });
+    const { entries } = await run("fs/walk", {
+      path: real,
+      options: { ...CACHE_WALK, maxDepth: 0, followDirectorySymlinks: false },
+    });
+    return activePluginVersion(
+      entries.filter((entry) => entry.kind === "directory")
+        .map((entry) => basename(pathFromUri(entry.path))),
+    );
+  } catch {
+    return undefined;
+  }
+}
+
 /** The installed plugins of the cache, in `name@marketplace` order. */
 async function cachedPlugins(run: FsRunner, cache: string): Promise<Locations> {
   let walked: ResultOf<"fs/walk">;
@@ -172,22 +181,7 @@ async function cachedPlugins(run: FsRunner, cache: string): Promise<Locations> {
   const locations: Location[] = [];
   for (const id of [...packages.keys()].sort()) {
     const packageRoot = packages.get(id)!;
-    let version: string | undefined;
-    try {
-      // The version directories themselves: a link to a directory is not a version (the
-      // package directory itself may be a link).
-      const { path: real } = await run("fs/canonicalize", { path: uriFromPath(packageRoot) });
-      const { entries } = await run("fs/walk", {
-        path: real,
-        options: { ...CACHE_WALK, maxDepth: 0, followDirectorySymlinks: false },
-      });
-      version = activePluginVersion(
-        entries.filter((entry) => entry.kind === "directory")
-          .map((entry) => basename(pathFromUri(entry.path))),
-      );
-    } catch {
-      version = undefined;
-    }
+    const version = await installedVersion(run, packageRoot);
     if (version === undefined) continue;
     if (locations.length === MAX_LOCATIONS) {
       incomplete = true;
@@ -208,7 +202,7 @@ async function cachedPlugins(run: FsRunner, cache: string): Promise<Locations> {
 }
 
 /** Every location of this machine, installed plugins first, bounded. */
-async function resolveLocations(run: FsRunner, places: CapabilityPlaces): Promise<Locations> {
+async function resolveLocations(run: FsRunner, places: CodexPlaces): Promise<Locations> {
   const skillRoots = [
     { root: joinPath(places.codexHome, "skills"), rootId: "codex-home-skills" },
     ...places.userHome === undefined
@@ -307,12 +301,9 @@ function namespaceOf(skillPath: string, namespaces: Map<string, string>): string
   }
 }
 
-async function discovered(location: Location, discovery: RootDiscovery): Promise<Discovered> {
+/** The skills a location's scan found, named and described; `incomplete` if some were left out. */
+async function skillsOf(discovery: RootDiscovery) {
   const yaml = await loadYaml();
-  let incomplete = discovery.warnings.length > 0 || discovery.error !== null;
-  if (location.plugin !== undefined && discovery.plugin === null) {
-    return { skills: [], incomplete: true };
-  }
   const namespaces = new Map<string, string>();
   for (const manifest of discovery.namespaceManifests) {
     const pluginRoot = dirname(dirname(pathFromUri(manifest.path)));
@@ -321,18 +312,16 @@ async function discovered(location: Location, discovery: RootDiscovery): Promise
     namespaces.set(pluginRoot, trimWhitespace(name) === "" ? basename(pluginRoot) : name);
   }
   const skills: PluginSkill[] = [];
+  let incomplete = false;
   for (const { instructions, metadata } of discovery.skills) {
     const path = pathFromUri(instructions.path);
     const fallback = foldLine(basename(dirname(path)));
     const parsed = parseSkillFrontmatter(yaml, instructions.contents, fallback || "skill");
-    if (parsed === undefined) {
-      incomplete = true;
-      continue;
-    }
-    const namespace = namespaceOf(path, namespaces);
+    const namespace = parsed === undefined ? undefined : namespaceOf(path, namespaces);
     if (
-      namespace !== undefined &&
-      charCount(namespace) + 1 + charCount(parsed.name) > MAX_QUALIFIED_NAME_CHARS
+      parsed === undefined ||
+      (namespace !== undefined &&
+        charCount(namespace) + 1 + charCount(parsed.name) > MAX_QUALIFIED_NAME_CHARS)
     ) {
       incomplete = true;
       continue;
@@ -347,8 +336,15 @@ async function discovered(location: Location, discovery: RootDiscovery): Promise
         : parseSkillPolicy(yaml, metadata.contents),
     });
   }
+  return { skills, incomplete };
+}
+
+/** A scanned location as the reply shows it: its plugin, or its skills for a skill root. */
+async function discovered(location: Location, discovery: RootDiscovery): Promise<Discovered> {
+  const scanIncomplete = discovery.warnings.length > 0 || discovery.error !== null;
   const rootUri = uriFromPath(location.root);
-  if (location.plugin === undefined || discovery.plugin === null) {
+  if (location.plugin === undefined) {
+    const { skills, incomplete } = await skillsOf(discovery);
     const discoveryRoot = { id: location.rootId ?? "", path: rootUri };
     return {
       skills: skills.map(({ dependencies, policy, ...skill }) => ({
@@ -357,17 +353,19 @@ async function discovered(location: Location, discovery: RootDiscovery): Promise
         dependencies,
         policy,
       })),
-      incomplete,
+      incomplete: scanIncomplete || incomplete,
     };
   }
-  const manifest = pluginManifest(discovery.plugin.manifest.contents, location.root);
-  if (manifest === undefined) return { skills: [], incomplete: true };
+  // An installed plugin without a manifest the reference reads is left out, skills and all.
   const files = discovery.plugin;
+  const manifest = files === null
+    ? undefined
+    : pluginManifest(files.manifest.contents, location.root);
+  if (files === null || manifest === undefined) return { skills: [], incomplete: true };
+  const { skills, incomplete } = await skillsOf(discovery);
   // A file the manifest names that could not be read is left out, and said so.
-  if (
-    (manifest.declaresServersFile && files.mcpConfig === null) ||
-    (manifest.declaresAppsFile && files.appsConfig === null)
-  ) incomplete = true;
+  const unread = (manifest.declaresServersFile && files.mcpConfig === null) ||
+    (manifest.declaresAppsFile && files.appsConfig === null);
   const { id, remotePluginId, version } = location.plugin;
   return {
     plugin: {
@@ -386,7 +384,7 @@ async function discovered(location: Location, discovery: RootDiscovery): Promise
       skills,
     },
     skills: [],
-    incomplete,
+    incomplete: scanIncomplete || incomplete || unread,
   };
 }
 
@@ -516,7 +514,7 @@ function finish(result: Result, truncated: boolean): Result {
  * @param params The request's params (`cwd` is not used, as in the reference; `sandbox` applies
  * to every read of a plugin or skill).
  * @param run Runs an fs request for this connection.
- * @param places Where Codex's home, the user's home and `/etc/codex` are.
+ * @param places Where Codex's home, the user's home and `/etc/codex` are (this machine's).
  * @returns The plugins (sorted by id), the standalone skills (in root order) and the warnings.
  * @throws {RpcError} `-32602` for a `sandbox` this server cannot enforce.
  *
@@ -542,7 +540,7 @@ function finish(result: Result, truncated: boolean): Result {
 export async function discoverCapabilities(
   params: Params,
   run: FsRunner,
-  places: CapabilityPlaces,
+  places: CodexPlaces = codexPlaces(),
 ): Promise<Result> {
   pathFromUri(params.cwd);
   fsSandboxChecks(params.sandbox);

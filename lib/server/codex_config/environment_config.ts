@@ -22,7 +22,7 @@ import type { ParamsOf, ResultOf } from "../../protocol/methods.ts";
 import { isNotFound, readFileUpTo } from "../fs/bounded_read.ts";
 import type { FsRunner } from "../fs/operations.ts";
 import { joinPath, pathFromUri, uriFromPath } from "../host/path_uri.ts";
-import { serverEnv } from "../host/env.ts";
+import { type CodexPlaces, codexPlaces } from "../host/codex_places.ts";
 import { dirname } from "../host/posix_path.ts";
 import { type Layer, type LayerStack, projectStack } from "./projection.ts";
 import { isTable, setEntry, type TomlTable, tomlText } from "./toml_text.ts";
@@ -57,33 +57,21 @@ const APPROVAL_POLICIES = ["untrusted", "on-failure", "on-request", "granular", 
 /** The `sandbox_mode` values a managed config may name (else `configInvalid`). */
 const SANDBOX_MODES = ["read-only", "workspace-write", "danger-full-access"];
 
-/** Where the configuration lives on this machine. */
-export interface ConfigPlaces {
-  /** The system directory: `/etc/codex`. */
-  systemDir: string;
-  /** Codex's home: `$CODEX_HOME`, else `~/.codex`. */
-  codexHome: string;
-  /** The user's home directory, when known. */
-  userHome: string | undefined;
+/** Where the configuration lives on this machine, and its name. */
+export interface ConfigPlaces extends CodexPlaces {
   /** This machine's name, when known. */
   hostname: string | undefined;
 }
 
-/** The places of this machine: `/etc/codex`, `$CODEX_HOME` (or `$HOME/.codex`), `$HOME`. */
+/** The places of this machine (`/etc/codex`, `$CODEX_HOME` or `$HOME/.codex`, `$HOME`), its name. */
 export function hostConfigPlaces(): ConfigPlaces {
-  const userHome = serverEnv("HOME") || undefined;
   let hostname: string | undefined;
   try {
     hostname = Deno.hostname();
   } catch {
     hostname = undefined;
   }
-  return {
-    systemDir: "/etc/codex",
-    codexHome: serverEnv("CODEX_HOME") || joinPath(userHome ?? "/", ".codex"),
-    userHome,
-    hostname,
-  };
+  return { ...codexPlaces(), hostname };
 }
 
 /** The TOML parser: smol-toml, loaded with the first read (outside the start-up graph). */

@@ -11,6 +11,19 @@ import type { ParamsOf } from "../../protocol/methods.ts";
 import type { FsRunner } from "./operations.ts";
 
 /**
+ * The POSIX name of the OS error an fs request failed with (its `data.errno`), if any.
+ *
+ * @example
+ * ```ts
+ * import { errnoOf } from "./bounded_read.ts";
+ * console.log(errnoOf(new Error("x"))); // undefined
+ * ```
+ */
+export function errnoOf(err: unknown): string | undefined {
+  return err instanceof RpcError ? (err.data as { errno?: string } | undefined)?.errno : undefined;
+}
+
+/**
  * Whether an error of an fs request says the path does not exist (`data.errno` `ENOENT`).
  *
  * @example
@@ -20,8 +33,7 @@ import type { FsRunner } from "./operations.ts";
  * ```
  */
 export function isNotFound(err: unknown): boolean {
-  return err instanceof RpcError &&
-    (err.data as { errno?: string } | undefined)?.errno === "ENOENT";
+  return errnoOf(err) === "ENOENT";
 }
 
 /**

@@ -123,15 +123,13 @@ export const HANDLERS: Handlers = {
     );
   },
   "capabilities/discoverV2": async (params, ctx) => {
-    const [fs, { discoverCapabilities }, { hostConfigPlaces }] = await Promise.all([
+    const [fs, { discoverCapabilities }] = await Promise.all([
       ctx.state.fs(),
       import("../capabilities/discover_v2.ts"),
-      import("../codex_config/environment_config.ts"),
     ]);
     return discoverCapabilities(
       params,
       (method, fsParams) => fs.run(method, fsParams, fs.context),
-      hostConfigPlaces(),
     );
   },
   "environmentConfig/read": async (params, ctx) => {
