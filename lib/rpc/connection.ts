@@ -150,6 +150,11 @@ export interface ConnectionHandlers {
   schedule?(method: string): Schedule | undefined;
   /** A response or error that matches no pending call. Default: ignored. */
   unmatched?(message: ResponseMessage | ErrorMessage): void;
+  /**
+   * A request's handler threw something that is not an {@linkcode RpcError}: its reply says only
+   * `internal error`, so this is where the cause can be recorded. Default: nothing.
+   */
+  failed?(method: string, err: unknown): void;
 }
 
 /** Options for {@linkcode Connection}. */
@@ -556,6 +561,7 @@ export class Connection {
       const result = answer instanceof Promise ? await answer : answer;
       reply = { kind: "response", id: request.id, result };
     } catch (err) {
+      if (!(err instanceof RpcError)) this.#handlers.failed?.(request.method, err);
       reply = { kind: "error", id: request.id, error: toWireError(err) };
     } finally {
       incoming?.delete(key);

@@ -132,27 +132,7 @@ export function serveConnection(
       params: unknown,
       context: HandlerContext,
     ) => unknown;
-    try {
-      const answer = handler(params, context);
-      return answer instanceof Promise ? answer.catch((err) => unexpected(method, err)) : answer;
-    } catch (err) {
-      return unexpected(method, err);
-    }
-  }
-
-  /**
-   * Rethrows a handler's error; one that is not a protocol error (a bug, or a failure such as
-   * a package that could not be loaded) is logged first, since its reply says only `internal
-   * error`.
-   */
-  function unexpected(method: string, err: unknown): never {
-    if (!(err instanceof RpcError)) {
-      logEvent("error", "request.failed", {
-        method,
-        error: err instanceof Error ? err.message : String(err),
-      });
-    }
-    throw err;
+    return handler(params, context);
   }
 
   /**
@@ -185,6 +165,14 @@ export function serveConnection(
         else fatal();
       },
       unmatched: fatal,
+      // Not a protocol error (a bug, or a package that could not be loaded): its reply says only
+      // `internal error`, so the cause goes to the log.
+      failed(method, err) {
+        logEvent("error", "request.failed", {
+          method,
+          error: err instanceof Error ? err.message : String(err),
+        });
+      },
       schedule(method): Schedule {
         if (lanes === undefined || !initializedNotified) return "inline";
         const spec = lookupMethod(method);
