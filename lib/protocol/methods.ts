@@ -480,14 +480,17 @@ const EnvironmentConfigLayerStack = object({
 }, { name: "EnvironmentConfigLayerStack" });
 
 /** What `capabilityRoots/discoverV1` found below one root. */
+/** A plugin's manifest and the MCP and app configs it names, as text. */
+const DiscoveredPluginFiles = object({
+  manifest: CapabilityTextFile,
+  mcpConfig: nullable(CapabilityTextFile),
+  appsConfig: nullable(CapabilityTextFile),
+}, { name: "DiscoveredPluginFiles" });
+
 const CapabilityRootDiscovery = object({
   id: string(),
   path: PathUri,
-  plugin: nullable(object({
-    manifest: CapabilityTextFile,
-    mcpConfig: nullable(CapabilityTextFile),
-    appsConfig: nullable(CapabilityTextFile),
-  }, { name: "DiscoveredPluginFiles" })),
+  plugin: nullable(DiscoveredPluginFiles),
   skills: array(object({
     instructions: CapabilityTextFile,
     metadata: nullable(CapabilityTextFile),
@@ -540,11 +543,7 @@ const ExecutorPlugin = object({
   remotePluginId: nullable(string()),
   version: string(),
   root: PathUri,
-  files: object({
-    manifest: CapabilityTextFile,
-    mcpConfig: nullable(CapabilityTextFile),
-    appsConfig: nullable(CapabilityTextFile),
-  }, { name: "ExecutorPluginFiles" }),
+  files: DiscoveredPluginFiles,
   skills: array(ExecutorPluginSkill),
 }, { name: "ExecutorPlugin" });
 
