@@ -16,7 +16,7 @@ import {
 } from "../../protocol/methods.ts";
 import type { JsonSchema } from "../../protocol/schema.ts";
 import { environmentInfo, grantExtensions, supportedExtensions, VERSION } from "./environment.ts";
-import type { FsMethod } from "../fs/operations.ts";
+import type { FsMethod, FsRunner } from "../fs/operations.ts";
 import { uriFromPath } from "../host/path_uri.ts";
 import { describeServerSandbox } from "../sandbox/server_policy.ts";
 import type { Session } from "./registry.ts";
@@ -39,6 +39,20 @@ export type Handlers = {
     context: HandlerContext,
   ) => ReplyOf<M> | Promise<ReplyOf<M>>;
 };
+
+/**
+ * Runs a subsystem above fs that loads on first use (capability discovery, the Codex config):
+ * its module and this connection's fs services are loaded together, and it gets the fs
+ * operations table as its runner.
+ */
+async function withFsRunner<M, R>(
+  ctx: HandlerContext,
+  module: Promise<M>,
+  call: (module: M, run: FsRunner) => R | Promise<R>,
+): Promise<R> {
+  const [fs, loaded] = await Promise.all([ctx.state.fs(), module]);
+  return await call(loaded, (method, fsParams) => fs.run(method, fsParams, fs.context));
+}
 
 let schema: Promise<JsonSchema> | undefined;
 
@@ -112,34 +126,22 @@ export const HANDLERS: Handlers = {
       : http.request(params);
   },
 
-  "capabilityRoots/discoverV1": async (params, ctx) => {
-    const [fs, { discoverCapabilityRoots }] = await Promise.all([
-      ctx.state.fs(),
+  "capabilityRoots/discoverV1": (params, ctx) =>
+    withFsRunner(
+      ctx,
       import("../capabilities/discover.ts"),
-    ]);
-    return discoverCapabilityRoots(
-      params,
-      (method, fsParams) => fs.run(method, fsParams, fs.context),
-    );
-  },
-  "capabilities/discoverV2": async (params, ctx) => {
-    const [fs, { discoverCapabilities }] = await Promise.all([
-      ctx.state.fs(),
+      (module, run) => module.discoverCapabilityRoots(params, run),
+    ),
+  "capabilities/discoverV2": (params, ctx) =>
+    withFsRunner(
+      ctx,
       import("../capabilities/discover_v2.ts"),
-    ]);
-    return discoverCapabilities(
-      params,
-      (method, fsParams) => fs.run(method, fsParams, fs.context),
-    );
-  },
-  "environmentConfig/read": async (params, ctx) => {
-    const [fs, { readEnvironmentConfig }] = await Promise.all([
-      ctx.state.fs(),
+      (module, run) => module.discoverCapabilities(params, run),
+    ),
+  "environmentConfig/read": (params, ctx) =>
+    withFsRunner(
+      ctx,
       import("../codex_config/environment_config.ts"),
-    ]);
-    return readEnvironmentConfig(
-      params,
-      (method, fsParams) => fs.run(method, fsParams, fs.context),
-    );
-  },
+      (module, run) => module.readEnvironmentConfig(params, run),
+    ),
 };
